@@ -1,0 +1,124 @@
+"""Every setting of the plugin: one Config read from `.env`, each key `MARSHO_*`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, Field, ValidationError, field_validator
+
+
+DEFAULT_SYSTEM_PROMPT = (
+    "You are Marsho, a friendly and helpful assistant chatting in a group chat. "
+    "Answer in the language the user writes in. Keep answers short and plain: "
+    "chat apps do not render markdown. Use the tools you are given when they help, "
+    "and say so honestly when a tool fails."
+)
+
+
+class Config(BaseModel):
+    """Settings read from `.env`; the environment variable is the field name in capitals."""
+
+    marsho_base_url: str = "https://api.openai.com/v1"
+    """Base URL of the OpenAI-compatible endpoint (it ends before `/chat/completions`)."""
+
+    marsho_api_key: str = ""
+    """API key sent as a Bearer token; may stay empty for local endpoints that need none."""
+
+    marsho_model: str = "gpt-4o-mini"
+    """Model name sent with every request."""
+
+    marsho_name: str = "marsho"
+    """Trigger word: a message starting with it (any case) is a question for the model."""
+
+    marsho_aliases: list[str] = Field(default_factory=lambda: ["小棉"])
+    """More trigger words, JSON list."""
+
+    marsho_at: bool = False
+    """Also answer group messages that @-mention the bot."""
+
+    marsho_system_prompt: str = DEFAULT_SYSTEM_PROMPT
+    """System prompt put before every conversation; empty for none."""
+
+    marsho_toolkit_dirs: list[Path] = Field(default_factory=list)
+    """Extra toolset folders (JSON list), each holding toolkit folders."""
+
+    marsho_disabled_toolkits: list[str] = Field(default_factory=list)
+    """Toolkit folder names not to load (JSON list)."""
+
+    marsho_max_tool_rounds: int = Field(default=8, ge=0, le=64)
+    """Tool-call rounds per turn; then one last request without tools."""
+
+    marsho_tool_timeout: float = Field(default=30.0, gt=0)
+    """Seconds a single tool call may run."""
+
+    marsho_max_parallel_tools: int = Field(default=8, ge=1, le=64)
+    """Tool calls of one response that run at the same time."""
+
+    marsho_max_tool_result_bytes: int = Field(default=16_000, ge=256)
+    """UTF-8 bytes of one tool result that the model sees; the rest is cut with a note."""
+
+    marsho_timeout: float = Field(default=60.0, gt=0)
+    """Seconds one request to the endpoint may take, connection included."""
+
+    marsho_max_history: int = Field(default=40, ge=0)
+    """Messages of earlier turns sent with each request, per session."""
+
+    @field_validator("marsho_name")
+    @classmethod
+    def _name_not_blank(cls, value: str) -> str:
+        value = value.strip()
+        if not value:
+            raise ValueError("the trigger word cannot be empty")
+        return value
+
+    @field_validator("marsho_aliases")
+    @classmethod
+    def _aliases_not_blank(cls, value: list[str]) -> list[str]:
+        return [alias.strip() for alias in value if alias.strip()]
+
+    @field_validator("marsho_base_url")
+    @classmethod
+    def _base_url_is_http(cls, value: str) -> str:
+        value = value.strip().rstrip("/")
+        if not value.startswith(("http://", "https://")):
+            raise ValueError(f"{value!r} is not an http(s) URL")
+        if value.endswith("/chat/completions"):
+            raise ValueError(
+                "give the base URL without /chat/completions, e.g. https://api.openai.com/v1"
+            )
+        return value
+
+    @property
+    def trigger_names(self) -> list[str]:
+        """The trigger word followed by its aliases, without duplicates."""
+        names: list[str] = []
+        for name in [self.marsho_name, *self.marsho_aliases]:
+            if name.casefold() not in (n.casefold() for n in names):
+                names.append(name)
+        return names
+
+
+def describe_validation_error(error: ValidationError) -> str:
+    """Turn pydantic's error into lines naming each bad `.env` key and what is wrong."""
+    lines = []
+    for item in error.errors():
+        key = str(item["loc"][0]).upper() if item["loc"] else "?"
+        lines.append(f"{key}={item.get('input')!r}: {item['msg']}")
+    return "invalid settings in .env: " + "; ".join(lines)
+
+
+def read_config() -> tuple[Config, str]:
+    """The plugin's settings from NoneBot's config; on a bad value, the defaults and the problem.
+
+    A bad `.env` value must not keep the bot from starting: the plugin loads with defaults
+    and answers every chat with what to fix (see matchers.py).
+    """
+    from nonebot import get_plugin_config
+
+    try:
+        return get_plugin_config(Config), ""
+    except ValidationError as error:
+        return Config(), describe_validation_error(error)
+
+
+plugin_config, config_error = read_config()

@@ -1,0 +1,170 @@
+"""The OpenAI-compatible client: one request → a Completion, every failure → an EndpointError."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+import openai
+
+from .exceptions import EndpointError
+from .tools.model import ToolCall
+
+NO_KEY_PLACEHOLDER = "no-key"
+"""Sent when MARSHO_API_KEY is empty: local endpoints accept anything, the SDK insists on a key."""
+
+
+@dataclass(frozen=True)
+class Completion:
+    """The model's answer to one request: text, tool calls, and reasoning kept apart."""
+
+    content: str
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    reasoning: str = ""
+    finish_reason: str | None = None
+
+    def assistant_message(self) -> dict[str, Any]:
+        """The assistant message to append to the conversation (reasoning left out)."""
+        message: dict[str, Any] = {"role": "assistant", "content": self.content}
+        if self.tool_calls:
+            message["content"] = self.content or None
+            message["tool_calls"] = [call.to_openai() for call in self.tool_calls]
+        return message
+
+
+def _error_detail(error: openai.APIError) -> str:
+    body = getattr(error, "body", None)
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict) and inner.get("message"):
+            return str(inner["message"])
+        if isinstance(inner, str):
+            return inner
+    return str(getattr(error, "message", "") or error)
+
+
+class LLMClient:
+    """Talks to one OpenAI-compatible endpoint; make it inside the running loop and reuse it."""
+
+    def __init__(self, *, base_url: str, api_key: str, model: str, timeout: float) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.api_key = api_key
+        self.model = model
+        self.timeout = timeout
+        self._client: openai.AsyncOpenAI | None = None
+
+    @property
+    def needs_key(self) -> bool:
+        """True when no key is set and the endpoint is one that always wants one."""
+        host = urlsplit(self.base_url).hostname or ""
+        return not self.api_key and host.endswith("openai.com")
+
+    def _get_client(self) -> openai.AsyncOpenAI:
+        if self._client is None:
+            self._client = openai.AsyncOpenAI(
+                base_url=self.base_url,
+                api_key=self.api_key or NO_KEY_PLACEHOLDER,
+                timeout=self.timeout,
+                # one honest bound per request: MARSHO_TIMEOUT, not the SDK's retries on top of it
+                max_retries=0,
+            )
+        return self._client
+
+    async def complete(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None
+    ) -> Completion:
+        """Send one chat-completions request and read the first choice."""
+        if self.needs_key:
+            raise EndpointError(
+                f"No API key is set for {self.base_url}.", hint="Set MARSHO_API_KEY in .env."
+            )
+        request: dict[str, Any] = {"model": self.model, "messages": messages}
+        if tools:
+            request["tools"] = tools
+        try:
+            response = await asyncio.wait_for(
+                self._get_client().chat.completions.create(**request), self.timeout
+            )
+        except (asyncio.TimeoutError, openai.APITimeoutError):
+            raise EndpointError(
+                f"The endpoint {self.base_url} did not answer within {self.timeout:g} s.",
+                hint="Try again later, or raise MARSHO_TIMEOUT.",
+            ) from None
+        except openai.APIStatusError as error:
+            raise self._status_error(error) from None
+        except openai.APIConnectionError as error:
+            cause = error.__cause__ or error
+            raise EndpointError(
+                f"Cannot reach the endpoint {self.base_url} ({type(cause).__name__}: {cause}).",
+                hint="Check MARSHO_BASE_URL and that the endpoint is up.",
+            ) from None
+        except openai.OpenAIError as error:
+            raise EndpointError(
+                f"The endpoint {self.base_url} sent an answer that cannot be read: {error}."
+            ) from None
+        return self._read(response)
+
+    def _status_error(self, error: openai.APIStatusError) -> EndpointError:
+        status = error.status_code
+        detail = _error_detail(error)
+        if status == 401:
+            return EndpointError(f"The endpoint rejected the API key (401: {detail}).",
+                                 hint="Check MARSHO_API_KEY.", status=status)
+        if status == 403:
+            return EndpointError(f"The endpoint refused access (403: {detail}).",
+                                 hint="Check MARSHO_API_KEY and the account's permissions.",
+                                 status=status)
+        if status == 404:
+            return EndpointError(
+                f"Not found (404: {detail}).",
+                hint=f"Check MARSHO_MODEL ({self.model}) and MARSHO_BASE_URL ({self.base_url}).",
+                status=status,
+            )
+        if status == 429:
+            return EndpointError(f"The endpoint is rate-limiting us (429: {detail}).",
+                                 hint="Try again in a moment.", status=status)
+        if status >= 500:
+            return EndpointError(f"The endpoint failed ({status}: {detail}).",
+                                 hint="Try again later.", status=status)
+        return EndpointError(f"The endpoint refused the request ({status}: {detail}).",
+                             status=status)
+
+    def _read(self, response: Any) -> Completion:
+        choices = getattr(response, "choices", None)
+        if not choices:
+            raise EndpointError(f"The endpoint {self.base_url} answered with no choices.")
+        choice = choices[0]
+        message = getattr(choice, "message", None)
+        if message is None:
+            raise EndpointError(f"The endpoint {self.base_url} answered with an empty choice.")
+        calls: list[ToolCall] = []
+        seen_ids: set[str] = set()
+        for index, raw in enumerate(getattr(message, "tool_calls", None) or []):
+            function = getattr(raw, "function", None)
+            if function is None or not getattr(function, "name", None):
+                continue
+            call_id = str(getattr(raw, "id", "") or f"call_{uuid.uuid4().hex[:12]}")
+            if call_id in seen_ids:  # every call must get its own tool message
+                call_id = f"{call_id}_{index}"
+            seen_ids.add(call_id)
+            arguments = getattr(function, "arguments", "")
+            if not isinstance(arguments, str):
+                arguments = json.dumps(arguments, ensure_ascii=False)
+            calls.append(ToolCall(id=call_id, name=str(function.name), arguments=arguments))
+        reasoning = getattr(message, "reasoning_content", None) or ""
+        return Completion(
+            content=str(getattr(message, "content", None) or ""),
+            tool_calls=calls,
+            reasoning=str(reasoning),
+            finish_reason=getattr(choice, "finish_reason", None),
+        )
+
+    async def close(self) -> None:
+        """Close the connection pool."""
+        if self._client is not None:
+            await self._client.close()
+            self._client = None

@@ -1,0 +1,148 @@
+"""The NoneBot face: which messages are for marsho, and turning them into engine calls and replies."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from nonebot import get_driver, on_message
+from nonebot.adapters import Bot, Event
+from nonebot.log import logger
+from nonebot.rule import Rule
+from nonebot.typing import T_State
+from nonebot_plugin_alconna.uniseg import UniMessage
+
+from .config import config_error, plugin_config
+from .engine import Engine
+from .exceptions import EndpointError, NotReadyError
+from .render import calls_text, reply_text, tools_text, usage_text
+from .session import session_key
+from .tools.model import ToolContext
+
+COMMANDS = ("help", "reset", "tools", "calls")
+STATE_KEY = "marsho_request"
+
+
+@dataclass(frozen=True)
+class Request:
+    """What a message asks of marsho: a command (or "chat") and the text after the trigger."""
+
+    command: str
+    text: str
+
+
+@dataclass
+class Runtime:
+    """The engine built at startup, or why there is none."""
+
+    engine: Engine | None = None
+    problem: str = "marsho is still starting; try again in a moment."
+
+    def require_engine(self) -> Engine:
+        """The engine, or NotReadyError saying what to fix."""
+        if self.engine is None:
+            raise NotReadyError(self.problem)
+        return self.engine
+
+
+runtime = Runtime()
+
+
+def parse_request(text: str, names: list[str], command_starts: set[str]) -> Request | None:
+    """Read `marsho ...`, `/marsho ...`, `Marsho.reset` or `小棉你好`; None if not for us."""
+    text = text.strip()
+    # whatever the bot's COMMAND_START, "/marsho" and "marsho" both work
+    for start in sorted((s for s in command_starts if s), key=len, reverse=True):
+        if text.startswith(start):
+            text = text[len(start):].lstrip()
+            break
+    folded = text.casefold()
+    for name in sorted(names, key=len, reverse=True):
+        if not folded.startswith(name.casefold()):
+            continue
+        rest = text[len(name):]
+        match = re.match(r"\.([A-Za-z]+)(?=\s|$)", rest)
+        if match and match.group(1).lower() in COMMANDS:
+            return Request(match.group(1).lower(), rest[match.end():].strip())
+        # "marshomallow" is not for us; after a CJK name ("小棉你好") no space is needed
+        if rest and name[-1].isascii() and (rest[0].isalnum() or rest[0] in "_-."):
+            continue
+        return Request("chat", rest.lstrip(" \t\r\n,，:：!！?？~").strip())
+    return None
+
+
+def _ids(event: Event) -> tuple[str | None, str]:
+    group_id = getattr(event, "group_id", None)
+    try:
+        user_id = event.get_user_id()
+    except Exception:
+        user_id = ""
+    return (str(group_id) if group_id is not None else None), user_id
+
+
+async def _is_for_marsho(event: Event, state: T_State) -> bool:
+    if event.get_type() != "message":
+        return False
+    request = parse_request(
+        event.get_plaintext(), plugin_config.trigger_names, set(get_driver().config.command_start)
+    )
+    if request is None and plugin_config.marsho_at and _ids(event)[0] and event.is_tome():
+        request = Request("chat", event.get_plaintext().strip())
+    if request is None:
+        return False
+    state[STATE_KEY] = request
+    return True
+
+
+marsho = on_message(rule=Rule(_is_for_marsho), priority=10, block=True)
+
+
+async def _send(text: str) -> None:
+    try:
+        await UniMessage.text(text).send(reply_to=True)
+    except Exception as error:  # a failed send is logged; the turn is already stored
+        logger.opt(exception=error).error(f"marsho: could not send the reply: {error}")
+
+
+@marsho.handle()
+async def handle_request(bot: Bot, event: Event, state: T_State) -> None:
+    """Answer one request: a command or a question for the model."""
+    request: Request = state[STATE_KEY]
+    if config_error:
+        await _send(f"marsho is not configured correctly: {config_error}. Fix .env and restart the bot.")
+        return
+    names = plugin_config.trigger_names
+    if request.command == "help" or (request.command == "chat" and not request.text):
+        await _send(usage_text(names, plugin_config.marsho_at))
+        return
+    try:
+        engine = runtime.require_engine()
+    except NotReadyError as error:
+        await _send(str(error))
+        return
+    group_id, user_id = _ids(event)
+    key = session_key(bot.adapter.get_name(), group_id=group_id, user_id=user_id)
+    if request.command == "reset":
+        dropped = await engine.reset(key)
+        await _send(f"Done: I forgot this conversation ({dropped} turns)." if dropped
+                    else "This conversation was already empty.")
+    elif request.command == "tools":
+        await _send(tools_text(engine.toolset))
+    elif request.command == "calls":
+        await _send(calls_text(await engine.last_calls(key)))
+    else:
+        context = ToolContext(session_key=key, user_id=user_id, group_id=group_id, bot=bot, event=event)
+        try:
+            reply = await engine.chat(key, request.text, context)
+        except EndpointError as error:
+            logger.warning(f"marsho: session {key}: {error}")
+            await _send(f"Sorry, I could not get an answer: {error}")
+            return
+        except Exception as error:
+            logger.opt(exception=error).error(f"marsho: session {key}: turn failed")
+            await _send(
+                f"Sorry, something went wrong inside marsho ({type(error).__name__}: {error}). "
+                "Our conversation so far is kept; please try again."
+            )
+            return
+        await _send(reply_text(reply, engine.max_tool_rounds))

@@ -1,0 +1,368 @@
+"""Toolkit folders (tools.json + __init__.py, seed 000) → a Toolset, naming the file of every problem."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import re
+import sys
+import traceback
+import types
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+
+from .model import SEPARATOR, TOOL_NAME_PATTERN, LoadProblem, Tool, Toolkit, Toolset
+
+BUILTIN_TOOLSET = Path(__file__).resolve().parent.parent / "toolkits"
+"""The toolkits shipped inside the package, in the same format users write."""
+
+MODULE_NAMESPACE = "nonebot_plugin_marsho._toolkits"
+"""Private package under which toolkit modules are imported, so no bare top-level names clash."""
+
+TOOLKIT_NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,60}$")
+
+
+@dataclass(frozen=True)
+class ToolsetSource:
+    """A folder of toolkit folders, and where its path came from (for messages)."""
+
+    path: Path
+    origin: str
+    must_exist: bool = True
+
+
+def strip_json_comments(text: str) -> str:
+    """Remove `#`, `//` and `/* */` comments outside strings, keeping every line where it was."""
+    out: list[str] = []
+    i, n = 0, len(text)
+    in_string = False
+    while i < n:
+        char = text[i]
+        if in_string:
+            out.append(char)
+            if char == "\\" and i + 1 < n:
+                out.append(text[i + 1])
+                i += 2
+                continue
+            if char == '"':
+                in_string = False
+            i += 1
+        elif char == '"':
+            in_string = True
+            out.append(char)
+            i += 1
+        elif char == "#" or text.startswith("//", i):
+            while i < n and text[i] != "\n":
+                i += 1
+        elif text.startswith("/*", i):
+            end = text.find("*/", i + 2)
+            end = n if end == -1 else end + 2
+            # keep the newlines so that line numbers in later errors stay right
+            out.append("\n" * text.count("\n", i, end))
+            i = end
+        else:
+            out.append(char)
+            i += 1
+    return "".join(out)
+
+
+class _Problems:
+    """Collects the problems of one toolkit."""
+
+    def __init__(self, toolkit: str) -> None:
+        self.toolkit = toolkit
+        self.items: list[LoadProblem] = []
+
+    def error(self, path: Path, message: str) -> None:
+        self.items.append(LoadProblem(self.toolkit, path, message, "error"))
+
+    def warning(self, path: Path, message: str) -> None:
+        self.items.append(LoadProblem(self.toolkit, path, message, "warning"))
+
+    @property
+    def failed(self) -> bool:
+        return any(p.severity == "error" for p in self.items)
+
+
+@dataclass(frozen=True)
+class _ToolSpec:
+    name: str
+    function: str
+    description: str
+    parameters: dict[str, Any]
+
+
+def _normalize_parameters(
+    name: str, function: dict[str, Any], path: Path, problems: _Problems
+) -> dict[str, Any] | None:
+    parameters = function.get("parameters")
+    if parameters is None:
+        parameters = {}
+    if not isinstance(parameters, dict):
+        problems.error(path, f"{name}: 'parameters' must be a JSON object (a JSON Schema)")
+        return None
+    parameters = dict(parameters)
+    parameters.setdefault("type", "object")
+    if parameters["type"] != "object":
+        problems.error(
+            path, f"{name}: 'parameters' must be a schema of type \"object\", not {parameters['type']!r}"
+        )
+        return None
+    parameters.setdefault("properties", {})
+    if "required" in function:
+        if "required" in parameters:
+            problems.warning(path, f"{name}: 'required' stands beside 'parameters' and inside it; "
+                             "the one inside is used")
+        else:
+            parameters["required"] = function["required"]
+            problems.warning(path, f"{name}: 'required' stands beside 'parameters'; "
+                             "moved inside 'parameters' where JSON Schema expects it")
+    try:
+        Draft202012Validator.check_schema(parameters)
+    except SchemaError as error:
+        where = "/".join(str(part) for part in error.absolute_path) or "(top)"
+        problems.error(
+            path, f"{name}: 'parameters' is not a valid JSON Schema at {where}: {error.message}"
+        )
+        return None
+    properties = parameters.get("properties")
+    if isinstance(properties, dict):
+        for missing in [r for r in parameters.get("required", []) if r not in properties]:
+            problems.warning(path, f"{name}: 'required' names {missing!r}, which is not in 'properties'")
+    return parameters
+
+
+def _read_entry(
+    index: int, entry: Any, toolkit: str, path: Path, problems: _Problems
+) -> _ToolSpec | None:
+    where = f"entry {index + 1}"
+    if not isinstance(entry, dict):
+        problems.error(path, f"{where}: must be a JSON object, not {type(entry).__name__}")
+        return None
+    if "function" in entry:
+        function = entry["function"]
+        if not isinstance(function, dict):
+            problems.error(path, f"{where}: 'function' must be a JSON object")
+            return None
+        if entry.get("type", "function") != "function":
+            problems.error(path, f"{where}: 'type' must be \"function\", not {entry['type']!r}")
+            return None
+        if "required" in entry and "required" not in function:
+            function = {**function, "required": entry["required"]}
+    elif "name" in entry:
+        function = entry
+        problems.warning(path, f"{where}: no {{\"type\": \"function\", \"function\": ...}} "
+                         "wrapper; read as the function itself")
+    else:
+        problems.error(path, f"{where}: has neither 'function' nor 'name'")
+        return None
+
+    name = function.get("name")
+    if not isinstance(name, str) or not name:
+        problems.error(path, f"{where}: 'function.name' is missing or not a string")
+        return None
+    prefix = toolkit + SEPARATOR
+    if not name.startswith(prefix):
+        problems.error(
+            path, f"{where}: tool name {name!r} must start with {prefix!r} "
+            f"(the toolkit folder's name, two underscores, then the function's name)"
+        )
+        return None
+    func_name = name[len(prefix):]
+    if not func_name or SEPARATOR in func_name:
+        problems.error(path, f"{where}: in {name!r} the function part {func_name!r} must be a "
+                       f"non-empty name without '{SEPARATOR}'")
+        return None
+    if not TOOL_NAME_PATTERN.match(name):
+        problems.error(path, f"{where}: tool name {name!r} must be 1-64 letters, digits, '_' or '-' "
+                       "(what OpenAI-compatible endpoints accept)")
+        return None
+    description = function.get("description", "")
+    if not isinstance(description, str):
+        problems.error(path, f"{name}: 'description' must be a string")
+        return None
+    if not description.strip():
+        problems.warning(path, f"{name}: no 'description'; the model will not know when to call it")
+    parameters = _normalize_parameters(name, function, path, problems)
+    if parameters is None:
+        return None
+    return _ToolSpec(name, func_name, description, parameters)
+
+
+def read_tools_json(path: Path, toolkit: str, problems: _Problems) -> list[_ToolSpec]:
+    """Parse and check a tools.json; problems go to `problems`, good entries are returned."""
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as error:
+        problems.error(path, f"not UTF-8 text (byte {error.start}): save it as UTF-8")
+        return []
+    except OSError as error:
+        problems.error(path, f"cannot be read: {error.strerror}")
+        return []
+    try:
+        data = json.loads(strip_json_comments(text))
+    except json.JSONDecodeError as error:
+        problems.error(path, f"invalid JSON at line {error.lineno}, column {error.colno}: {error.msg}")
+        return []
+    if isinstance(data, dict) and ("function" in data or "name" in data):
+        problems.warning(path, "holds one tool definition, not a list; read as a list of one")
+        data = [data]
+    if not isinstance(data, list):
+        problems.error(path, f"must be a JSON list of tool definitions, not a {type(data).__name__}")
+        return []
+    specs: list[_ToolSpec] = []
+    first_seen: dict[str, int] = {}
+    for index, entry in enumerate(data):
+        spec = _read_entry(index, entry, toolkit, path, problems)
+        if spec is None:
+            continue
+        if spec.name in first_seen:
+            problems.error(path, f"entry {index + 1}: tool name {spec.name!r} is already defined "
+                           f"by entry {first_seen[spec.name] + 1}")
+            continue
+        first_seen[spec.name] = index
+        specs.append(spec)
+    return specs
+
+
+def _ensure_namespace() -> None:
+    if MODULE_NAMESPACE not in sys.modules:
+        namespace = types.ModuleType(MODULE_NAMESPACE)
+        namespace.__path__ = []
+        sys.modules[MODULE_NAMESPACE] = namespace
+
+
+def _forget_module(name: str) -> None:
+    for key in [k for k in sys.modules if k == name or k.startswith(name + ".")]:
+        del sys.modules[key]
+
+
+def _where_in_folder(error: BaseException, folder: Path) -> str:
+    """'helpers.py line 3' for the deepest traceback frame inside the toolkit folder."""
+    found = ""
+    for frame in traceback.extract_tb(error.__traceback__):
+        try:
+            relative = Path(frame.filename).resolve().relative_to(folder.resolve())
+        except ValueError:
+            continue
+        found = f" (at {relative} line {frame.lineno})"
+    if isinstance(error, SyntaxError) and error.filename and error.lineno:
+        found = f" (at {Path(error.filename).name} line {error.lineno})"
+    return found
+
+
+def import_toolkit_module(toolkit: str, folder: Path) -> types.ModuleType:
+    """Import a toolkit's `__init__.py` under the private namespace; siblings import relatively."""
+    _ensure_namespace()
+    digest = hashlib.sha1(str(folder.resolve()).encode()).hexdigest()[:8]
+    module_name = f"{MODULE_NAMESPACE}.{re.sub(r'[^0-9A-Za-z_]', '_', toolkit)}_{digest}"
+    _forget_module(module_name)
+    spec = importlib.util.spec_from_file_location(
+        module_name, folder / "__init__.py", submodule_search_locations=[str(folder)]
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        _forget_module(module_name)
+        raise
+    return module
+
+
+def load_toolkit(folder: Path, problems: _Problems) -> Toolkit | None:
+    """Load one toolkit folder; None (with errors in `problems`) when it cannot be used."""
+    name = folder.name
+    if SEPARATOR in name:
+        problems.error(folder, f"toolkit folder name {name!r} must not contain '{SEPARATOR}' "
+                       "(it separates toolkit and function in tool names)")
+        return None
+    if not TOOLKIT_NAME_PATTERN.match(name):
+        problems.error(folder, f"toolkit folder name {name!r} may hold only letters, digits, '_' "
+                       "and '-' (it becomes part of every tool name)")
+        return None
+    init_file = folder / "__init__.py"
+    tools_file = folder / "tools.json"
+    if not init_file.is_file():
+        problems.error(init_file, "missing: a toolkit folder needs an __init__.py holding its functions")
+        return None
+    if not tools_file.is_file():
+        problems.error(tools_file, "missing: a toolkit folder needs a tools.json describing its functions")
+        return None
+    specs = read_tools_json(tools_file, name, problems)
+    if problems.failed:
+        return None
+    try:
+        module = import_toolkit_module(name, folder)
+    except (Exception, SystemExit) as error:
+        problems.error(init_file, f"import failed: {type(error).__name__}: {error}"
+                       f"{_where_in_folder(error, folder)}")
+        return None
+    tools: list[Tool] = []
+    for spec in specs:
+        func = getattr(module, spec.function, None)
+        if func is None:
+            problems.error(tools_file, f"{spec.name}: __init__.py has no function {spec.function!r}")
+            continue
+        if not callable(func):
+            problems.error(tools_file, f"{spec.name}: {spec.function!r} in __init__.py is a "
+                           f"{type(func).__name__}, not a function")
+            continue
+        tools.append(Tool(spec.name, spec.description, spec.parameters, func, toolkit=name))
+    if problems.failed:
+        return None
+    return Toolkit(name=name, path=folder, tools=tools)
+
+
+def _is_toolkit_folder(path: Path) -> bool:
+    return (path / "__init__.py").is_file() or (path / "tools.json").is_file()
+
+
+def _toolkit_folders(source: ToolsetSource, toolset: Toolset) -> list[Path]:
+    path = source.path
+    if not path.exists():
+        if source.must_exist:
+            toolset.problems.append(LoadProblem("", path, f"toolset folder does not exist "
+                                                f"(from {source.origin})"))
+        return []
+    if not path.is_dir():
+        toolset.problems.append(LoadProblem("", path, f"is not a folder (from {source.origin})"))
+        return []
+    if _is_toolkit_folder(path):
+        return [path]  # a toolkit folder given directly
+    return sorted(
+        child for child in path.iterdir()
+        if child.is_dir() and not child.name.startswith((".", "__")) and _is_toolkit_folder(child)
+    )
+
+
+def load_toolset(sources: Sequence[ToolsetSource], disabled: Iterable[str] = ()) -> Toolset:
+    """Load every toolkit folder of the sources in order; broken ones are skipped and reported."""
+    disabled_names = set(disabled)
+    toolset = Toolset()
+    loaded_from: dict[str, Path] = {}
+    for source in sources:
+        for folder in _toolkit_folders(source, toolset):
+            name = folder.name
+            if name in disabled_names:
+                toolset.disabled.append(name)
+                continue
+            problems = _Problems(name)
+            if name in loaded_from:
+                problems.error(folder, f"a toolkit named {name!r} is already loaded from "
+                               f"{loaded_from[name]}; rename one of the folders")
+            else:
+                toolkit = load_toolkit(folder, problems)
+                if toolkit is not None:
+                    toolkit.source = source.origin
+                    toolset.add(toolkit)
+                    loaded_from[name] = folder
+            toolset.problems.extend(problems.items)
+    return toolset

@@ -1,0 +1,170 @@
+"""The small vocabulary of the tool system: tools, toolkits, calls, results, load problems."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+TOOL_NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+"""What OpenAI-compatible endpoints accept as a function name."""
+
+SEPARATOR = "__"
+"""Between toolkit and function in a tool's name (seed 000)."""
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One call the model asked for: its id, the tool's name, the arguments as raw JSON text."""
+
+    id: str
+    name: str
+    arguments: str
+
+    def to_openai(self) -> dict[str, Any]:
+        """The call as it appears in an assistant message (and in seed 001's GetToolCalls)."""
+        return {
+            "id": self.id,
+            "type": "function",
+            "function": {"name": self.name, "arguments": self.arguments},
+        }
+
+    @classmethod
+    def from_openai(cls, data: dict[str, Any]) -> ToolCall:
+        """Read a call back from an assistant message stored in history."""
+        function = data.get("function") or {}
+        return cls(
+            id=str(data.get("id", "")),
+            name=str(function.get("name", "")),
+            arguments=str(function.get("arguments", "")),
+        )
+
+
+ResultStatus = Literal[
+    "ok", "unknown_tool", "bad_arguments", "denied", "timeout", "error"
+]
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """What one call produced: the text the model reads and whether the call succeeded."""
+
+    call_id: str
+    name: str
+    content: str
+    status: ResultStatus = "ok"
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        """True when the tool ran and returned normally."""
+        return self.status == "ok"
+
+    def to_message(self) -> dict[str, Any]:
+        """The `tool` message that answers the call with this id."""
+        return {"role": "tool", "tool_call_id": self.call_id, "content": self.content}
+
+
+@dataclass
+class Tool:
+    """A function the model may call: what it sees (name, description, schema) and how it runs."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    func: Callable[..., Any]
+    toolkit: str = ""
+
+    @property
+    def is_async(self) -> bool:
+        """True when calling the function returns a coroutine to await."""
+        return inspect.iscoroutinefunction(self.func)
+
+    def schema(self) -> dict[str, Any]:
+        """The entry for the request's `tools` list."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters,
+            },
+        }
+
+
+@dataclass
+class Toolkit:
+    """A toolkit folder that loaded: its name, where it lives, and its tools."""
+
+    name: str
+    path: Path
+    tools: list[Tool] = field(default_factory=list)
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class LoadProblem:
+    """Something wrong with a toolkit: where (file, line) and what; errors skip the toolkit."""
+
+    toolkit: str
+    path: Path
+    message: str
+    severity: Literal["error", "warning"] = "error"
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """Who asks and where; handed to the runner, never shown to the model."""
+
+    session_key: str = ""
+    user_id: str = ""
+    group_id: str | None = None
+    bot: Any = None
+    event: Any = None
+
+
+@dataclass
+class Toolset:
+    """Every loaded toolkit, its tools by name, and the problems met while loading."""
+
+    toolkits: list[Toolkit] = field(default_factory=list)
+    problems: list[LoadProblem] = field(default_factory=list)
+    tools: dict[str, Tool] = field(default_factory=dict)
+    disabled: list[str] = field(default_factory=list)
+
+    def add(self, toolkit: Toolkit) -> None:
+        """Register a toolkit whose tool names were already checked to be free."""
+        self.toolkits.append(toolkit)
+        for tool in toolkit.tools:
+            self.tools[tool.name] = tool
+
+    def get(self, name: str) -> Tool | None:
+        """The tool of that name, if loaded."""
+        return self.tools.get(name)
+
+    def schemas(self) -> list[dict[str, Any]]:
+        """The request's `tools` list: every loaded tool."""
+        return [tool.schema() for tool in self.tools.values()]
+
+    @property
+    def errors(self) -> list[LoadProblem]:
+        """Problems that kept a toolkit from loading."""
+        return [p for p in self.problems if p.severity == "error"]
+
+    @property
+    def warnings(self) -> list[LoadProblem]:
+        """Problems that were repaired; the toolkit loaded."""
+        return [p for p in self.problems if p.severity == "warning"]
+
+    def failed_toolkits(self) -> dict[str, list[LoadProblem]]:
+        """Toolkits that did not load, each with its errors."""
+        failed: dict[str, list[LoadProblem]] = {}
+        for problem in self.errors:
+            failed.setdefault(problem.toolkit, []).append(problem)
+        return failed

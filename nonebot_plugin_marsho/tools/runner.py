@@ -1,0 +1,177 @@
+"""Runs one batch of ToolCalls → ToolResults in call order: in parallel, bounded, and never raising."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import json
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from pydantic_core import to_jsonable_python
+
+from .model import ResultStatus, Tool, ToolCall, ToolContext, ToolResult, Toolset
+
+MAX_SCHEMA_ECHO = 1500
+"""Characters of a tool's schema quoted back to the model after bad arguments."""
+
+
+def serialize_result(value: Any) -> str:
+    """The text the model reads for a tool's return value: strings as they are, the rest as JSON."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).decode("utf-8", errors="replace")
+    if value is None:
+        return "null"
+    return json.dumps(to_jsonable_python(value, fallback=str), ensure_ascii=False)
+
+
+def cap_text(text: str, max_bytes: int) -> str:
+    """Cut text to at most `max_bytes` UTF-8 bytes, saying how much was left out."""
+    data = text.encode("utf-8")
+    if len(data) <= max_bytes:
+        return text
+    note = f"\n…[truncated: the result was {len(data)} bytes; only the first {{kept}} are shown]"
+    kept = max(0, max_bytes - len(note.encode()) - 8)
+    head = data[:kept].decode("utf-8", errors="ignore")
+    return head + note.format(kept=len(head.encode("utf-8")))
+
+
+def _schema_text(tool: Tool) -> str:
+    text = json.dumps(tool.parameters, ensure_ascii=False)
+    return text if len(text) <= MAX_SCHEMA_ECHO else text[:MAX_SCHEMA_ECHO] + "…"
+
+
+def _describe_exception(error: BaseException) -> str:
+    message = str(error).strip()
+    return f"{type(error).__name__}: {message}" if message else type(error).__name__
+
+
+class ToolRunner:
+    """Runs the model's tool calls against a Toolset, each bounded in time and output size."""
+
+    def __init__(
+        self,
+        toolset: Toolset,
+        *,
+        timeout: float = 30.0,
+        max_parallel: int = 8,
+        max_result_bytes: int = 16_000,
+        executor: ThreadPoolExecutor | None = None,
+    ) -> None:
+        self.toolset = toolset
+        self.timeout = timeout
+        self.max_parallel = max_parallel
+        self.max_result_bytes = max_result_bytes
+        # sync tools run here, so a slow one never blocks the bot's event loop
+        self._executor = executor or ThreadPoolExecutor(
+            max_workers=max(4, max_parallel * 2), thread_name_prefix="marsho-tool"
+        )
+        self._validators: dict[str, Draft202012Validator] = {}
+
+    async def run(
+        self, calls: Sequence[ToolCall], context: ToolContext | None = None
+    ) -> list[ToolResult]:
+        """Run a batch at the same time (at most `max_parallel` at once); results in call order."""
+        gate = asyncio.Semaphore(self.max_parallel)
+
+        async def run_gated(call: ToolCall) -> ToolResult:
+            async with gate:
+                return await self.run_one(call, context)
+
+        return list(await asyncio.gather(*(run_gated(call) for call in calls)))
+
+    async def run_one(self, call: ToolCall, context: ToolContext | None = None) -> ToolResult:
+        """Run one call; every failure becomes a result the model can read and act on."""
+        started = time.perf_counter()
+        status: ResultStatus
+        try:
+            status, content = await self._execute(call, context)
+        except asyncio.CancelledError:
+            raise
+        except BaseException as error:  # a runner bug must not lose the call's answer either
+            status, content = "error", f"Error: the tool could not be run: {_describe_exception(error)}"
+        return ToolResult(
+            call_id=call.id,
+            name=call.name,
+            content=cap_text(content, self.max_result_bytes),
+            status=status,
+            seconds=time.perf_counter() - started,
+        )
+
+    def _parse_arguments(self, call: ToolCall, tool: Tool) -> tuple[dict[str, Any] | None, str]:
+        raw = call.arguments.strip()
+        if not raw:
+            arguments: Any = {}
+        else:
+            try:
+                arguments = json.loads(raw)
+            except json.JSONDecodeError as error:
+                return None, (
+                    f"Error: the arguments for {tool.name} are not valid JSON ({error.msg} at "
+                    f"line {error.lineno}, column {error.colno}). Call it again with a JSON object "
+                    f"matching this schema: {_schema_text(tool)}"
+                )
+        if not isinstance(arguments, dict):
+            return None, (
+                f"Error: the arguments for {tool.name} must be a JSON object, not "
+                f"{type(arguments).__name__}. Expected schema: {_schema_text(tool)}"
+            )
+        validator = self._validators.get(tool.name)
+        if validator is None:
+            validator = self._validators[tool.name] = Draft202012Validator(tool.parameters)
+        errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.path))
+        if errors:
+            problems = "; ".join(
+                f"at '{'/'.join(str(p) for p in e.path) or '(arguments)'}': {e.message}"
+                for e in errors[:5]
+            )
+            return None, (
+                f"Error: invalid arguments for {tool.name}: {problems}. Call it again with "
+                f"arguments matching this schema: {_schema_text(tool)}"
+            )
+        return arguments, ""
+
+    async def _execute(self, call: ToolCall, context: ToolContext | None) -> tuple[ResultStatus, str]:
+        tool = self.toolset.get(call.name)
+        if tool is None:
+            available = ", ".join(sorted(self.toolset.tools)) or "none"
+            return "unknown_tool", (
+                f"Error: there is no tool named {call.name!r}. Available tools: {available}."
+            )
+        arguments, problem = self._parse_arguments(call, tool)
+        if arguments is None:
+            return "bad_arguments", problem
+        try:
+            value = await asyncio.wait_for(self._invoke(tool, arguments), self.timeout)
+        except asyncio.TimeoutError:
+            return "timeout", (
+                f"Error: {tool.name} did not finish within {self.timeout:g} s and was stopped. "
+                "Tell the user it timed out, or try again with other arguments."
+            )
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:
+            return "error", f"Error: {tool.name} raised {_describe_exception(error)}"
+        return "ok", serialize_result(value)
+
+    async def _invoke(self, tool: Tool, arguments: dict[str, Any]) -> Any:
+        if tool.is_async:
+            value = await tool.func(**arguments)
+        else:
+            loop = asyncio.get_running_loop()
+            value = await loop.run_in_executor(
+                self._executor, functools.partial(tool.func, **arguments)
+            )
+        if inspect.isawaitable(value):  # a sync def that returns a coroutine
+            value = await value
+        return value
+
+    def close(self) -> None:
+        """Stop the worker threads once running tools finish."""
+        self._executor.shutdown(wait=False, cancel_futures=True)

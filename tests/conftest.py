@@ -1,0 +1,67 @@
+"""Test set-up: a fake endpoint on loopback, then NoneBot with the plugin loaded against it.
+
+NoneBot is initialised here, in pytest_configure, rather than in nonebug's fixture: the plugin
+reads its config when imported, and test modules import plugin modules at collection time, which
+only works once the plugin has been loaded by NoneBot.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.fake_openai import FakeOpenAI
+
+TESTS = Path(__file__).resolve().parent
+CHAT_TOOLSET = TESTS / "toolsets" / "chat"
+
+FAKE = FakeOpenAI()
+DATA_DIR = Path(tempfile.mkdtemp(prefix="marsho-test-data-"))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    import nonebot
+    from nonebot.adapters.onebot.v11 import Adapter as OneBotV11Adapter
+
+    FAKE.start()
+    nonebot.init(
+        driver="~fastapi",
+        command_start={"/"},
+        localstore_data_dir=str(DATA_DIR),
+        localstore_cache_dir=str(DATA_DIR / "cache"),
+        localstore_config_dir=str(DATA_DIR / "config"),
+        marsho_base_url=FAKE.base_url,
+        marsho_api_key="test-key",
+        marsho_model="fake-model",
+        marsho_toolkit_dirs=[str(CHAT_TOOLSET)],
+        marsho_tool_timeout=5,
+        marsho_timeout=5,
+    )
+    nonebot.get_driver().register_adapter(OneBotV11Adapter)
+    nonebot.load_plugin("nonebot_plugin_marsho")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    FAKE.stop()
+    shutil.rmtree(DATA_DIR, ignore_errors=True)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _nonebot_init() -> None:
+    """Replaces nonebug's own: NoneBot was initialised in pytest_configure."""
+    from nonebot.matcher import matchers
+    from nonebug.provider import NoneBugProvider
+
+    matchers.set_provider(NoneBugProvider)
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeOpenAI]:
+    """The fake endpoint the plugin talks to, emptied before and after each test."""
+    FAKE.reset()
+    yield FAKE
+    FAKE.reset()

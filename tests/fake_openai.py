@@ -1,0 +1,200 @@
+"""A fake OpenAI-compatible endpoint: a real HTTP server on 127.0.0.1 with scripted answers.
+
+openai 3.x sends through httpx2, which respx cannot intercept, so tests (and benchmarks) talk to
+this server over loopback. Each request body is recorded in `requests`; answers come from the
+queue filled by `push(...)`, else from `responder(body)`, else a plain "ok" text.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+Body = dict[str, Any]
+
+
+@dataclass
+class Answer:
+    """One scripted HTTP answer."""
+
+    status: int = 200
+    body: bytes = b""
+    content_type: str = "application/json"
+    delay: float = 0.0
+
+
+_ids = itertools.count(1)
+
+
+def _completion(message: dict[str, Any], finish_reason: str, model: str = "fake-model") -> Answer:
+    payload = {
+        "id": f"chatcmpl-{next(_ids)}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+    }
+    return Answer(body=json.dumps(payload, ensure_ascii=False).encode())
+
+
+def text(content: str, *, reasoning: str | None = None, delay: float = 0.0) -> Answer:
+    """An answer with text and no tool calls."""
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if reasoning is not None:
+        message["reasoning_content"] = reasoning
+    answer = _completion(message, "stop")
+    answer.delay = delay
+    return answer
+
+
+def tool_calls(*calls: tuple[Any, ...], content: str | None = None, delay: float = 0.0) -> Answer:
+    """An answer asking for tool calls: each `(name, arguments)` or `(name, arguments, id)`.
+
+    `arguments` may be a dict (sent as JSON text) or a string sent as it is (to script bad JSON).
+    """
+    items = []
+    for call in calls:
+        name, arguments = call[0], call[1]
+        call_id = call[2] if len(call) > 2 else f"call_{next(_ids)}"
+        items.append({
+            "id": call_id,
+            "type": "function",
+            "function": {
+                "name": name,
+                "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments),
+            },
+        })
+    answer = _completion({"role": "assistant", "content": content, "tool_calls": items}, "tool_calls")
+    answer.delay = delay
+    return answer
+
+
+def error(status: int, message: str, *, delay: float = 0.0) -> Answer:
+    """An HTTP error in OpenAI's error shape."""
+    body = {"error": {"message": message, "type": "invalid_request_error", "code": None}}
+    return Answer(status=status, body=json.dumps(body).encode(), delay=delay)
+
+
+def raw(body: bytes, *, status: int = 200, content_type: str = "application/json") -> Answer:
+    """Any body at all, to script an endpoint that answers nonsense."""
+    return Answer(status=status, body=body, content_type=content_type)
+
+
+@dataclass
+class FakeOpenAI:
+    """The server; use as a context manager or call start()/stop()."""
+
+    requests: list[Body] = field(default_factory=list)
+    responder: Callable[[Body], Answer] | None = None
+    latency: float = 0.0
+
+    def __post_init__(self) -> None:
+        self._queue: deque[Answer] = deque()
+        self._lock = threading.Lock()
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        assert self._server is not None, "start() the fake first"
+        return self._server.server_address[1]
+
+    @property
+    def base_url(self) -> str:
+        """What MARSHO_BASE_URL should be set to."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def push(self, *answers: Answer) -> None:
+        """Queue answers for the next requests, in order."""
+        with self._lock:
+            self._queue.extend(answers)
+
+    def reset(self) -> None:
+        """Forget queued answers, recorded requests, the responder and the latency."""
+        with self._lock:
+            self._queue.clear()
+            self.requests.clear()
+        self.responder = None
+        self.latency = 0.0
+
+    @property
+    def pending(self) -> int:
+        """Queued answers not yet sent."""
+        return len(self._queue)
+
+    def _next_answer(self, body: Body) -> Answer:
+        with self._lock:
+            self.requests.append(body)
+            if self._queue:
+                return self._queue.popleft()
+        if self.responder is not None:
+            return self.responder(body)
+        return text("ok")
+
+    def start(self) -> FakeOpenAI:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            # without this every answer waits ~40 ms on delayed ACKs
+            disable_nagle_algorithm = True
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                data = self.rfile.read(length)
+                if not self.path.rstrip("/").endswith("/chat/completions"):
+                    self._reply(error(404, f"no route {self.path}"))
+                    return
+                try:
+                    body = json.loads(data)
+                except json.JSONDecodeError:
+                    self._reply(error(400, "body is not JSON"))
+                    return
+                body["_headers"] = {k.lower(): v for k, v in self.headers.items()}
+                answer = fake._next_answer(body)
+                delay = answer.delay + fake.latency
+                if delay:
+                    time.sleep(delay)
+                self._reply(answer)
+
+            def _reply(self, answer: Answer) -> None:
+                try:
+                    self.send_response(answer.status)
+                    self.send_header("Content-Type", answer.content_type)
+                    self.send_header("Content-Length", str(len(answer.body)))
+                    self.end_headers()
+                    self.wfile.write(answer.body)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (a timeout test)
+
+        class Server(ThreadingHTTPServer):
+            daemon_threads = True
+            request_queue_size = 512
+
+        self._server = Server(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def __enter__(self) -> FakeOpenAI:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
