@@ -134,6 +134,13 @@ class LLMClient:
                              status=status)
 
     def _read(self, response: Any) -> Completion:
+        if not hasattr(response, "choices"):  # the SDK hands back non-JSON bodies as they are
+            start = str(response)[:80]
+            raise EndpointError(
+                f"The endpoint {self.base_url} sent an answer that cannot be read as a chat "
+                f"completion (it starts {start!r}).",
+                hint="Check MARSHO_BASE_URL: it should end where /chat/completions would follow.",
+            )
         choices = getattr(response, "choices", None)
         if not choices:
             raise EndpointError(f"The endpoint {self.base_url} answered with no choices.")

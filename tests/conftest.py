@@ -65,3 +65,16 @@ def fake() -> Iterator[FakeOpenAI]:
     FAKE.reset()
     yield FAKE
     FAKE.reset()
+
+
+@pytest.fixture
+def plugin_engine():
+    """The plugin's running engine, with an empty history for this test."""
+    from nonebot_plugin_marsho.matchers import runtime
+    from nonebot_plugin_marsho.store import MemoryStore
+
+    engine = runtime.require_engine()
+    saved = engine.history
+    engine.history = MemoryStore(engine.max_history)
+    yield engine
+    engine.history = saved

@@ -1,0 +1,307 @@
+"""The chat turn without NoneBot: engine + real LLM client + fake endpoint over loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import time
+from typing import Any
+
+import pytest
+
+from nonebot_plugin_marsho.engine import Engine
+from nonebot_plugin_marsho.exceptions import EndpointError
+from nonebot_plugin_marsho.llm import LLMClient
+from nonebot_plugin_marsho.session import fit_history
+from nonebot_plugin_marsho.store import MemoryStore
+from nonebot_plugin_marsho.tools import Tool, ToolRunner, Toolset, Toolkit
+from tests.fake_openai import FakeOpenAI, error, raw, text, tool_calls
+
+KEY = "test:group:1"
+
+
+async def get_weather(location: str) -> str:
+    return f"{location}: 21°C, sunny"
+
+
+def explode() -> str:
+    raise RuntimeError("sensor offline")
+
+
+def make_toolset() -> Toolset:
+    toolset = Toolset()
+    schema = {"type": "object", "properties": {"location": {"type": "string"}},
+              "required": ["location"]}
+    toolset.add(Toolkit("wx", path=None, tools=[  # type: ignore[arg-type]
+        Tool("wx__get_weather", "Weather now", schema, get_weather, toolkit="wx"),
+        Tool("wx__explode", "Always fails", {"type": "object", "properties": {}}, explode,
+             toolkit="wx"),
+    ]))
+    return toolset
+
+
+def make_engine(fake: FakeOpenAI, **options: Any) -> Engine:
+    timeout = options.pop("timeout", 5)
+    llm = LLMClient(base_url=fake.base_url, api_key="k", model="fake-model", timeout=timeout)
+    toolset = options.pop("toolset", None) or make_toolset()
+    runner = ToolRunner(toolset, timeout=options.pop("tool_timeout", 5))
+    max_history = options.pop("max_history", 40)
+    return Engine(llm, toolset, MemoryStore(max_history), runner, max_history=max_history,
+                  **options)
+
+
+def roles(messages: list[dict[str, Any]]) -> list[str]:
+    return [m["role"] for m in messages]
+
+
+async def test_a_text_answer_is_returned_and_stored_as_one_turn(fake: FakeOpenAI) -> None:
+    fake.push(text("Hello!"))
+    engine = make_engine(fake, system_prompt="Be kind.")
+    reply = await engine.chat(KEY, "hi")
+    assert reply.text == "Hello!"
+    assert fake.requests[0]["messages"] == [
+        {"role": "system", "content": "Be kind."}, {"role": "user", "content": "hi"},
+    ]
+    assert fake.requests[0]["model"] == "fake-model"
+    assert [t for t in await engine.history.turns(KEY)] == [
+        [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Hello!"}]
+    ]
+
+
+async def test_every_tool_schema_is_sent_with_the_request(fake: FakeOpenAI) -> None:
+    fake.push(text("ok"))
+    await make_engine(fake).chat(KEY, "hi")
+    names = [tool["function"]["name"] for tool in fake.requests[0]["tools"]]
+    assert names == ["wx__get_weather", "wx__explode"]
+
+
+async def test_tool_results_go_back_to_the_model_and_the_answer_uses_them(fake: FakeOpenAI) -> None:
+    fake.push(tool_calls(("wx__get_weather", {"location": "Paris"}, "call_1")), text("Sunny in Paris"))
+    engine = make_engine(fake)
+    reply = await engine.chat(KEY, "weather in Paris?")
+    assert reply.text == "Sunny in Paris"
+    second = fake.requests[1]["messages"]
+    assert roles(second) == ["user", "assistant", "tool"]
+    assert second[1]["tool_calls"][0]["id"] == "call_1"
+    assert second[2] == {"role": "tool", "tool_call_id": "call_1", "content": "Paris: 21°C, sunny"}
+    assert [(call.name, result.status) for call, result in reply.calls] == [
+        ("wx__get_weather", "ok")
+    ]
+
+
+async def test_results_of_earlier_rounds_stay_in_the_conversation(fake: FakeOpenAI) -> None:
+    fake.push(
+        tool_calls(("wx__get_weather", {"location": "Oslo"}, "a")),
+        tool_calls(("wx__get_weather", {"location": "Rome"}, "b")),
+        text("Oslo is colder than Rome"),
+    )
+    engine = make_engine(fake)
+    reply = await engine.chat(KEY, "compare")
+    third = fake.requests[2]["messages"]
+    assert roles(third) == ["user", "assistant", "tool", "assistant", "tool"]
+    assert [m["content"] for m in third if m["role"] == "tool"] == [
+        "Oslo: 21°C, sunny", "Rome: 21°C, sunny"
+    ]
+    assert reply.rounds == 2
+    # the next turn still sees the whole tool exchange of this one
+    fake.push(text("yes"))
+    await engine.chat(KEY, "sure?")
+    assert roles(fake.requests[3]["messages"]) == [
+        "user", "assistant", "tool", "assistant", "tool", "assistant", "user"
+    ]
+
+
+async def test_every_call_id_gets_exactly_one_tool_message_whatever_happens(fake: FakeOpenAI) -> None:
+    fake.push(
+        tool_calls(
+            ("wx__get_weather", {"location": "Oslo"}, "ok"),
+            ("wx__nope", {}, "unknown"),
+            ("wx__get_weather", "{not json", "badjson"),
+            ("wx__get_weather", {"location": 5}, "invalid"),
+            ("wx__explode", {}, "raised"),
+        ),
+        text("done"),
+    )
+    reply = await make_engine(fake).chat(KEY, "go")
+    tool_messages = [m for m in fake.requests[1]["messages"] if m["role"] == "tool"]
+    assert [m["tool_call_id"] for m in tool_messages] == ["ok", "unknown", "badjson", "invalid", "raised"]
+    statuses = [result.status for _, result in reply.calls]
+    assert statuses == ["ok", "unknown_tool", "bad_arguments", "bad_arguments", "error"]
+    assert "RuntimeError: sensor offline" in tool_messages[4]["content"]
+
+
+async def test_duplicate_call_ids_from_the_endpoint_are_made_unique(fake: FakeOpenAI) -> None:
+    fake.push(
+        tool_calls(("wx__get_weather", {"location": "A"}, "same"),
+                   ("wx__get_weather", {"location": "B"}, "same")),
+        text("done"),
+    )
+    await make_engine(fake).chat(KEY, "go")
+    messages = fake.requests[1]["messages"]
+    ids = [c["id"] for c in messages[1]["tool_calls"]]
+    assert len(set(ids)) == 2
+    assert [m["tool_call_id"] for m in messages if m["role"] == "tool"] == ids
+
+
+async def test_round_limit_ends_with_one_request_without_tools(fake: FakeOpenAI) -> None:
+    loop_call = tool_calls(("wx__get_weather", {"location": "X"}))
+    fake.responder = lambda body: loop_call if "tools" in body else text("Here is what I found")
+    engine = make_engine(fake, max_tool_rounds=3)
+    reply = await engine.chat(KEY, "loop forever")
+    assert len(fake.requests) == 4
+    assert all("tools" in body for body in fake.requests[:3])
+    assert "tools" not in fake.requests[3]
+    assert reply.text == "Here is what I found"
+    assert reply.hit_round_limit and reply.rounds == 3
+
+
+async def test_tool_calls_sent_when_no_tools_were_offered_are_not_stored(fake: FakeOpenAI) -> None:
+    fake.responder = lambda body: tool_calls(("wx__get_weather", {"location": "X"}))
+    engine = make_engine(fake, max_tool_rounds=1)
+    reply = await engine.chat(KEY, "loop")
+    assert reply.hit_round_limit
+    stored = (await engine.history.turns(KEY))[0]
+    calls = [c["id"] for m in stored if m["role"] == "assistant" for c in m.get("tool_calls") or []]
+    answered = [m["tool_call_id"] for m in stored if m["role"] == "tool"]
+    assert calls == answered  # history stays a valid request
+
+
+async def test_zero_tool_rounds_sends_no_tools(fake: FakeOpenAI) -> None:
+    fake.push(text("plain"))
+    await make_engine(fake, max_tool_rounds=0).chat(KEY, "hi")
+    assert "tools" not in fake.requests[0]
+
+
+async def test_a_failed_turn_leaves_history_exactly_as_it_was(fake: FakeOpenAI) -> None:
+    engine = make_engine(fake)
+    fake.push(text("first answer"))
+    await engine.chat(KEY, "first")
+    before = await engine.history.turns(KEY)
+    fake.push(tool_calls(("wx__get_weather", {"location": "Oslo"})), error(500, "upstream broke"))
+    with pytest.raises(EndpointError, match="upstream broke"):
+        await engine.chat(KEY, "second")
+    assert await engine.history.turns(KEY) == before
+    fake.push(text("third answer"))
+    await engine.chat(KEY, "third")
+    assert fake.requests[-1]["messages"] == [
+        {"role": "user", "content": "first"}, {"role": "assistant", "content": "first answer"},
+        {"role": "user", "content": "third"},
+    ]
+
+
+async def test_two_messages_in_one_session_run_one_after_the_other(fake: FakeOpenAI) -> None:
+    fake.push(text("answer one", delay=0.3), text("answer two"))
+    engine = make_engine(fake)
+    await asyncio.gather(engine.chat(KEY, "one"), engine.chat(KEY, "two"))
+    # the second request was only sent after the first turn was stored
+    assert fake.requests[1]["messages"] == [
+        {"role": "user", "content": "one"}, {"role": "assistant", "content": "answer one"},
+        {"role": "user", "content": "two"},
+    ]
+
+
+async def test_different_sessions_do_not_wait_for_each_other(fake: FakeOpenAI) -> None:
+    fake.latency = 0.4
+    engine = make_engine(fake)
+    started = time.perf_counter()
+    await asyncio.gather(*(engine.chat(f"test:group:{i}", "hi") for i in range(5)))
+    assert time.perf_counter() - started < 1.6  # 5 × 0.4 s one after another would be 2 s
+
+
+async def test_history_sent_is_bounded_and_never_splits_a_tool_exchange(fake: FakeOpenAI) -> None:
+    engine = make_engine(fake, max_history=4)
+    fake.push(text("a1"))
+    await engine.chat(KEY, "q1")
+    fake.push(tool_calls(("wx__get_weather", {"location": "Oslo"})), text("a2"))
+    await engine.chat(KEY, "q2")  # 4 messages: user, assistant+call, tool, answer
+    fake.push(text("a3"))
+    await engine.chat(KEY, "q3")
+    sent = fake.requests[-1]["messages"]
+    assert roles(sent) == ["user", "assistant", "tool", "assistant", "user"]
+    assert sent[0]["content"] == "q2"
+
+
+def test_fit_history_shrinks_a_newest_turn_that_alone_is_too_big() -> None:
+    call = {"id": "c", "type": "function", "function": {"name": "t", "arguments": "{}"}}
+    big = [{"role": "user", "content": "q"},
+           {"role": "assistant", "content": None, "tool_calls": [call]},
+           {"role": "tool", "tool_call_id": "c", "content": "r"},
+           {"role": "assistant", "content": "a"}]
+    assert fit_history([big], 2) == [big[0], big[3]]
+    assert fit_history([big], 1) == []
+    assert fit_history([big], 0) == []
+
+
+async def test_last_calls_give_seed_001s_array_with_results(fake: FakeOpenAI) -> None:
+    fake.push(tool_calls(("wx__get_weather", {"location": "Oslo"}, "call_9")), text("cold"))
+    engine = make_engine(fake)
+    await engine.chat(KEY, "weather?")
+    assert await engine.last_calls(KEY) == [{
+        "id": "call_9", "type": "function",
+        "function": {"name": "wx__get_weather", "arguments": json.dumps({"location": "Oslo"})},
+        "result": "Oslo: 21°C, sunny",
+    }]
+    fake.push(text("no tools this time"))
+    await engine.chat(KEY, "thanks")
+    assert await engine.last_calls(KEY) == []
+
+
+async def test_reset_forgets_the_session(fake: FakeOpenAI) -> None:
+    engine = make_engine(fake)
+    await engine.chat(KEY, "hi")
+    assert await engine.reset(KEY) == 1
+    assert await engine.history.turns(KEY) == []
+    assert await engine.reset(KEY) == 0
+
+
+# --- the endpoint misbehaving: each failure is an EndpointError that says what to do ---
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [
+        (error(401, "Incorrect API key provided"), "MARSHO_API_KEY"),
+        (error(404, "The model `nope` does not exist"), "MARSHO_MODEL"),
+        (error(429, "Rate limit reached"), "429"),
+        (error(400, "messages: too long"), "messages: too long"),
+        (error(503, "overloaded"), "503"),
+        (raw(b"<html>gateway</html>", content_type="text/html"), "cannot be read"),
+        (raw(b'{"id": "x", "choices": []}'), "no choices"),
+    ],
+)
+async def test_endpoint_failures_become_clear_errors(fake: FakeOpenAI, answer, expected) -> None:
+    fake.push(answer)
+    with pytest.raises(EndpointError) as caught:
+        await make_engine(fake).chat(KEY, "hi")
+    assert expected in str(caught.value)
+
+
+async def test_an_endpoint_slower_than_the_timeout_is_given_up_on(fake: FakeOpenAI) -> None:
+    fake.push(text("too late", delay=2))
+    started = time.perf_counter()
+    with pytest.raises(EndpointError, match="did not answer within 0.5 s"):
+        await make_engine(fake, timeout=0.5).chat(KEY, "hi")
+    assert time.perf_counter() - started < 1.9
+
+
+async def test_an_unreachable_endpoint_says_so() -> None:
+    with socket.socket() as probe:  # a port where nothing listens
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    llm = LLMClient(base_url=f"http://127.0.0.1:{port}/v1", api_key="k", model="m", timeout=3)
+    with pytest.raises(EndpointError, match="Cannot reach .*MARSHO_BASE_URL"):
+        await llm.complete([{"role": "user", "content": "hi"}])
+
+
+async def test_no_request_is_sent_to_openai_without_a_key() -> None:
+    llm = LLMClient(base_url="https://api.openai.com/v1", api_key="", model="m", timeout=3)
+    with pytest.raises(EndpointError, match="MARSHO_API_KEY"):
+        await llm.complete([{"role": "user", "content": "hi"}])
+
+
+async def test_reasoning_content_is_kept_out_of_the_answer(fake: FakeOpenAI) -> None:
+    fake.push(text("42", reasoning="let me think very hard"))
+    engine = make_engine(fake)
+    reply = await engine.chat(KEY, "answer?")
+    assert reply.text == "42"
+    assert "think" not in json.dumps(await engine.history.turns(KEY))
