@@ -64,8 +64,8 @@ def parse_request(text: str, names: list[str], command_starts: set[str]) -> Requ
         match = re.match(r"\.([A-Za-z]+)(?=\s|$)", rest)
         if match and match.group(1).lower() in COMMANDS:
             return Request(match.group(1).lower(), rest[match.end():].strip())
-        # "marshomallow" is not for us; after a CJK name ("小棉你好") no space is needed
-        if rest and name[-1].isascii() and (rest[0].isalnum() or rest[0] in "_-."):
+        # "marshomallow" is not for us; "marsho你好" and "小棉你好" need no space
+        if rest and name[-1].isascii() and rest[0].isascii() and (rest[0].isalnum() or rest[0] in "_-."):
             continue
         return Request("chat", rest.lstrip(" \t\r\n,，:：!！?？~").strip())
     return None

@@ -27,6 +27,7 @@ NAMES = ["marsho", "小棉"]
         ("  marsho   spaced  ", Request("chat", "spaced")),
         ("小棉 你好", Request("chat", "你好")),
         ("小棉你好", Request("chat", "你好")),
+        ("marsho你好", Request("chat", "你好")),
         ("marsho", Request("chat", "")),
         ("marsho.reset", Request("reset", "")),
         ("/Marsho.Tools", Request("tools", "")),

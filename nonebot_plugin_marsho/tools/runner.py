@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from jsonschema import Draft202012Validator
+from nonebot.log import logger
 from pydantic_core import to_jsonable_python
 
 from .model import ResultStatus, Tool, ToolCall, ToolContext, ToolResult, Toolset
@@ -37,7 +38,9 @@ def cap_text(text: str, max_bytes: int) -> str:
     if len(data) <= max_bytes:
         return text
     note = f"\n…[truncated: the result was {len(data)} bytes; only the first {{kept}} are shown]"
-    kept = max(0, max_bytes - len(note.encode()) - 8)
+    kept = max_bytes - len(note.encode()) - 8
+    if kept <= 0:  # no room for the note
+        return data[:max_bytes].decode("utf-8", errors="ignore")
     head = data[:kept].decode("utf-8", errors="ignore")
     return head + note.format(kept=len(head.encode("utf-8")))
 
@@ -48,8 +51,29 @@ def _schema_text(tool: Tool) -> str:
 
 
 def _describe_exception(error: BaseException) -> str:
-    message = str(error).strip()
+    try:
+        message = str(error).strip()
+    except Exception:
+        message = "(its message could not be shown)"
     return f"{type(error).__name__}: {message}" if message else type(error).__name__
+
+
+class _ToolRaised(Exception):
+    """Carries whatever a tool raised (SystemExit and CancelledError included) out of wait_for.
+
+    asyncio lets SystemExit and KeyboardInterrupt escape the event loop, and a tool's own
+    TimeoutError or CancelledError would be mistaken for ours; wrapped, each is just an error.
+    """
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(error)
+        self.error = error
+
+
+def _being_cancelled() -> bool:
+    task = asyncio.current_task()
+    cancelling = getattr(task, "cancelling", None)
+    return cancelling() > 0 if cancelling is not None else True  # Python 3.10: assume so
 
 
 class ToolRunner:
@@ -154,23 +178,29 @@ class ToolRunner:
                 f"Error: {tool.name} did not finish within {self.timeout:g} s and was stopped. "
                 "Tell the user it timed out, or try again with other arguments."
             )
-        except asyncio.CancelledError:
-            raise
-        except Exception as error:
-            return "error", f"Error: {tool.name} raised {_describe_exception(error)}"
+        except _ToolRaised as raised:
+            logger.opt(exception=raised.error).warning(f"marsho: tool {tool.name} raised")
+            return "error", f"Error: {tool.name} raised {_describe_exception(raised.error)}"
         return "ok", serialize_result(value)
 
     async def _invoke(self, tool: Tool, arguments: dict[str, Any]) -> Any:
-        if tool.is_async:
-            value = await tool.func(**arguments)
-        else:
-            loop = asyncio.get_running_loop()
-            value = await loop.run_in_executor(
-                self._executor, functools.partial(tool.func, **arguments)
-            )
-        if inspect.isawaitable(value):  # a sync def that returns a coroutine
-            value = await value
-        return value
+        try:
+            if tool.is_async:
+                value = await tool.func(**arguments)
+            else:
+                loop = asyncio.get_running_loop()
+                value = await loop.run_in_executor(
+                    self._executor, functools.partial(tool.func, **arguments)
+                )
+            if inspect.isawaitable(value):  # a sync def that returns a coroutine
+                value = await value
+            return value
+        except asyncio.CancelledError as error:
+            if _being_cancelled():  # our timeout or the turn being cancelled: let it through
+                raise
+            raise _ToolRaised(error) from None
+        except BaseException as error:
+            raise _ToolRaised(error) from None
 
     def close(self) -> None:
         """Stop the worker threads once running tools finish."""
