@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
+
+from .llm import ToolMode
+from .tools.model import Permission
 
 
 DEFAULT_SYSTEM_PROMPT = (
@@ -44,6 +48,24 @@ class Config(BaseModel):
 
     marsho_disabled_toolkits: list[str] = Field(default_factory=list)
     """Toolkit folder names not to load (JSON list)."""
+
+    marsho_disabled_tools: list[str] = Field(default_factory=list)
+    """Single tools not to offer, by full name such as `clock__now` (JSON list)."""
+
+    marsho_toolkit_settings: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """Presets per toolkit, JSON `{"toolkit": {"parameter": value}}`: passed to the toolkit's
+    functions (API keys...), never shown to the model, logged or echoed."""
+
+    marsho_tool_permissions: dict[str, Permission] = Field(default_factory=dict)
+    """Who may use a tool or a whole toolkit, JSON `{"name": "everyone" | "admin" |
+    "superuser"}`; overrides what the toolkit declares."""
+
+    marsho_tool_mode: ToolMode = "native"
+    """How tools reach the model: `native` (the API's tools field), `prompt` (described in the
+    system prompt, for models without function calling) or `off`."""
+
+    marsho_tool_mode_by_model: dict[str, ToolMode] = Field(default_factory=dict)
+    """MARSHO_TOOL_MODE per model name, JSON `{"model": "prompt"}`."""
 
     marsho_max_tool_rounds: int = Field(default=8, ge=0, le=64)
     """Tool-call rounds per turn; then one last request without tools."""
@@ -113,8 +135,12 @@ def read_config() -> tuple[Config, str]:
     A bad `.env` value must not keep the bot from starting: the plugin loads with defaults
     and answers every chat with what to fix (see matchers.py).
     """
-    from nonebot import get_plugin_config
+    from nonebot import get_driver, get_plugin_config
 
+    try:
+        get_driver()
+    except ValueError:  # imported as a library, NoneBot not initialised: nothing to read
+        return Config(), ""
     try:
         return get_plugin_config(Config), ""
     except ValidationError as error:

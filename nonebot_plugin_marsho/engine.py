@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from nonebot.log import logger
 
-from .llm import Completion, LLMClient
+from .llm import LLMClient
 from .session import History, Message, SessionLocks, Turn, fit_history
 from .tools.model import ToolCall, ToolContext, ToolResult, Toolset
 from .tools.runner import ToolRunner
@@ -21,6 +22,59 @@ class Reply:
     calls: list[tuple[ToolCall, ToolResult]] = field(default_factory=list)
     rounds: int = 0
     hit_round_limit: bool = False
+
+
+Progress = Callable[[ToolCall, "ToolResult | None"], None]
+"""Told of each tool call before it runs (result None) and again with its result."""
+
+
+@dataclass
+class TurnOutcome:
+    """A finished answer: the messages it added after the prompt, and the Reply."""
+
+    added: list[Message]
+    reply: Reply
+
+
+async def answer(
+    llm: LLMClient,
+    runner: ToolRunner,
+    prompt: list[Message],
+    tools: list[dict[str, Any]],
+    *,
+    context: ToolContext | None = None,
+    max_tool_rounds: int = 8,
+    progress: Progress | None = None,
+) -> TurnOutcome:
+    """Ask the model until it answers in text: run each batch of tool calls and send the
+    results back, at most `max_tool_rounds` times, then once more without tools.
+
+    Every call gets exactly one tool message; raises EndpointError if the endpoint fails.
+    """
+    added: list[Message] = []
+    calls: list[tuple[ToolCall, ToolResult]] = []
+    rounds = 0
+    while True:
+        offered = tools if tools and rounds < max_tool_rounds else None
+        completion = await llm.complete([*prompt, *added], offered)
+        if not completion.tool_calls or offered is None:
+            break
+        rounds += 1
+        if progress:
+            for call in completion.tool_calls:
+                progress(call, None)
+        results = await runner.run(completion.tool_calls, context, on_result=progress)
+        for result in results:
+            log = logger.info if result.ok else logger.warning
+            log(f"marsho: tool {result.name} → {result.status} in {result.seconds:.2f} s")
+        added.append(completion.assistant_message())
+        added.extend(result.to_message() for result in results)
+        calls.extend(zip(completion.tool_calls, results))
+    # calls sent although no tools were offered are dropped: unanswered calls would make the
+    # stored history an invalid request
+    added.append({"role": "assistant", "content": completion.content})
+    hit_limit = bool(tools) and rounds > 0 and rounds >= max_tool_rounds
+    return TurnOutcome(added, Reply(completion.content, calls, rounds, hit_limit))
 
 
 class Engine:
@@ -46,48 +100,35 @@ class Engine:
         self.max_history = max_history
         self.locks = SessionLocks()
 
-    async def chat(self, key: str, text: str, context: ToolContext | None = None) -> Reply:
-        """Answer `text` in session `key`; the turn is stored only if it completes.
+    async def chat(
+        self,
+        key: str,
+        text: str,
+        context: ToolContext | None = None,
+        *,
+        progress: Progress | None = None,
+    ) -> Reply:
+        """Answer `text` in session `key` with the tools the asker may use; the turn is stored
+        only if it completes.
 
         Raises EndpointError when the endpoint fails; the session's history is then unchanged.
         """
         async with self.locks.hold(key):
             earlier = fit_history(await self.history.turns(key), self.max_history)
             question: Message = {"role": "user", "content": text}
-            turn: Turn = [question]
             system: list[Message] = (
                 [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
             )
-            tools = self.toolset.schemas()
-            calls: list[tuple[ToolCall, ToolResult]] = []
-            rounds = 0
-            while True:
-                offered = tools if tools and rounds < self.max_tool_rounds else None
-                completion = await self.llm.complete([*system, *earlier, *turn], offered)
-                if not completion.tool_calls or offered is None:
-                    break
-                rounds += 1
-                results = await self._run_tools(completion, context)
-                turn.append(completion.assistant_message())
-                turn.extend(result.to_message() for result in results)
-                calls.extend(zip(completion.tool_calls, results))
-            # tool calls sent although no tools were offered are dropped, unanswered calls
-            # would make the stored history an invalid request
-            turn.append({"role": "assistant", "content": completion.content})
-            await self.history.append_turn(key, turn)
-            hit_limit = bool(tools) and rounds >= self.max_tool_rounds and rounds > 0
-            if hit_limit:
-                logger.warning(f"marsho: session {key} reached MARSHO_MAX_TOOL_ROUNDS={rounds}")
-            return Reply(completion.content, calls, rounds, hit_limit)
-
-    async def _run_tools(
-        self, completion: Completion, context: ToolContext | None
-    ) -> list[ToolResult]:
-        results = await self.runner.run(completion.tool_calls, context)
-        for result in results:
-            log = logger.info if result.ok else logger.warning
-            log(f"marsho: tool {result.name} → {result.status} in {result.seconds:.2f} s")
-        return results
+            outcome = await answer(
+                self.llm, self.runner, [*system, *earlier, question],
+                self.toolset.schemas(context), context=context,
+                max_tool_rounds=self.max_tool_rounds, progress=progress,
+            )
+            await self.history.append_turn(key, [question, *outcome.added])
+            if outcome.reply.hit_round_limit:
+                logger.warning(f"marsho: session {key} used all {self.max_tool_rounds} tool "
+                               "rounds (MARSHO_MAX_TOOL_ROUNDS)")
+            return outcome.reply
 
     async def reset(self, key: str) -> int:
         """Forget the session's history (after any turn that is running)."""

@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import openai
+from nonebot.log import logger
 
 from .exceptions import EndpointError
 from .tools.model import ToolCall
+from .tools.prompt_mode import parse_tool_calls, system_addendum, to_prompt_messages
 
 NO_KEY_PLACEHOLDER = "no-key"
 """Sent when MARSHO_API_KEY is empty: local endpoints accept anything, the SDK insists on a key."""
@@ -36,6 +40,27 @@ class Completion:
         return message
 
 
+ToolMode = Literal["native", "prompt", "off"]
+"""How tools reach a model: the API's `tools` field, a text protocol in the prompt, or not at all."""
+
+_TOOLS_REFUSED = re.compile(
+    r"(tool|function)[^.]{0,60}(not (be )?supported|unsupported|not available|not enabled)"
+    r"|(not support|unsupported|does not support)[^.]{0,60}(tool|function)",
+    re.IGNORECASE,
+)
+
+
+def _refuses_tools(error: EndpointError) -> bool:
+    """A 400 saying the model cannot take `tools` (wordings of OpenAI-compatible servers)."""
+    return error.status == 400 and _TOOLS_REFUSED.search(str(error)) is not None
+
+
+def _with_system_text(messages: list[dict[str, Any]], text: str) -> list[dict[str, Any]]:
+    if messages and messages[0].get("role") == "system":
+        return [{**messages[0], "content": f"{messages[0]['content']}\n\n{text}"}, *messages[1:]]
+    return [{"role": "system", "content": text}, *messages]
+
+
 def _error_detail(error: openai.APIError) -> str:
     body = getattr(error, "body", None)
     if isinstance(body, dict):
@@ -50,12 +75,33 @@ def _error_detail(error: openai.APIError) -> str:
 class LLMClient:
     """Talks to one OpenAI-compatible endpoint; make it inside the running loop and reuse it."""
 
-    def __init__(self, *, base_url: str, api_key: str, model: str, timeout: float) -> None:
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        api_key: str,
+        model: str,
+        timeout: float,
+        tool_mode: ToolMode = "native",
+        tool_mode_by_model: Mapping[str, ToolMode] | None = None,
+    ) -> None:
         self.base_url = base_url.rstrip("/")
         self.api_key = api_key
         self.model = model
         self.timeout = timeout
+        self.default_tool_mode = tool_mode
+        self.tool_mode_by_model = dict(tool_mode_by_model or {})
+        self._learned_prompt_mode: set[str] = set()
         self._client: openai.AsyncOpenAI | None = None
+
+    @property
+    def tool_mode(self) -> ToolMode:
+        """How the current model gets tools: configured per model, else learned, else default."""
+        if self.model in self.tool_mode_by_model:
+            return self.tool_mode_by_model[self.model]
+        if self.model in self._learned_prompt_mode:
+            return "prompt"
+        return self.default_tool_mode
 
     @property
     def needs_key(self) -> bool:
@@ -76,6 +122,36 @@ class LLMClient:
 
     async def complete(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None
+    ) -> Completion:
+        """Ask the model, offering `tools` in the model's tool mode; calls come back as
+        ToolCalls whatever the mode, and `messages` are always in the native format."""
+        mode = self.tool_mode
+        if mode == "native":
+            try:
+                return await self._request(messages, tools)
+            except EndpointError as error:
+                if not tools or not _refuses_tools(error):
+                    raise
+                self._learned_prompt_mode.add(self.model)
+                logger.warning(
+                    f"marsho: {self.base_url} refused tools for model {self.model} ({error}); "
+                    "using prompt mode for it from now on (set MARSHO_TOOL_MODE_BY_MODEL to "
+                    "choose yourself)"
+                )
+                mode = "prompt"
+        plain = to_prompt_messages(messages)
+        if mode == "prompt" and tools:
+            plain = _with_system_text(plain, system_addendum(tools))
+        completion = await self._request(plain, None)
+        calls, text = parse_tool_calls(completion.content)
+        if not calls:
+            return completion
+        if mode != "prompt" or not tools:
+            calls = []  # calls although no tools were offered: not run, and kept from the user
+        return Completion(text, calls, completion.reasoning, completion.finish_reason)
+
+    async def _request(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
     ) -> Completion:
         """Send one chat-completions request and read the first choice."""
         if self.needs_key:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from nonebot import get_driver, on_message
 from nonebot.adapters import Bot, Event
 from nonebot.log import logger
+from nonebot.permission import SUPERUSER
 from nonebot.rule import Rule
 from nonebot.typing import T_State
 from nonebot_plugin_alconna.uniseg import UniMessage
@@ -17,7 +18,7 @@ from .engine import Engine
 from .exceptions import EndpointError, NotReadyError
 from .render import calls_text, reply_text, tools_text, usage_text
 from .session import session_key
-from .tools.model import ToolContext
+from .tools.model import Role, ToolContext
 
 COMMANDS = ("help", "reset", "tools", "calls")
 STATE_KEY = "marsho_request"
@@ -80,6 +81,14 @@ def _ids(event: Event) -> tuple[str | None, str]:
     return (str(group_id) if group_id is not None else None), user_id
 
 
+async def asker_role(bot: Bot, event: Event, group_id: str | None) -> Role:
+    """Superuser (SUPERUSERS), else the sender's role in the group, else a plain member."""
+    if await SUPERUSER(bot, event):
+        return "superuser"
+    role = getattr(getattr(event, "sender", None), "role", None) if group_id else None
+    return role if role in ("owner", "admin") else "member"
+
+
 async def _is_for_marsho(event: Event, state: T_State) -> bool:
     if event.get_type() != "message":
         return False
@@ -131,7 +140,10 @@ async def handle_request(bot: Bot, event: Event, state: T_State) -> None:
     elif request.command == "calls":
         await _send(calls_text(await engine.last_calls(key)))
     else:
-        context = ToolContext(session_key=key, user_id=user_id, group_id=group_id, bot=bot, event=event)
+        context = ToolContext(
+            session_key=key, user_id=user_id, group_id=group_id,
+            role=await asker_role(bot, event, group_id), bot=bot, event=event,
+        )
         try:
             reply = await engine.chat(key, request.text, context)
         except EndpointError as error:

@@ -10,6 +10,7 @@ from .engine import Reply
 from .tools.model import Toolset
 
 THINK_BLOCK = re.compile(r"<think>.*?(</think>|$)", re.DOTALL | re.IGNORECASE)
+_ONLY = {"admin": "admins only", "superuser": "superusers only"}
 MAX_CALLS_RESULT_CHARS = 500
 """Characters of each tool result shown by `marsho.calls`; the full text stays in history."""
 
@@ -63,7 +64,8 @@ def tools_text(toolset: Toolset) -> str:
             lines.append(f"• {toolkit.name} ({toolkit.source})")
             for tool in toolkit.tools:
                 summary = tool.description.strip().splitlines()[0] if tool.description.strip() else ""
-                lines.append(f"  - {tool.name}: {summary}" if summary else f"  - {tool.name}")
+                who = "" if tool.permission == "everyone" else f" [{_ONLY[tool.permission]}]"
+                lines.append(f"  - {tool.name}{who}: {summary}" if summary else f"  - {tool.name}{who}")
     else:
         lines.append("No toolkits are loaded.")
     if toolset.disabled:

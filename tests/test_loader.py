@@ -304,12 +304,12 @@ def test_missing_init_py_is_reported(tmp_path: Path) -> None:
     assert_names_file(problem, folder / "__init__.py", "missing")
 
 
-def test_missing_tools_json_is_reported(tmp_path: Path) -> None:
-    folder = write_toolkit(tmp_path, "kit", tools="")
+def test_no_tools_json_and_nothing_self_described_is_reported(tmp_path: Path) -> None:
+    folder = write_toolkit(tmp_path, "kit", tools="")  # ping() has no docstring
 
     problem = only_error(load(tmp_path))
 
-    assert_names_file(problem, folder / "tools.json", "missing")
+    assert_names_file(problem, folder / "__init__.py", "no tools", "tools.json", "Toolbox")
 
 
 def test_import_error_names_the_exception_and_the_line_in_the_toolkit(tmp_path: Path) -> None:

@@ -1,15 +1,17 @@
-"""Toolkit folders (tools.json + __init__.py, seed 000) → a Toolset, naming the file of every problem."""
+"""Toolkit folders (tools.json + __init__.py, seed 000; or self-describing functions, seed 003)
+→ a Toolset, naming the file of every problem."""
 
 from __future__ import annotations
 
 import hashlib
 import importlib.util
+import inspect
 import json
 import re
 import sys
 import traceback
 import types
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,8 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from .model import SEPARATOR, TOOL_NAME_PATTERN, LoadProblem, Tool, Toolkit, Toolset
+from .schema import ToolDefinitionError, check_permission, read_signature
+from .toolbox import Toolbox
 
 BUILTIN_TOOLSET = Path(__file__).resolve().parent.parent / "toolkits"
 """The toolkits shipped inside the package, in the same format users write."""
@@ -96,6 +100,7 @@ class _ToolSpec:
     function: str
     description: str
     parameters: dict[str, Any]
+    permission: str | None = None
 
 
 def _normalize_parameters(
@@ -192,7 +197,14 @@ def _read_entry(
     parameters = _normalize_parameters(name, function, path, problems)
     if parameters is None:
         return None
-    return _ToolSpec(name, func_name, description, parameters)
+    permission = entry.get("permission")
+    if permission is not None:
+        try:
+            check_permission(permission, name)
+        except ToolDefinitionError as error:
+            problems.error(path, str(error))
+            return None
+    return _ToolSpec(name, func_name, description, parameters, permission)
 
 
 def read_tools_json(path: Path, toolkit: str, problems: _Problems) -> list[_ToolSpec]:
@@ -277,8 +289,92 @@ def import_toolkit_module(toolkit: str, folder: Path) -> types.ModuleType:
     return module
 
 
-def load_toolkit(folder: Path, problems: _Problems) -> Toolkit | None:
-    """Load one toolkit folder; None (with errors in `problems`) when it cannot be used."""
+def _without_presets(parameters: dict[str, Any], hidden: set[str]) -> dict[str, Any]:
+    """The schema minus the parameters the owner presets: the model must not see them."""
+    if not hidden:
+        return parameters
+    properties = {k: v for k, v in parameters.get("properties", {}).items() if k not in hidden}
+    result = {**parameters, "properties": properties}
+    if "required" in parameters:
+        result["required"] = [r for r in parameters["required"] if r not in hidden]
+    return result
+
+
+def _tool_from_spec(
+    spec: _ToolSpec, module: types.ModuleType, toolboxes: list[Toolbox],
+    settings: Mapping[str, Any], tools_file: Path, problems: _Problems,
+) -> Tool | None:
+    func = getattr(module, spec.function, None)
+    if func is None:
+        problems.error(tools_file, f"{spec.name}: __init__.py has no function {spec.function!r}")
+        return None
+    if not callable(func):
+        problems.error(tools_file, f"{spec.name}: {spec.function!r} in __init__.py is a "
+                       f"{type(func).__name__}, not a function")
+        return None
+    try:
+        signature = read_signature(func)
+    except ToolDefinitionError as error:
+        problems.error(tools_file, f"{spec.name}: {error}")
+        return None
+    registration = next(
+        (r for box in toolboxes if (r := box.registration_of(func)) is not None), None
+    )
+    presets = {
+        **(registration.presets if registration else {}),
+        **{k: v for k, v in settings.items() if k in signature.names},
+    }
+    parameters = _without_presets(spec.parameters, set(presets))
+    offered = set(parameters.get("properties", {}))
+    for name in parameters.get("required", []):
+        if not signature.accepts(name):
+            problems.error(tools_file, f"{spec.name}: 'required' lists {name!r}, but "
+                           f"{spec.function}() has no such parameter")
+    for name in sorted(signature.required - offered - set(presets)):
+        problems.error(tools_file, f"{spec.name}: {spec.function}() needs {name!r} (it has no "
+                       "default), but the schema does not offer it to the model")
+    for name in sorted(offered - signature.names):
+        if not signature.takes_kwargs:
+            problems.warning(tools_file, f"{spec.name}: the schema offers {name!r}, but "
+                             f"{spec.function}() has no such parameter; a call using it will fail")
+    permission = spec.permission or (registration.permission if registration else "everyone")
+    return Tool(
+        spec.name, spec.description, parameters, func,
+        permission=check_permission(permission, spec.name), presets=presets,
+        context_param=signature.context_param,
+    )
+
+
+def _documented_functions(module: types.ModuleType) -> list[Any]:
+    """Public functions defined in the module itself that have a docstring."""
+    return [
+        value for key, value in vars(module).items()
+        if not key.startswith("_") and inspect.isfunction(value)
+        and value.__module__ == module.__name__ and inspect.getdoc(value)
+    ]
+
+
+def _self_described_tools(
+    name: str, module: types.ModuleType, toolboxes: list[Toolbox], settings: Mapping[str, Any]
+) -> list[Tool]:
+    if toolboxes:
+        return [tool for box in toolboxes for tool in box.build(name, settings)]
+    box = Toolbox()
+    for func in _documented_functions(module):
+        box.add(func)
+    return box.build(name, settings)
+
+
+def load_toolkit(
+    folder: Path, problems: _Problems, settings: Mapping[str, Any] | None = None
+) -> Toolkit | None:
+    """Load one toolkit folder; None (with errors in `problems`) when it cannot be used.
+
+    With a tools.json, it describes the tools; without one, the functions describe themselves:
+    those registered in a Toolbox, else the public documented functions of `__init__.py`.
+    `settings` are the owner's presets for this toolkit (MARSHO_TOOLKIT_SETTINGS).
+    """
+    settings = settings or {}
     name = folder.name
     if SEPARATOR in name:
         problems.error(folder, f"toolkit folder name {name!r} must not contain '{SEPARATOR}' "
@@ -293,10 +389,7 @@ def load_toolkit(folder: Path, problems: _Problems) -> Toolkit | None:
     if not init_file.is_file():
         problems.error(init_file, "missing: a toolkit folder needs an __init__.py holding its functions")
         return None
-    if not tools_file.is_file():
-        problems.error(tools_file, "missing: a toolkit folder needs a tools.json describing its functions")
-        return None
-    specs = read_tools_json(tools_file, name, problems)
+    specs = read_tools_json(tools_file, name, problems) if tools_file.is_file() else None
     if problems.failed:
         return None
     try:
@@ -305,19 +398,38 @@ def load_toolkit(folder: Path, problems: _Problems) -> Toolkit | None:
         problems.error(init_file, f"import failed: {type(error).__name__}: {error}"
                        f"{_where_in_folder(error, folder)}")
         return None
+    toolboxes = [value for value in vars(module).values() if isinstance(value, Toolbox)]
     tools: list[Tool] = []
-    for spec in specs:
-        func = getattr(module, spec.function, None)
-        if func is None:
-            problems.error(tools_file, f"{spec.name}: __init__.py has no function {spec.function!r}")
-            continue
-        if not callable(func):
-            problems.error(tools_file, f"{spec.name}: {spec.function!r} in __init__.py is a "
-                           f"{type(func).__name__}, not a function")
-            continue
-        tools.append(Tool(spec.name, spec.description, spec.parameters, func, toolkit=name))
+    if specs is not None:
+        for spec in specs:
+            tool = _tool_from_spec(spec, module, toolboxes, settings, tools_file, problems)
+            if tool is not None:
+                tools.append(tool)
+    else:
+        try:
+            tools = _self_described_tools(name, module, toolboxes, settings)
+        except ToolDefinitionError as error:
+            problems.error(init_file, str(error))
+            return None
+        seen: set[str] = set()
+        for tool in tools:
+            if tool.name in seen:
+                problems.error(init_file, f"tool name {tool.name!r} is registered twice")
+            elif not TOOL_NAME_PATTERN.match(tool.name):
+                problems.error(init_file, f"tool name {tool.name!r} must be 1-64 letters, "
+                               "digits, '_' or '-'")
+            seen.add(tool.name)
+        if not tools:
+            problems.error(init_file, "no tools: add a tools.json, register functions in a "
+                           "Toolbox, or give __init__.py public functions with docstrings")
     if problems.failed:
         return None
+    for tool in tools:
+        tool.toolkit = name
+    used = {key for tool in tools for key in tool.presets}
+    for key in sorted(set(settings) - used):
+        problems.warning(folder, f"setting {key!r} (MARSHO_TOOLKIT_SETTINGS) matches no "
+                         "parameter of any tool in this toolkit")
     return Toolkit(name=name, path=folder, tools=tools)
 
 
@@ -343,8 +455,22 @@ def _toolkit_folders(source: ToolsetSource, toolset: Toolset) -> list[Path]:
     )
 
 
-def load_toolset(sources: Sequence[ToolsetSource], disabled: Iterable[str] = ()) -> Toolset:
-    """Load every toolkit folder of the sources in order; broken ones are skipped and reported."""
+def load_toolset(
+    sources: Sequence[ToolsetSource],
+    disabled: Iterable[str] = (),
+    *,
+    settings: Mapping[str, Mapping[str, Any]] | None = None,
+    disabled_tools: Iterable[str] = (),
+    permissions: Mapping[str, str] | None = None,
+) -> Toolset:
+    """Load every toolkit folder of the sources in order; broken ones are skipped and reported.
+
+    `disabled` names toolkit folders to skip, `disabled_tools` single tools; `settings` maps a
+    toolkit to its presets; `permissions` overrides the permission of a tool or a whole toolkit.
+    """
+    settings = settings or {}
+    permissions = permissions or {}
+    disabled_tool_names = set(disabled_tools)
     disabled_names = set(disabled)
     toolset = Toolset()
     loaded_from: dict[str, Path] = {}
@@ -359,9 +485,17 @@ def load_toolset(sources: Sequence[ToolsetSource], disabled: Iterable[str] = ())
                 problems.error(folder, f"a toolkit named {name!r} is already loaded from "
                                f"{loaded_from[name]}; rename one of the folders")
             else:
-                toolkit = load_toolkit(folder, problems)
+                toolkit = load_toolkit(folder, problems, settings.get(name))
                 if toolkit is not None:
                     toolkit.source = source.origin
+                    toolset.disabled.extend(
+                        t.name for t in toolkit.tools if t.name in disabled_tool_names
+                    )
+                    toolkit.tools = [t for t in toolkit.tools if t.name not in disabled_tool_names]
+                    for tool in toolkit.tools:
+                        override = permissions.get(tool.name) or permissions.get(name)
+                        if override:
+                            tool.permission = check_permission(override, "MARSHO_TOOL_PERMISSIONS")
                     toolset.add(toolkit)
                     loaded_from[name] = folder
             toolset.problems.extend(problems.items)

@@ -68,15 +68,36 @@ class ToolResult:
         return {"role": "tool", "tool_call_id": self.call_id, "content": self.content}
 
 
+Permission = Literal["everyone", "admin", "superuser"]
+"""Who may use a tool: anyone, group admins and owners (and superusers), or superusers only."""
+
+PERMISSIONS: tuple[Permission, ...] = ("everyone", "admin", "superuser")
+
+Role = Literal["member", "admin", "owner", "superuser"]
+"""Who is asking: a group member, a group admin, the group owner, or one of the bot's SUPERUSERS."""
+
+_ROLE_RANK: dict[str, int] = {"member": 0, "admin": 1, "owner": 1, "superuser": 2}
+_PERMISSION_RANK: dict[str, int] = {"everyone": 0, "admin": 1, "superuser": 2}
+
+
 @dataclass
 class Tool:
-    """A function the model may call: what it sees (name, description, schema) and how it runs."""
+    """A function the model may call: what it sees (name, description, schema) and how it runs.
+
+    `presets` are arguments bound by the bot owner (API keys...): passed to the function, never
+    shown to the model. `context_param` names the parameter that receives the ToolContext.
+    `arguments_model` turns the model's JSON into the function's Python types.
+    """
 
     name: str
     description: str
     parameters: dict[str, Any]
     func: Callable[..., Any]
     toolkit: str = ""
+    permission: Permission = "everyone"
+    presets: dict[str, Any] = field(default_factory=dict, repr=False)
+    context_param: str | None = None
+    arguments_model: Any = None
 
     @property
     def is_async(self) -> bool:
@@ -100,7 +121,7 @@ class Toolkit:
     """A toolkit folder that loaded: its name, where it lives, and its tools."""
 
     name: str
-    path: Path
+    path: Path | None = None
     tools: list[Tool] = field(default_factory=list)
     source: str = ""
 
@@ -120,13 +141,42 @@ class LoadProblem:
 
 @dataclass(frozen=True)
 class ToolContext:
-    """Who asks and where; handed to the runner, never shown to the model."""
+    """Who asks and where: handed to tools that declare a parameter of this type, never shown
+    to the model, and used to check each tool's permission."""
 
     session_key: str = ""
     user_id: str = ""
     group_id: str | None = None
+    role: Role = "member"
     bot: Any = None
     event: Any = None
+
+    def may_use(self, tool: Tool) -> bool:
+        """True when the asker's role reaches the tool's permission."""
+        return _ROLE_RANK.get(self.role, 0) >= _PERMISSION_RANK.get(tool.permission, 2)
+
+
+OWNER_CONTEXT = ToolContext(session_key="local", role="superuser")
+"""For the bot owner's own use (the CLI): every tool allowed."""
+
+
+@dataclass(frozen=True)
+class ToolResponse:
+    """A tool's answer with a status (seed 003's ServiceResponse): an error reaches the model
+    as an error, and the turn goes on."""
+
+    status: Literal["success", "error"]
+    content: Any
+
+    @classmethod
+    def success(cls, content: Any) -> ToolResponse:
+        """The tool did its job; `content` is what the model reads."""
+        return cls("success", content)
+
+    @classmethod
+    def error(cls, message: Any) -> ToolResponse:
+        """The tool failed; `message` says why, in words the model can relay."""
+        return cls("error", message)
 
 
 @dataclass
@@ -148,9 +198,10 @@ class Toolset:
         """The tool of that name, if loaded."""
         return self.tools.get(name)
 
-    def schemas(self) -> list[dict[str, Any]]:
-        """The request's `tools` list: every loaded tool."""
-        return [tool.schema() for tool in self.tools.values()]
+    def schemas(self, context: ToolContext | None = None) -> list[dict[str, Any]]:
+        """The request's `tools` list: every tool the asker may use (a plain member, if unknown)."""
+        asker = context or ToolContext()
+        return [tool.schema() for tool in self.tools.values() if asker.may_use(tool)]
 
     @property
     def errors(self) -> list[LoadProblem]:

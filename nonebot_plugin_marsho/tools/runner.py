@@ -7,15 +7,17 @@ import functools
 import inspect
 import json
 import time
-from collections.abc import Sequence
+import traceback
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from jsonschema import Draft202012Validator
+from pydantic import ValidationError
 from nonebot.log import logger
 from pydantic_core import to_jsonable_python
 
-from .model import ResultStatus, Tool, ToolCall, ToolContext, ToolResult, Toolset
+from .model import ResultStatus, Tool, ToolCall, ToolContext, ToolResponse, ToolResult, Toolset
 
 MAX_SCHEMA_ECHO = 1500
 """Characters of a tool's schema quoted back to the model after bad arguments."""
@@ -56,6 +58,25 @@ def _describe_exception(error: BaseException) -> str:
     except Exception:
         message = "(its message could not be shown)"
     return f"{type(error).__name__}: {message}" if message else type(error).__name__
+
+
+_WHO = {"everyone": "everyone", "admin": "group admins and owners", "superuser": "the bot's superusers"}
+
+REDACTED = "[redacted]"
+
+
+def redact(text: str, presets: dict[str, Any]) -> str:
+    """Hide preset values (API keys...) from text bound for the model, a reply or a log."""
+    for value in presets.values():
+        if isinstance(value, str) and len(value) >= 4:  # shorter strings are no secrets
+            text = text.replace(value, REDACTED)
+    return text
+
+
+def _origin(error: BaseException) -> str:
+    """' (at file.py line 3)' for the deepest frame of the exception's traceback."""
+    frames = traceback.extract_tb(error.__traceback__)
+    return f" (at {frames[-1].filename} line {frames[-1].lineno})" if frames else ""
 
 
 class _ToolRaised(Exception):
@@ -99,14 +120,24 @@ class ToolRunner:
         self._validators: dict[str, Draft202012Validator] = {}
 
     async def run(
-        self, calls: Sequence[ToolCall], context: ToolContext | None = None
+        self,
+        calls: Sequence[ToolCall],
+        context: ToolContext | None = None,
+        *,
+        on_result: Callable[[ToolCall, ToolResult], None] | None = None,
     ) -> list[ToolResult]:
-        """Run a batch at the same time (at most `max_parallel` at once); results in call order."""
+        """Run a batch at the same time (at most `max_parallel` at once); results in call order.
+
+        `on_result` hears of each result as soon as its call finishes.
+        """
         gate = asyncio.Semaphore(self.max_parallel)
 
         async def run_gated(call: ToolCall) -> ToolResult:
             async with gate:
-                return await self.run_one(call, context)
+                result = await self.run_one(call, context)
+            if on_result is not None:
+                on_result(call, result)
+            return result
 
         return list(await asyncio.gather(*(run_gated(call) for call in calls)))
 
@@ -114,12 +145,16 @@ class ToolRunner:
         """Run one call; every failure becomes a result the model can read and act on."""
         started = time.perf_counter()
         status: ResultStatus
+        asker = context or ToolContext()
         try:
-            status, content = await self._execute(call, context)
+            status, content = await self._execute(call, asker)
         except asyncio.CancelledError:
             raise
         except BaseException as error:  # a runner bug must not lose the call's answer either
             status, content = "error", f"Error: the tool could not be run: {_describe_exception(error)}"
+        tool = self.toolset.get(call.name)
+        if tool is not None and tool.presets:
+            content = redact(content, tool.presets)
         return ToolResult(
             call_id=call.id,
             name=call.name,
@@ -129,6 +164,7 @@ class ToolRunner:
         )
 
     def _parse_arguments(self, call: ToolCall, tool: Tool) -> tuple[dict[str, Any] | None, str]:
+        """The model's arguments as the function's keyword arguments, or what was wrong."""
         raw = call.arguments.strip()
         if not raw:
             arguments: Any = {}
@@ -159,18 +195,43 @@ class ToolRunner:
                 f"Error: invalid arguments for {tool.name}: {problems}. Call it again with "
                 f"arguments matching this schema: {_schema_text(tool)}"
             )
+        # the model cannot set what the owner preset or the context the plugin injects
+        hidden = set(tool.presets) | ({tool.context_param} if tool.context_param else set())
+        arguments = {k: v for k, v in arguments.items() if k not in hidden}
+        if tool.arguments_model is not None:  # JSON → the function's own types (enums, models)
+            try:
+                parsed = tool.arguments_model.model_validate(arguments)
+            except ValidationError as error:
+                problems = "; ".join(
+                    f"at '{'/'.join(map(str, e['loc'])) or '(arguments)'}': {e['msg']}"
+                    for e in error.errors()[:5]
+                )
+                return None, (
+                    f"Error: invalid arguments for {tool.name}: {problems}. Expected schema: "
+                    f"{_schema_text(tool)}"
+                )
+            arguments = {name: getattr(parsed, name) for name in type(parsed).model_fields}
         return arguments, ""
 
-    async def _execute(self, call: ToolCall, context: ToolContext | None) -> tuple[ResultStatus, str]:
+    async def _execute(self, call: ToolCall, asker: ToolContext) -> tuple[ResultStatus, str]:
         tool = self.toolset.get(call.name)
         if tool is None:
-            available = ", ".join(sorted(self.toolset.tools)) or "none"
+            usable = [name for name, t in sorted(self.toolset.tools.items()) if asker.may_use(t)]
             return "unknown_tool", (
-                f"Error: there is no tool named {call.name!r}. Available tools: {available}."
+                f"Error: there is no tool named {call.name!r}. Available tools: "
+                f"{', '.join(usable) or 'none'}."
+            )
+        if not asker.may_use(tool):  # checked in code again, whatever the model was shown
+            return "denied", (
+                f"Error: {tool.name} may only be used by {_WHO[tool.permission]}, and the person "
+                f"asking is a {asker.role}. Do not retry; tell them they are not allowed to."
             )
         arguments, problem = self._parse_arguments(call, tool)
         if arguments is None:
             return "bad_arguments", problem
+        arguments.update(tool.presets)
+        if tool.context_param:
+            arguments[tool.context_param] = asker
         try:
             value = await asyncio.wait_for(self._invoke(tool, arguments), self.timeout)
         except asyncio.TimeoutError:
@@ -179,8 +240,14 @@ class ToolRunner:
                 "Tell the user it timed out, or try again with other arguments."
             )
         except _ToolRaised as raised:
-            logger.opt(exception=raised.error).warning(f"marsho: tool {tool.name} raised")
-            return "error", f"Error: {tool.name} raised {_describe_exception(raised.error)}"
+            message = f"Error: {tool.name} raised {_describe_exception(raised.error)}"
+            # no traceback in the log: its values could hold a preset secret
+            logger.warning(f"marsho: {redact(message, tool.presets)}{_origin(raised.error)}")
+            return "error", message
+        if isinstance(value, ToolResponse):
+            if value.status == "error":
+                return "error", f"Error: {serialize_result(value.content)}"
+            return "ok", serialize_result(value.content)
         return "ok", serialize_result(value)
 
     async def _invoke(self, tool: Tool, arguments: dict[str, Any]) -> Any:

@@ -1,0 +1,132 @@
+"""`python -m nonebot_plugin_marsho`: check toolkits, call one tool, or ask once, with the settings
+of `.env` in the current folder, exactly as the bot would."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from typing import Any
+
+PACKAGE = "nonebot_plugin_marsho"
+
+
+def _load_plugin(verbose: bool) -> Any:
+    """Initialise NoneBot from `.env` and load this package as the bot does; returns plugin.py."""
+    import importlib
+    import warnings
+
+    import nonebot
+    from nonebot.log import default_format, logger
+
+    # the CLI talks to no chat platform: no adapter is expected
+    warnings.filterwarnings("ignore", message="No adapters found")
+    logger.remove()  # the log goes to stderr, so stdout holds only what the command prints
+    logger.add(sys.stderr, level="DEBUG" if verbose else "WARNING", format=default_format,
+               diagnose=False)
+    nonebot.init(driver="~none")
+    # runpy imported the package before NoneBot was initialised (so it wired nothing):
+    # forget it, and let NoneBot load it as a plugin
+    for name in [m for m in sys.modules if m == PACKAGE or m.startswith(PACKAGE + ".")]:
+        del sys.modules[name]
+    if nonebot.load_plugin(PACKAGE) is None:
+        raise SystemExit(f"{PACKAGE} could not be loaded as a NoneBot plugin (see the log above)")
+    return importlib.import_module(f"{PACKAGE}.plugin")
+
+
+def _print_toolset(toolset: Any) -> None:
+    for toolkit in toolset.toolkits:
+        print(f"✓ {toolkit.name}  ({toolkit.source}: {toolkit.path})")
+        for tool in toolkit.tools:
+            mark = "" if tool.permission == "everyone" else f"  [{tool.permission}]"
+            print(f"    {tool.name}{mark}: {tool.description.strip().splitlines()[0] if tool.description.strip() else ''}")
+    for name in toolset.disabled:
+        print(f"- {name}  (disabled in .env)")
+    for problem in toolset.warnings:
+        print(f"! {problem.toolkit}: {problem}")
+    for name, problems in toolset.failed_toolkits().items():
+        print(f"✗ {name or '(toolset folder)'}")
+        for problem in problems:
+            print(f"    {problem}")
+
+
+def command_tools(plugin: Any) -> int:
+    """List and check every toolkit; non-zero when any failed to load."""
+    toolset = plugin.load_configured_toolset()
+    _print_toolset(toolset)
+    errors = len(toolset.errors)
+    print(f"{len(toolset.toolkits)} toolkits, {len(toolset.tools)} tools, {errors} errors, "
+          f"{len(toolset.warnings)} warnings")
+    return 1 if errors else 0
+
+
+async def command_call(plugin: Any, name: str, arguments: str) -> int:
+    """Run one tool exactly as a model's call would (as the bot's owner)."""
+    from nonebot_plugin_marsho.tools import OWNER_CONTEXT, ToolCall, ToolRunner
+
+    config = plugin.plugin_config
+    toolset = plugin.load_configured_toolset()
+    for problem in toolset.errors:
+        print(f"✗ {problem.toolkit}: {problem}", file=sys.stderr)
+    runner = ToolRunner(toolset, timeout=config.marsho_tool_timeout,
+                        max_result_bytes=config.marsho_max_tool_result_bytes)
+    try:
+        result = await runner.run_one(ToolCall("cli", name, arguments), OWNER_CONTEXT)
+    finally:
+        runner.close()
+    print(result.content)
+    print(f"[{result.status} in {result.seconds:.2f} s]", file=sys.stderr)
+    return 0 if result.ok else 1
+
+
+async def command_ask(plugin: Any, text: str) -> int:
+    """One turn against the configured endpoint, showing each tool call and result."""
+    from nonebot_plugin_marsho.exceptions import MarshoError
+    from nonebot_plugin_marsho.render import reply_text
+    from nonebot_plugin_marsho.tools import OWNER_CONTEXT
+
+    def progress(call: Any, result: Any) -> None:
+        if result is None:
+            print(f"→ {call.name}({call.arguments})", flush=True)
+        else:
+            print(f"← {call.name} [{result.status}, {result.seconds:.2f} s]: {result.content}",
+                  flush=True)
+
+    await plugin.start_marsho()
+    try:
+        engine = plugin.runtime.require_engine()
+        reply = await engine.chat("cli:local", text, OWNER_CONTEXT, progress=progress)
+    except MarshoError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    finally:
+        await plugin.stop_marsho()
+    print(reply_text(reply, engine.max_tool_rounds))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog=f"python -m {PACKAGE}",
+        description="Use marsho's tools and endpoint from the shell, with the settings of .env.",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="show NoneBot's log")
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("tools", help="list and check every toolkit; exit 1 on any error")
+    call = commands.add_parser("call", help="run one tool as the model's call would")
+    call.add_argument("name", help="full tool name, e.g. clock__now")
+    call.add_argument("arguments", nargs="?", default="{}", help="JSON object of arguments")
+    ask = commands.add_parser("ask", help="ask once, printing each tool call as it happens")
+    ask.add_argument("text", help="the question")
+    args = parser.parse_args(argv)
+    plugin = _load_plugin(args.verbose)
+    if args.command == "tools":
+        return command_tools(plugin)
+    if args.command == "call":
+        return asyncio.run(command_call(plugin, args.name, args.arguments))
+    return asyncio.run(command_ask(plugin, args.text))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,126 @@
+"""NoneBot wiring: required plugins, metadata, matchers, and building the engine at startup."""
+
+from nonebot import get_driver, require
+from nonebot.log import logger
+from nonebot.plugin import PluginMetadata, inherit_supported_adapters
+
+require("nonebot_plugin_localstore")
+require("nonebot_plugin_alconna")
+
+import nonebot_plugin_localstore as localstore  # noqa: E402
+
+from .config import Config, config_error, plugin_config  # noqa: E402
+from .engine import Engine  # noqa: E402
+from .llm import LLMClient  # noqa: E402
+from .matchers import runtime  # noqa: E402
+from .store import MemoryStore  # noqa: E402
+from .tools import BUILTIN_TOOLSET, ToolRunner, Toolset, ToolsetSource, load_toolset  # noqa: E402
+
+__plugin_meta__ = PluginMetadata(
+    name="Marsho",
+    description="Talk to an LLM that can use tools: `marsho <question>` in groups and private chats",
+    usage=(
+        "marsho <question>: ask (also /marsho, any case, or an alias such as 小棉)\n"
+        "marsho.reset: forget this conversation\n"
+        "marsho.tools: loaded tools and toolkits that failed to load\n"
+        "marsho.calls: the tool calls of the last answer, with their results\n"
+        "marsho.help: this help"
+    ),
+    type="application",
+    homepage="https://github.com/marsho-dev/nonebot-plugin-marsho",
+    config=Config,
+    supported_adapters=inherit_supported_adapters("nonebot_plugin_alconna"),
+)
+
+driver = get_driver()
+
+
+def toolset_sources() -> list[ToolsetSource]:
+    """Built-in toolkits, then the user's toolset folder, then MARSHO_TOOLKIT_DIRS, in that order."""
+    user_dir = localstore.get_plugin_data_dir() / "tools"
+    user_dir.mkdir(parents=True, exist_ok=True)
+    return [
+        ToolsetSource(BUILTIN_TOOLSET, "built-in", must_exist=False),
+        ToolsetSource(user_dir, "data dir"),
+        *(ToolsetSource(path, "MARSHO_TOOLKIT_DIRS") for path in plugin_config.marsho_toolkit_dirs),
+    ]
+
+
+def load_configured_toolset() -> Toolset:
+    """Every toolkit the bot loads, with the settings of `.env` applied."""
+    return load_toolset(
+        toolset_sources(),
+        plugin_config.marsho_disabled_toolkits,
+        settings=plugin_config.marsho_toolkit_settings,
+        disabled_tools=plugin_config.marsho_disabled_tools,
+        permissions=plugin_config.marsho_tool_permissions,
+    )
+
+
+@driver.on_startup
+async def start_marsho() -> None:
+    """Load toolkits and connect the engine; report, never raise, so the bot always starts."""
+    if config_error:
+        runtime.problem = f"marsho is not configured correctly: {config_error}"
+        logger.error(f"marsho: {config_error}. Fix .env and restart; until then marsho answers "
+                     "every chat with this message.")
+        return
+    try:
+        toolset = load_configured_toolset()
+    except Exception as error:
+        runtime.problem = f"marsho could not load its toolkits: {type(error).__name__}: {error}"
+        logger.opt(exception=error).error(f"marsho: {runtime.problem}")
+        return
+    for toolkit in toolset.toolkits:
+        logger.info(f"marsho: toolkit {toolkit.name} ({toolkit.source}) loaded: "
+                    + ", ".join(tool.name for tool in toolkit.tools))
+    for problem in toolset.warnings:
+        logger.warning(f"marsho: toolkit {problem.toolkit}: {problem}")
+    for name, problems in toolset.failed_toolkits().items():
+        logger.error(f"marsho: toolkit {name or '(toolset folder)'} not loaded: "
+                     + "; ".join(str(p) for p in problems))
+    loaded = {toolkit.name for toolkit in toolset.toolkits}
+    for name in sorted(set(plugin_config.marsho_toolkit_settings) - loaded):
+        logger.warning(f"marsho: MARSHO_TOOLKIT_SETTINGS names toolkit {name!r}, which is not loaded")
+    known = set(toolset.tools) | loaded | set(toolset.disabled)
+    for name in sorted(set(plugin_config.marsho_tool_permissions) - known):
+        logger.warning(f"marsho: MARSHO_TOOL_PERMISSIONS names {name!r}: no such tool or toolkit")
+    for name in sorted(set(plugin_config.marsho_disabled_tools) - set(toolset.disabled)):
+        logger.warning(f"marsho: MARSHO_DISABLED_TOOLS names {name!r}: no such tool")
+    llm = LLMClient(
+        base_url=plugin_config.marsho_base_url,
+        api_key=plugin_config.marsho_api_key,
+        model=plugin_config.marsho_model,
+        timeout=plugin_config.marsho_timeout,
+        tool_mode=plugin_config.marsho_tool_mode,
+        tool_mode_by_model=plugin_config.marsho_tool_mode_by_model,
+    )
+    if llm.needs_key:
+        logger.warning(f"marsho: MARSHO_API_KEY is not set; {llm.base_url} will refuse requests. "
+                       "Set it in .env (chats will be told so until then).")
+    runner = ToolRunner(
+        toolset,
+        timeout=plugin_config.marsho_tool_timeout,
+        max_parallel=plugin_config.marsho_max_parallel_tools,
+        max_result_bytes=plugin_config.marsho_max_tool_result_bytes,
+    )
+    runtime.engine = Engine(
+        llm,
+        toolset,
+        MemoryStore(plugin_config.marsho_max_history),
+        runner,
+        system_prompt=plugin_config.marsho_system_prompt,
+        max_tool_rounds=plugin_config.marsho_max_tool_rounds,
+        max_history=plugin_config.marsho_max_history,
+    )
+    logger.info(f"marsho: ready, model {llm.model} at {llm.base_url}, {len(toolset.tools)} tools; "
+                f"trigger words: {', '.join(plugin_config.trigger_names)}")
+
+
+@driver.on_shutdown
+async def stop_marsho() -> None:
+    """Close the endpoint's connections and the tool threads."""
+    engine, runtime.engine = runtime.engine, None
+    if engine is not None:
+        await engine.llm.close()
+        engine.runner.close()

@@ -1,0 +1,156 @@
+"""Tools for models without native function calling (seed 003): the tool list and the calling
+format go into the system prompt, calls are read back from the model's text, and native tool
+messages in history are rewritten as plain text."""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from typing import Any
+
+from .model import ToolCall
+
+CALLING_FORMAT = '[{"name": "{function name}", "arguments": {"{argument1 name}": xxx, "{argument2 name}": xxx}}]'
+"""Seed 003's tools_calling_format."""
+
+_FENCE = re.compile(r"```[A-Za-z0-9_-]*\s*\n?(.*?)```", re.DOTALL)
+
+
+def _type_of(schema: dict[str, Any]) -> str:
+    if "type" in schema:
+        kind = schema["type"]
+        return "/".join(kind) if isinstance(kind, list) else str(kind)
+    if "enum" in schema:
+        return "one of " + ", ".join(json.dumps(v, ensure_ascii=False) for v in schema["enum"])
+    options = schema.get("anyOf") or schema.get("oneOf")
+    if options:
+        return " or ".join(_type_of(option) for option in options)
+    return "any"
+
+
+def tools_instruction(schemas: list[dict[str, Any]]) -> str:
+    """Seed 003's tools_instruction: every tool, its arguments, their types and descriptions."""
+    lines = [
+        "## Tool Functions:",
+        "The following tool functions are available in the format of",
+        "```",
+        "{index}. {function name}: {function description}",
+        "{argument1 name} ({argument type}): {argument description}",
+        "{argument2 name} ({argument type}): {argument description}",
+        "...",
+        "```",
+        "",
+    ]
+    for index, schema in enumerate(schemas, 1):
+        function = schema["function"]
+        lines.append(f"{index}. {function['name']}: {function.get('description', '')}".rstrip())
+        parameters = function.get("parameters") or {}
+        required = set(parameters.get("required", []))
+        for name, prop in (parameters.get("properties") or {}).items():
+            note = "" if name in required else ", optional"
+            description = prop.get("description", "") if isinstance(prop, dict) else ""
+            kind = _type_of(prop) if isinstance(prop, dict) else "any"
+            lines.append(f"    {name} ({kind}{note}): {description}".rstrip())
+    return "\n".join(lines)
+
+
+def system_addendum(schemas: list[dict[str, Any]]) -> str:
+    """What is added to the system prompt so that the model can call tools by writing JSON."""
+    return (
+        f"{tools_instruction(schemas)}\n\n"
+        "## How to call tools\n"
+        "To call one or more tools, reply with ONLY a JSON list in this format, and nothing "
+        f"else:\n{CALLING_FORMAT}\n"
+        "The results will come back in the next message. Then answer the user in plain words, "
+        "without JSON. If no tool is needed, answer directly."
+    )
+
+
+def _as_calls(data: Any) -> list[ToolCall] | None:
+    if isinstance(data, dict):  # a lone object counts only in full call form
+        data = [data] if "arguments" in data else None
+    if not isinstance(data, list) or not data:
+        return None
+    calls = []
+    for item in data:
+        if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+            return None
+        arguments = item.get("arguments", {})
+        if not isinstance(arguments, str):
+            arguments = json.dumps(arguments, ensure_ascii=False)
+        calls.append(ToolCall(id=f"call_{uuid.uuid4().hex[:12]}", name=item["name"],
+                              arguments=arguments))
+    return calls
+
+
+def parse_tool_calls(text: str) -> tuple[list[ToolCall], str]:
+    """Seed 003's parse step: a JSON list of calls in the text (fenced or bare) → the calls and
+    the text without them. No calls found → ([], text)."""
+    for match in _FENCE.finditer(text):
+        try:
+            calls = _as_calls(json.loads(match.group(1)))
+        except json.JSONDecodeError:
+            continue
+        if calls:
+            return calls, (text[:match.start()] + text[match.end():]).strip()
+    decoder = json.JSONDecoder()
+    for start in (m.start() for m in re.finditer(r"[\[{]", text)):
+        try:
+            data, end = decoder.raw_decode(text, start)
+        except json.JSONDecodeError:
+            continue
+        calls = _as_calls(data)
+        if calls:
+            return calls, (text[:start] + text[end:]).strip()
+    return [], text
+
+
+def _call_text(call: dict[str, Any]) -> dict[str, Any]:
+    function = call.get("function") or {}
+    arguments: Any = function.get("arguments") or "{}"
+    try:
+        arguments = json.loads(arguments)
+    except (TypeError, json.JSONDecodeError):
+        pass
+    return {"name": function.get("name", ""), "arguments": arguments}
+
+
+def to_prompt_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Native tool messages rewritten as plain text that any chat model accepts: an assistant
+    call becomes its JSON list, the results become one user message in seed 003's format."""
+    converted: list[dict[str, Any]] = []
+    names: dict[str, tuple[str, Any]] = {}
+    results: list[str] = []
+
+    def flush() -> None:
+        if results:
+            converted.append({"role": "user", "content": "Tool results:\n" + "\n".join(results)})
+            results.clear()
+
+    for message in messages:
+        role = message.get("role")
+        if role == "tool":
+            name, arguments = names.get(message.get("tool_call_id", ""), ("?", {}))
+            content = str(message.get("content", ""))
+            status = "ERROR" if content.startswith("Error:") else "SUCCESS"
+            results.append(
+                f"{len(results) + 1}. Execute function {name}\n"
+                f"    [ARGUMENTS]: {json.dumps(arguments, ensure_ascii=False)}\n"
+                f"    [STATUS]: {status}\n"
+                f"    [RESULT]: {content}"
+            )
+            continue
+        flush()
+        if role == "assistant" and message.get("tool_calls"):
+            calls = [_call_text(call) for call in message["tool_calls"]]
+            for call, raw in zip(calls, message["tool_calls"]):
+                names[raw.get("id", "")] = (call["name"], call["arguments"])
+            text = json.dumps(calls, ensure_ascii=False)
+            if message.get("content"):
+                text = f"{message['content']}\n{text}"
+            converted.append({"role": "assistant", "content": text})
+        else:
+            converted.append(message)
+    flush()
+    return converted
