@@ -19,6 +19,10 @@ from tests.fake_openai import FakeOpenAI
 TESTS = Path(__file__).resolve().parent
 CHAT_TOOLSET = TESTS / "toolsets" / "chat"
 
+SECRET = "sk-test-secret-4711"
+"""Preset for tests/toolsets/chat/owner-kit: must never reach the endpoint or a reply."""
+SUPERUSER_ID = "10099"
+
 FAKE = FakeOpenAI()
 DATA_DIR = Path(tempfile.mkdtemp(prefix="marsho-test-data-"))
 
@@ -38,6 +42,8 @@ def pytest_configure(config: pytest.Config) -> None:
         marsho_api_key="test-key",
         marsho_model="fake-model",
         marsho_toolkit_dirs=[str(CHAT_TOOLSET)],
+        marsho_toolkit_settings={"owner-kit": {"api_key": SECRET}},
+        superusers={SUPERUSER_ID},
         marsho_tool_timeout=5,
         marsho_timeout=5,
     )

@@ -32,7 +32,8 @@ def onebot_bot(ctx: ApiContext) -> Bot:
 
 
 def group_message(
-    text: str | Message, *, user_id: int = 10001, group_id: int = 20001, to_me: bool = False
+    text: str | Message, *, user_id: int = 10001, group_id: int = 20001, to_me: bool = False,
+    role: str = "member",
 ) -> GroupMessageEvent:
     """A group message event as the OneBot adapter would hand it over."""
     message = Message(text)
@@ -40,7 +41,8 @@ def group_message(
         time=int(time.time()), self_id=int(SELF_ID), post_type="message", sub_type="normal",
         user_id=user_id, message_type="group", message_id=next(_message_ids), message=message,
         original_message=message, raw_message=str(message), font=0,
-        sender=Sender(user_id=user_id, nickname=f"user{user_id}"), group_id=group_id, to_me=to_me,
+        sender=Sender(user_id=user_id, nickname=f"user{user_id}", role=role), group_id=group_id,
+        to_me=to_me,
     )
 
 
