@@ -111,22 +111,22 @@ class Conversation:
             raise MarshoError(
                 "the last response's tool calls are unanswered: call submit_tool_results first"
             )
-        self.messages.append({"role": "user", "content": text})
-        if self.auto_run_tools:
-            return await self._run_automatically(progress)
-        return self._take(await self.llm.complete(self.messages, self.tools or None))
-
-    async def _run_automatically(self, progress: Progress | None) -> str:
+        # nothing is kept unless the endpoint answers: a failed chat can simply be retried
+        question: Message = {"role": "user", "content": text}
+        if not self.auto_run_tools:
+            completion = await self.llm.complete([*self.messages, question], self.tools or None)
+            return self._take([question], completion)
         outcome = await answer(
-            self.llm, self._runner, self.messages, self.tools, context=self.context,
+            self.llm, self._runner, [*self.messages, question], self.tools, context=self.context,
             max_tool_rounds=self.max_tool_rounds, progress=progress,
         )
-        self.messages.extend(outcome.added)
+        self.messages.extend([question, *outcome.added])
         self._last_calls = [call for call, _ in outcome.reply.calls]
         self._last_response = outcome.reply.text
         return self._last_response
 
-    def _take(self, completion: Completion) -> str:
+    def _take(self, sent: list[Message], completion: Completion) -> str:
+        self.messages.extend(sent)
         self.messages.append(completion.assistant_message())
         self._last_calls = list(completion.tool_calls)
         self._pending = list(completion.tool_calls)
@@ -161,12 +161,12 @@ class Conversation:
                 raise ValueError(
                     f"{len(self._pending)} calls are pending but {len(ordered)} results were given"
                 )
-        for call, result in zip(self._pending, ordered):
-            self.messages.append(
-                {"role": "tool", "tool_call_id": call.id, "content": serialize_result(result)}
-            )
-        self._pending = []
-        return self._take(await self.llm.complete(self.messages, self.tools or None))
+        answers: list[Message] = [
+            {"role": "tool", "tool_call_id": call.id, "content": serialize_result(result)}
+            for call, result in zip(self._pending, ordered)
+        ]
+        completion = await self.llm.complete([*self.messages, *answers], self.tools or None)
+        return self._take(answers, completion)
 
     def get_last_response(self) -> str:
         """AIO.GetLastResponse: the text of the last response."""

@@ -494,8 +494,11 @@ def load_toolset(
                     toolkit.tools = [t for t in toolkit.tools if t.name not in disabled_tool_names]
                     for tool in toolkit.tools:
                         override = permissions.get(tool.name) or permissions.get(name)
-                        if override:
-                            tool.permission = check_permission(override, "MARSHO_TOOL_PERMISSIONS")
+                        try:
+                            if override:
+                                tool.permission = check_permission(override, tool.name)
+                        except ToolDefinitionError as error:  # the tool keeps its own
+                            problems.warning(folder, f"MARSHO_TOOL_PERMISSIONS: {error}")
                     toolset.add(toolkit)
                     loaded_from[name] = folder
             toolset.problems.extend(problems.items)

@@ -68,8 +68,12 @@ REDACTED = "[redacted]"
 def redact(text: str, presets: dict[str, Any]) -> str:
     """Hide preset values (API keys...) from text bound for the model, a reply or a log."""
     for value in presets.values():
-        if isinstance(value, str) and len(value) >= 4:  # shorter strings are no secrets
-            text = text.replace(value, REDACTED)
+        if not isinstance(value, str) or len(value) < 4:  # shorter strings are no secrets
+            continue
+        # as stored, as JSON escapes it (a returned dict), as repr quotes it (KeyError(secret))
+        spellings = {value, json.dumps(value, ensure_ascii=False)[1:-1], repr(value)[1:-1]}
+        for spelling in sorted(spellings, key=len, reverse=True):
+            text = text.replace(spelling, REDACTED)
     return text
 
 

@@ -80,12 +80,17 @@ def read_signature(func: Callable[..., Any]) -> Signature:
     return Signature(frozenset(names), frozenset(required), takes_kwargs, context_param)
 
 
+_VALUE_KEYWORDS = frozenset({"default", "const", "enum", "examples"})
+"""Keywords whose values are data, not schema: copied as they are."""
+
+
 def _strip_titles(schema: Any) -> Any:
     """Drop pydantic's "title" keys (tokens the model does not need); keep properties named so."""
     if isinstance(schema, dict):
         return {
             key: (
-                {name: _strip_titles(sub) for name, sub in value.items()}
+                value if key in _VALUE_KEYWORDS
+                else {name: _strip_titles(sub) for name, sub in value.items()}
                 if key in ("properties", "$defs") and isinstance(value, dict)
                 else _strip_titles(value)
             )

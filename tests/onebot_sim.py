@@ -1,0 +1,529 @@
+"""A small OneBot v11 implementation simulator, and a helper that runs `bot.py` as a process.
+
+No installable OneBot implementation runs without a QQ account, so end-to-end tests and
+benchmarks talk to a real `bot.py` through this simulator instead:
+
+    with BotProcess(base_url=fake.base_url, toolkit_dirs=[...]) as bot:
+        async with OneBotSim(bot.ws_url, self_id=42) as sim:
+            event = await sim.group_message("marsho hi", group_id=20001)
+            reply = await sim.reply_to(event)          # the send_msg quoting that event
+            assert reply.reply_id == event["message_id"] and reply.text == "..."
+
+The simulator connects to the bot's reverse WebSocket like go-cqhttp or NapCat would
+(`X-Self-ID`, `X-Client-Role: Universal`, optional `Authorization: Bearer`), pushes `message`
+events, answers every action the bot calls with `{"status": "ok", "retcode": 0, "data": ...,
+"echo": ...}`, and records each action with the time it arrived.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed, InvalidHandshake
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+BOT_PY = REPO_ROOT / "bot.py"
+
+Segment = dict[str, Any]
+SEND_ACTIONS = frozenset({"send_msg", "send_group_msg", "send_private_msg"})
+"""Actions that send a chat message; `wait_send` and `reply_to` look at these."""
+
+_message_ids = itertools.count(int(time.time()) % 1_000_000 * 1000 + 1)
+
+
+def segments(message: str | Segment | Iterable[Segment]) -> list[Segment]:
+    """A message as OneBot's segment array: plain text becomes one `text` segment."""
+    if isinstance(message, str):
+        return [{"type": "text", "data": {"text": message}}]
+    if isinstance(message, Mapping):
+        return [dict(message)]
+    return [dict(segment) for segment in message]
+
+
+def at(qq: int | str) -> Segment:
+    """An @-mention segment."""
+    return {"type": "at", "data": {"qq": str(qq)}}
+
+
+def text_segment(text: str) -> Segment:
+    """A text segment."""
+    return {"type": "text", "data": {"text": text}}
+
+
+def _cq_escape(text: str, *, in_param: bool = False) -> str:
+    text = text.replace("&", "&amp;").replace("[", "&#91;").replace("]", "&#93;")
+    return text.replace(",", "&#44;") if in_param else text
+
+
+def raw_message(message: list[Segment]) -> str:
+    """The CQ-code string OneBot puts in `raw_message`."""
+    parts = []
+    for segment in message:
+        data = segment.get("data") or {}
+        if segment["type"] == "text":
+            parts.append(_cq_escape(str(data.get("text", ""))))
+        else:
+            params = "".join(f",{k}={_cq_escape(str(v), in_param=True)}" for k, v in data.items())
+            parts.append(f"[CQ:{segment['type']}{params}]")
+    return "".join(parts)
+
+
+@dataclass
+class Action:
+    """One action the bot called, as received."""
+
+    action: str
+    params: dict[str, Any]
+    echo: Any
+    received: float
+    """time.perf_counter() when the frame arrived (for latency measurements in this process)."""
+    wall: float
+    """time.time() when the frame arrived (comparable with timestamps taken in other processes)."""
+    response: Any = None
+
+    @property
+    def message(self) -> list[Segment]:
+        """The `message` parameter as segments (a CQ string is kept as one text segment)."""
+        message = self.params.get("message", [])
+        return segments(message) if isinstance(message, (str, Mapping)) else list(message)
+
+    @property
+    def text(self) -> str:
+        """The text segments of the message, joined."""
+        return "".join(
+            str((s.get("data") or {}).get("text", "")) for s in self.message if s.get("type") == "text"
+        )
+
+    @property
+    def reply_id(self) -> int | None:
+        """The message id quoted by the first segment, if it is a `reply` segment."""
+        message = self.message
+        if message and message[0].get("type") == "reply":
+            return int(message[0]["data"]["id"])
+        return None
+
+    def __str__(self) -> str:
+        return f"{self.action}({json.dumps(self.params, ensure_ascii=False)[:300]})"
+
+
+ActionHandler = Callable[[dict[str, Any]], Any]
+"""params → data; raising makes the simulator answer with `status: failed`."""
+
+
+class OneBotSim:
+    """A OneBot v11 implementation connected to the bot's reverse WebSocket (`async with`)."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        self_id: int = 42,
+        access_token: str | None = None,
+        nickname: str = "marsho-sim",
+    ) -> None:
+        self.url = url
+        self.self_id = int(self_id)
+        self.access_token = access_token
+        self.nickname = nickname
+        self.actions: list[Action] = []
+        """Every action the bot called, in order of arrival."""
+        self.events: dict[int, dict[str, Any]] = {}
+        """Pushed events by message_id (what `get_msg` answers with)."""
+        self.handlers: dict[str, ActionHandler] = {}
+        """Custom answers per action name, overriding the built-in ones."""
+        self._sent_messages: dict[int, dict[str, Any]] = {}
+        self._unclaimed: list[Action] = []
+        self._changed: asyncio.Condition | None = None
+        self._ws: ClientConnection | None = None
+        self._reader: asyncio.Task[None] | None = None
+        self._closed_reason: str | None = None
+
+    # connection ------------------------------------------------------------------------------
+
+    async def connect(self, timeout: float = 20.0) -> OneBotSim:
+        """Connect, retrying while the bot is not up yet (or still drops an earlier connection)."""
+        headers = {"X-Self-ID": str(self.self_id), "X-Client-Role": "Universal"}
+        if self.access_token:
+            headers["Authorization"] = f"Bearer {self.access_token}"
+        self._changed = asyncio.Condition()
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self._ws = await connect(
+                    self.url, additional_headers=headers, max_size=None, open_timeout=timeout,
+                    compression=None,
+                )
+                break
+            except (OSError, InvalidHandshake, asyncio.TimeoutError) as error:
+                if time.monotonic() > deadline:
+                    raise ConnectionError(
+                        f"could not connect to {self.url} within {timeout:g} s: {error!r}"
+                    ) from error
+                await asyncio.sleep(0.1)
+        self._closed_reason = None
+        self._reader = asyncio.create_task(self._read_loop(), name="onebot-sim-reader")
+        return self
+
+    async def close(self) -> None:
+        if self._ws is not None:
+            await self._ws.close()
+        if self._reader is not None:
+            self._reader.cancel()
+            try:
+                await self._reader
+            except (asyncio.CancelledError, Exception):
+                pass
+        self._ws = self._reader = None
+
+    async def __aenter__(self) -> OneBotSim:
+        return await self.connect()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def clear(self) -> None:
+        """Forget recorded actions and sends nobody waited for (between tests)."""
+        self.actions.clear()
+        self._unclaimed.clear()
+
+    # the bot's actions -----------------------------------------------------------------------
+
+    async def _read_loop(self) -> None:
+        assert self._ws is not None and self._changed is not None
+        try:
+            async for frame in self._ws:
+                try:
+                    data = json.loads(frame)
+                except ValueError:
+                    continue
+                if not isinstance(data, dict) or "action" not in data:
+                    continue
+                action = Action(
+                    action=str(data["action"]), params=data.get("params") or {},
+                    echo=data.get("echo"), received=time.perf_counter(), wall=time.time(),
+                )
+                response = self._answer(action)
+                action.response = response
+                await self._ws.send(json.dumps(response, ensure_ascii=False))
+                async with self._changed:
+                    self.actions.append(action)
+                    if action.action in SEND_ACTIONS:
+                        self._unclaimed.append(action)
+                    self._changed.notify_all()
+        except ConnectionClosed as error:
+            self._closed_reason = f"the bot closed the WebSocket ({error})"
+        finally:
+            self._closed_reason = self._closed_reason or "the simulator's connection ended"
+            async with self._changed:
+                self._changed.notify_all()
+
+    def _answer(self, action: Action) -> dict[str, Any]:
+        try:
+            handler = self.handlers.get(action.action)
+            data = handler(action.params) if handler else self._builtin(action)
+        except Exception as error:
+            return {"status": "failed", "retcode": 100, "data": None, "echo": action.echo,
+                    "msg": type(error).__name__, "wording": str(error)}
+        return {"status": "ok", "retcode": 0, "data": data, "echo": action.echo}
+
+    def _builtin(self, action: Action) -> Any:
+        params = action.params
+        if action.action in SEND_ACTIONS:
+            message_id = next(_message_ids)
+            message_type = params.get("message_type") or (
+                "group" if action.action == "send_group_msg" or params.get("group_id") else "private"
+            )
+            self._sent_messages[message_id] = {
+                "time": int(time.time()), "message_type": message_type, "message_id": message_id,
+                "real_id": message_id, "message": action.message,
+                "sender": {"user_id": self.self_id, "nickname": self.nickname},
+            }
+            return {"message_id": message_id}
+        if action.action == "get_msg":
+            message_id = int(params.get("message_id", 0))
+            if message_id in self._sent_messages:
+                return self._sent_messages[message_id]
+            event = self.events.get(message_id)
+            if event is None:
+                raise LookupError(f"no message {message_id}")
+            return {
+                "time": event["time"], "message_type": event["message_type"],
+                "message_id": message_id, "real_id": message_id, "sender": event["sender"],
+                "message": event["message"],
+            }
+        if action.action == "get_login_info":
+            return {"user_id": self.self_id, "nickname": self.nickname}
+        if action.action == "get_status":
+            return {"online": True, "good": True}
+        return None
+
+    async def wait_send(
+        self, *, timeout: float = 15.0, where: Callable[[Action], bool] | None = None
+    ) -> Action:
+        """The first send action (send_msg & co.) not yet returned that matches `where`."""
+        assert self._changed is not None, "connect() first"
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        async with self._changed:
+            while True:
+                for index, action in enumerate(self._unclaimed):
+                    if where is None or where(action):
+                        return self._unclaimed.pop(index)
+                if self._reader is None or self._reader.done():
+                    raise ConnectionError(f"no send_msg came: {self._closed_reason}")
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    seen = "\n  ".join(str(a) for a in self.actions[-10:]) or "(none)"
+                    raise TimeoutError(
+                        f"no matching send_msg within {timeout:g} s; last actions seen:\n  {seen}"
+                    )
+                try:
+                    await asyncio.wait_for(self._changed.wait(), remaining)
+                except asyncio.TimeoutError:
+                    pass
+
+    async def next_send_msg(self, timeout: float = 15.0) -> Action:
+        """The next message the bot sends, whatever it answers."""
+        return await self.wait_send(timeout=timeout)
+
+    async def reply_to(self, event: Mapping[str, Any] | int, timeout: float = 15.0) -> Action:
+        """The message the bot sends quoting `event` (or a message id)."""
+        message_id = int(event if isinstance(event, int) else event["message_id"])
+        return await self.wait_send(timeout=timeout, where=lambda a: a.reply_id == message_id)
+
+    def sends_quoting(self, event: Mapping[str, Any]) -> list[Action]:
+        """Every recorded send action quoting `event` so far."""
+        return [a for a in self.actions if a.action in SEND_ACTIONS
+                and a.reply_id == int(event["message_id"])]
+
+    # events ----------------------------------------------------------------------------------
+
+    def group_event(
+        self,
+        message: str | Segment | Iterable[Segment],
+        *,
+        group_id: int = 20001,
+        user_id: int = 10001,
+        nickname: str | None = None,
+        role: str = "member",
+        message_id: int | None = None,
+    ) -> dict[str, Any]:
+        """A OneBot v11 group `message` event, as JSON-ready data."""
+        message = segments(message)
+        message_id = next(_message_ids) if message_id is None else message_id
+        return {
+            "time": int(time.time()), "self_id": self.self_id, "post_type": "message",
+            "message_type": "group", "sub_type": "normal", "message_id": message_id,
+            "group_id": int(group_id), "user_id": int(user_id), "anonymous": None,
+            "message": message, "raw_message": raw_message(message), "font": 0,
+            "sender": {
+                "user_id": int(user_id), "nickname": nickname or f"user{user_id}", "card": "",
+                "sex": "unknown", "age": 0, "area": "", "level": "1", "role": role, "title": "",
+            },
+        }
+
+    def private_event(
+        self,
+        message: str | Segment | Iterable[Segment],
+        *,
+        user_id: int = 10001,
+        nickname: str | None = None,
+        message_id: int | None = None,
+    ) -> dict[str, Any]:
+        """A OneBot v11 private (friend) `message` event, as JSON-ready data."""
+        message = segments(message)
+        message_id = next(_message_ids) if message_id is None else message_id
+        return {
+            "time": int(time.time()), "self_id": self.self_id, "post_type": "message",
+            "message_type": "private", "sub_type": "friend", "message_id": message_id,
+            "user_id": int(user_id), "message": message, "raw_message": raw_message(message),
+            "font": 0,
+            "sender": {"user_id": int(user_id), "nickname": nickname or f"user{user_id}",
+                       "sex": "unknown", "age": 0},
+        }
+
+    async def push(self, event: dict[str, Any]) -> dict[str, Any]:
+        """Send an event to the bot; returns it (keep it to match the reply)."""
+        if self._ws is None:
+            raise ConnectionError("connect() first")
+        if "message_id" in event:
+            self.events[int(event["message_id"])] = event
+        await self._ws.send(json.dumps(event, ensure_ascii=False))
+        return event
+
+    async def group_message(
+        self, message: str | Segment | Iterable[Segment], **kwargs: Any
+    ) -> dict[str, Any]:
+        """Push a group message event (see `group_event` for the keywords); returns the event."""
+        return await self.push(self.group_event(message, **kwargs))
+
+    async def private_message(
+        self, message: str | Segment | Iterable[Segment], **kwargs: Any
+    ) -> dict[str, Any]:
+        """Push a private message event (see `private_event` for the keywords); returns the event."""
+        return await self.push(self.private_event(message, **kwargs))
+
+    async def ask(
+        self, message: str | Segment | Iterable[Segment], *, timeout: float = 15.0,
+        private: bool = False, **kwargs: Any,
+    ) -> tuple[dict[str, Any], Action]:
+        """Push a message and wait for the bot's reply quoting it."""
+        if private:
+            event = await self.private_message(message, **kwargs)
+        else:
+            event = await self.group_message(message, **kwargs)
+        return event, await self.reply_to(event, timeout=timeout)
+
+
+# the bot process ----------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0, then released)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class BotProcess:
+    """`bot.py` in a subprocess, configured only through environment variables.
+
+    It runs in a fresh temporary directory, so no developer `.env` is read, with the localstore
+    folders inside it. Use it as a context manager (`with` or `async with`): it waits until the
+    bot listens, raises with the bot's output if the process exits first, and always stops it.
+    """
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        api_key: str = "test-key",
+        model: str = "fake-model",
+        toolkit_dirs: Iterable[str | os.PathLike[str]] = (),
+        env: Mapping[str, str] | None = None,
+        access_token: str | None = None,
+        startup_timeout: float = 60.0,
+        bot_py: Path = BOT_PY,
+    ) -> None:
+        self.port = free_port()
+        self.access_token = access_token
+        self.startup_timeout = startup_timeout
+        self.bot_py = bot_py
+        self.workdir = Path(tempfile.mkdtemp(prefix="marsho-e2e-bot-"))
+        self.log_path = self.workdir / "bot.log"
+        self.env = {
+            "HOST": "127.0.0.1",
+            "PORT": str(self.port),
+            "DRIVER": "~fastapi+~httpx+~websockets",
+            "MARSHO_BASE_URL": base_url,
+            "MARSHO_API_KEY": api_key,
+            "MARSHO_MODEL": model,
+            "MARSHO_TOOLKIT_DIRS": json.dumps([str(Path(d).resolve()) for d in toolkit_dirs]),
+            "LOCALSTORE_DATA_DIR": str(self.workdir / "data"),
+            "LOCALSTORE_CACHE_DIR": str(self.workdir / "cache"),
+            "LOCALSTORE_CONFIG_DIR": str(self.workdir / "config"),
+            "PYTHONUNBUFFERED": "1",
+        }
+        if access_token:
+            self.env["ONEBOT_ACCESS_TOKEN"] = access_token
+        self.env.update(env or {})
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def ws_url(self) -> str:
+        """The OneBot v11 reverse WebSocket of this bot."""
+        return f"ws://127.0.0.1:{self.port}/onebot/v11/ws"
+
+    def output(self) -> str:
+        """Everything the bot printed so far."""
+        try:
+            return self.log_path.read_text(encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def _child_env(self) -> dict[str, str]:
+        # a developer's own MARSHO_* / LOCALSTORE_* / nonebot settings must not leak in
+        inherited = {
+            k: v for k, v in os.environ.items()
+            if not k.upper().startswith(("MARSHO_", "LOCALSTORE_", "ONEBOT_"))
+            and k.upper() not in {"HOST", "PORT", "DRIVER", "ENVIRONMENT", "COMMAND_START",
+                                  "NICKNAME", "SUPERUSERS", "LOG_LEVEL"}
+        }
+        return {**inherited, **self.env}
+
+    def start(self) -> BotProcess:
+        """Start the bot and wait until it accepts connections."""
+        log = open(self.log_path, "wb")
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, str(self.bot_py)], cwd=self.workdir, env=self._child_env(),
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            )
+        finally:
+            log.close()
+        deadline = time.monotonic() + self.startup_timeout
+        while True:
+            code = self.process.poll()
+            if code is not None:
+                output = self.output()
+                self.stop()
+                raise RuntimeError(f"bot.py exited with code {code} before listening:\n{output}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                    return self
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                output = self.output()
+                self.stop()
+                raise TimeoutError(
+                    f"bot.py did not listen on port {self.port} within "
+                    f"{self.startup_timeout:g} s:\n{output}"
+                )
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        """Stop the bot (SIGTERM, then SIGKILL after 10 s) and remove its directory."""
+        process, self.process = self.process, None
+        if process is not None and process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(10)
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def simulator(self, *, self_id: int = 42, **kwargs: Any) -> OneBotSim:
+        """A simulator for this bot (not yet connected; `async with` it)."""
+        return OneBotSim(self.ws_url, self_id=self_id, access_token=self.access_token, **kwargs)
+
+    def __enter__(self) -> BotProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    async def __aenter__(self) -> BotProcess:
+        try:
+            return await asyncio.to_thread(self.start)
+        except BaseException:
+            self.stop()
+            raise
+
+    async def __aexit__(self, *exc: object) -> None:
+        await asyncio.to_thread(self.stop)
