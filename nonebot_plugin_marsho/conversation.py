@@ -11,7 +11,7 @@ from .engine import Progress, answer
 from .exceptions import MarshoError
 from .llm import Completion, LLMClient
 from .session import Message
-from .tools.model import Tool, ToolCall, ToolContext, Toolset, Toolkit
+from .tools.model import TOOL_NAME_PATTERN, Tool, ToolCall, ToolContext, Toolkit, Toolset
 from .tools.runner import ToolRunner, serialize_result
 from .tools.schema import function_tool
 from .tools.toolbox import Toolbox
@@ -31,6 +31,16 @@ def _schema_only_tool(schema: Mapping[str, Any]) -> Tool:
 
     parameters = function.get("parameters") or {"type": "object", "properties": {}}
     return Tool(name, str(function.get("description", "")), dict(parameters), not_runnable)
+
+
+def _name_of(func: Callable[..., Any]) -> str:
+    name = getattr(func, "__name__", None)
+    if not isinstance(name, str):
+        raise ValueError(
+            f"{func!r} has no __name__: wrap it in a def, or pass "
+            "function_tool(func, name=...) from nonebot_plugin_marsho.tools"
+        )
+    return name
 
 
 class Conversation:
@@ -89,10 +99,16 @@ class Conversation:
             chosen = [
                 tool if isinstance(tool, Tool)
                 else _schema_only_tool(tool) if isinstance(tool, Mapping)
-                else function_tool(tool, name=tool.__name__)
+                else function_tool(tool, name=_name_of(tool))
                 for tool in tools
             ]
         names = [tool.name for tool in chosen]
+        invalid = [name for name in names if not TOOL_NAME_PATTERN.match(name)]
+        if invalid:
+            raise ValueError(
+                "tool names must be 1-64 letters, digits, '_' or '-' (what OpenAI-compatible "
+                f"endpoints accept): {', '.join(map(repr, invalid))}"
+            )
         duplicates = sorted({name for name in names if names.count(name) > 1})
         if duplicates:
             raise ValueError(f"tool names must be unique: {', '.join(duplicates)}")

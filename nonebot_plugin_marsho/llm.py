@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -116,6 +117,9 @@ class LLMClient:
                 base_url=self.base_url,
                 api_key=self.api_key or NO_KEY_PLACEHOLDER,
                 timeout=self.timeout,
+                # aiohttp's pool stays cheap with many requests in flight (the SDK's advice
+                # "for improved concurrency"); httpx2's rescans every connection per request
+                http_client=openai.DefaultAioHttpClient(timeout=self.timeout),
                 # one honest bound per request: MARSHO_TIMEOUT, not the SDK's retries on top of it
                 max_retries=0,
             )
@@ -162,6 +166,7 @@ class LLMClient:
         request: dict[str, Any] = {"model": self.model, "messages": messages}
         if tools:
             request["tools"] = tools
+        started = time.monotonic()
         try:
             # the SDK's low-level post: our messages are plain OpenAI-shaped dicts already, and
             # create()'s parameter transform costs ~0.25 ms per message (11 ms at 40 messages)
@@ -171,7 +176,10 @@ class LLMClient:
                 ),
                 self.timeout,
             )
-        except (asyncio.TimeoutError, openai.APITimeoutError):
+        except (asyncio.TimeoutError, openai.APITimeoutError) as error:
+            # the aiohttp transport reports a refused connection as a (connect) timeout at once
+            if time.monotonic() - started < self.timeout * 0.9 and error.__cause__ is not None:
+                raise self._unreachable(error.__cause__) from None
             raise EndpointError(
                 f"The endpoint {self.base_url} did not answer within {self.timeout:g} s.",
                 hint="Try again later, or raise MARSHO_TIMEOUT.",
@@ -179,16 +187,18 @@ class LLMClient:
         except openai.APIStatusError as error:
             raise self._status_error(error) from None
         except openai.APIConnectionError as error:
-            cause = error.__cause__ or error
-            raise EndpointError(
-                f"Cannot reach the endpoint {self.base_url} ({type(cause).__name__}: {cause}).",
-                hint="Check MARSHO_BASE_URL and that the endpoint is up.",
-            ) from None
+            raise self._unreachable(error.__cause__ or error) from None
         except openai.OpenAIError as error:
             raise EndpointError(
                 f"The endpoint {self.base_url} sent an answer that cannot be read: {error}."
             ) from None
         return self._read(response)
+
+    def _unreachable(self, cause: BaseException) -> EndpointError:
+        return EndpointError(
+            f"Cannot reach the endpoint {self.base_url} ({type(cause).__name__}: {cause}).",
+            hint="Check MARSHO_BASE_URL and that the endpoint is up.",
+        )
 
     def _status_error(self, error: openai.APIStatusError) -> EndpointError:
         status = error.status_code

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -63,6 +63,28 @@ def _nonebot_init() -> None:
     from nonebug.provider import NoneBugProvider
 
     matchers.set_provider(NoneBugProvider)
+
+
+OPEN_CLIENTS: list = []
+"""LLMClients made by tests; closed after each test so no connection pool outlives it."""
+
+
+def llm_client(endpoint: FakeOpenAI | str, **options):
+    """An LLMClient on the fake endpoint (or a base URL), closed when the test ends."""
+    from nonebot_plugin_marsho.llm import LLMClient
+
+    options = {"api_key": "k", "model": "fake-model", "timeout": 5, **options}
+    base_url = endpoint if isinstance(endpoint, str) else endpoint.base_url
+    client = LLMClient(base_url=base_url, **options)
+    OPEN_CLIENTS.append(client)
+    return client
+
+
+@pytest.fixture(autouse=True)
+async def _close_llm_clients() -> AsyncIterator[None]:
+    yield
+    while OPEN_CLIENTS:
+        await OPEN_CLIENTS.pop().close()
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ from nonebot_plugin_marsho.llm import LLMClient
 from nonebot_plugin_marsho.session import fit_history
 from nonebot_plugin_marsho.store import MemoryStore
 from nonebot_plugin_marsho.tools import Tool, ToolRunner, Toolset, Toolkit
+from tests.conftest import llm_client
 from tests.fake_openai import FakeOpenAI, error, raw, text, tool_calls
 
 KEY = "test:group:1"
@@ -42,8 +43,7 @@ def make_toolset() -> Toolset:
 
 
 def make_engine(fake: FakeOpenAI, **options: Any) -> Engine:
-    timeout = options.pop("timeout", 5)
-    llm = LLMClient(base_url=fake.base_url, api_key="k", model="fake-model", timeout=timeout)
+    llm = llm_client(fake, timeout=options.pop("timeout", 5))
     toolset = options.pop("toolset", None) or make_toolset()
     runner = ToolRunner(toolset, timeout=options.pop("tool_timeout", 5))
     max_history = options.pop("max_history", 40)
@@ -288,7 +288,7 @@ async def test_an_unreachable_endpoint_says_so() -> None:
     with socket.socket() as probe:  # a port where nothing listens
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    llm = LLMClient(base_url=f"http://127.0.0.1:{port}/v1", api_key="k", model="m", timeout=3)
+    llm = llm_client(f"http://127.0.0.1:{port}/v1", timeout=3)
     with pytest.raises(EndpointError, match="Cannot reach .*MARSHO_BASE_URL"):
         await llm.complete([{"role": "user", "content": "hi"}])
 

@@ -10,7 +10,7 @@ import pytest
 
 from nonebot_plugin_marsho.engine import Engine
 from nonebot_plugin_marsho.exceptions import EndpointError
-from nonebot_plugin_marsho.llm import LLMClient, ToolMode
+from nonebot_plugin_marsho.llm import ToolMode
 from nonebot_plugin_marsho.store import MemoryStore
 from nonebot_plugin_marsho.tools import ToolRunner, Toolbox, Toolset, Toolkit
 from nonebot_plugin_marsho.tools.prompt_mode import (
@@ -18,6 +18,7 @@ from nonebot_plugin_marsho.tools.prompt_mode import (
     to_prompt_messages,
     tools_instruction,
 )
+from tests.conftest import llm_client
 from tests.fake_openai import FakeOpenAI, error, text, tool_calls
 
 KEY = "test:group:modes"
@@ -38,8 +39,7 @@ def make_engine(fake: FakeOpenAI, mode: ToolMode = "native", **by_model: ToolMod
     box.add(get_weather)
     toolset = Toolset()
     toolset.add(Toolkit("wx", tools=box.build("wx")))
-    llm = LLMClient(base_url=fake.base_url, api_key="k", model="fake-model", timeout=5,
-                    tool_mode=mode, tool_mode_by_model=by_model)
+    llm = llm_client(fake, tool_mode=mode, tool_mode_by_model=by_model)
     return Engine(llm, toolset, MemoryStore(40), ToolRunner(toolset), system_prompt="Be brief.")
 
 

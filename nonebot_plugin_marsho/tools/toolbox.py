@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, overload
 
-from .model import SEPARATOR, Tool
+from .model import SEPARATOR, TOOL_NAME_PATTERN, Tool
 from .schema import check_permission, check_presets, function_tool, read_signature
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -57,9 +57,12 @@ class Toolbox:
         **presets: Any,
     ) -> F:
         """Register `func`; keyword arguments other than the options are presets for it."""
-        tool_name = name or func.__name__
-        if SEPARATOR in tool_name:
-            raise ValueError(f"tool name {tool_name!r} must not contain {SEPARATOR!r}")
+        tool_name = name or getattr(func, "__name__", "")
+        if SEPARATOR in tool_name or not TOOL_NAME_PATTERN.match(tool_name):
+            raise ValueError(
+                f"tool name {tool_name!r} must be 1-64 letters, digits, '_' or '-', "
+                f"without {SEPARATOR!r}"
+            )
         check_permission(permission, tool_name)
         check_presets(func, presets)
         self.registrations.append(
