@@ -14,7 +14,6 @@ from urllib.parse import urlsplit
 
 import openai
 from nonebot.log import logger
-from openai.types.chat import ChatCompletion
 
 from .exceptions import EndpointError
 from .tools.model import ToolCall
@@ -63,15 +62,18 @@ def _with_system_text(messages: list[dict[str, Any]], text: str) -> list[dict[st
     return [{"role": "system", "content": text}, *messages]
 
 
+def _error_detail_of(body: dict[str, Any]) -> str:
+    """The message of an OpenAI-style error body (some servers send them with status 200)."""
+    inner = body.get("error", body.get("message", ""))
+    if isinstance(inner, dict):
+        inner = inner.get("message", "")
+    return str(inner) if inner else ""
+
+
 def _error_detail(error: openai.APIError) -> str:
     body = getattr(error, "body", None)
-    if isinstance(body, dict):
-        inner = body.get("error", body)
-        if isinstance(inner, dict) and inner.get("message"):
-            return str(inner["message"])
-        if isinstance(inner, str):
-            return inner
-    return str(getattr(error, "message", "") or error)
+    detail = _error_detail_of(body) if isinstance(body, dict) else ""
+    return detail or str(getattr(error, "message", "") or error)
 
 
 class LLMClient:
@@ -171,9 +173,8 @@ class LLMClient:
             # the SDK's low-level post: our messages are plain OpenAI-shaped dicts already, and
             # create()'s parameter transform costs ~0.25 ms per message (11 ms at 40 messages)
             response = await asyncio.wait_for(
-                self._get_client().post(
-                    "/chat/completions", body=request, cast_to=ChatCompletion
-                ),
+                # read as a plain dict: building the SDK's models costs more than reading it
+                self._get_client().post("/chat/completions", body=request, cast_to=dict),
                 self.timeout,
             )
         except (asyncio.TimeoutError, openai.APITimeoutError) as error:
@@ -226,40 +227,44 @@ class LLMClient:
                              status=status)
 
     def _read(self, response: Any) -> Completion:
-        if not hasattr(response, "choices"):  # the SDK hands back non-JSON bodies as they are
+        """The first choice of a chat completion, read from the JSON body with care: whatever
+        the endpoint sent, the result is well-formed or an EndpointError says what was wrong."""
+        if not isinstance(response, dict):  # the SDK hands back non-JSON bodies as they are
             start = str(response)[:80]
             raise EndpointError(
                 f"The endpoint {self.base_url} sent an answer that cannot be read as a chat "
                 f"completion (it starts {start!r}).",
                 hint="Check MARSHO_BASE_URL: it should end where /chat/completions would follow.",
             )
-        choices = getattr(response, "choices", None)
-        if not choices:
-            raise EndpointError(f"The endpoint {self.base_url} answered with no choices.")
-        choice = choices[0]
-        message = getattr(choice, "message", None)
-        if message is None:
+        choices = response.get("choices")
+        if not isinstance(choices, list) or not choices:
+            detail = _error_detail_of(response)
+            raise EndpointError(f"The endpoint {self.base_url} answered with no choices"
+                                + (f": {detail}" if detail else "."))
+        choice = choices[0] if isinstance(choices[0], dict) else {}
+        message = choice.get("message")
+        if not isinstance(message, dict):
             raise EndpointError(f"The endpoint {self.base_url} answered with an empty choice.")
         calls: list[ToolCall] = []
         seen_ids: set[str] = set()
-        for index, raw in enumerate(getattr(message, "tool_calls", None) or []):
-            function = getattr(raw, "function", None)
-            if function is None or not getattr(function, "name", None):
+        raw_calls = message.get("tool_calls")
+        for index, raw in enumerate(raw_calls if isinstance(raw_calls, list) else []):
+            function = raw.get("function") if isinstance(raw, dict) else None
+            if not isinstance(function, dict) or not function.get("name"):
                 continue
-            call_id = str(getattr(raw, "id", "") or f"call_{uuid.uuid4().hex[:12]}")
+            call_id = str(raw.get("id") or f"call_{uuid.uuid4().hex[:12]}")
             if call_id in seen_ids:  # every call must get its own tool message
                 call_id = f"{call_id}_{index}"
             seen_ids.add(call_id)
-            arguments = getattr(function, "arguments", "")
+            arguments = function.get("arguments") or ""
             if not isinstance(arguments, str):
                 arguments = json.dumps(arguments, ensure_ascii=False)
-            calls.append(ToolCall(id=call_id, name=str(function.name), arguments=arguments))
-        reasoning = getattr(message, "reasoning_content", None) or ""
+            calls.append(ToolCall(id=call_id, name=str(function["name"]), arguments=arguments))
         return Completion(
-            content=str(getattr(message, "content", None) or ""),
+            content=str(message.get("content") or ""),
             tool_calls=calls,
-            reasoning=str(reasoning),
-            finish_reason=getattr(choice, "finish_reason", None),
+            reasoning=str(message.get("reasoning_content") or ""),
+            finish_reason=choice.get("finish_reason"),
         )
 
     async def close(self) -> None:
