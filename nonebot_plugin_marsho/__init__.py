@@ -9,7 +9,7 @@ from nonebot import get_driver
 
 from .conversation import Conversation
 from .exceptions import EndpointError, MarshoError
-from .tools import Tool, ToolCall, ToolContext, ToolResponse, ToolResult, Toolbox
+from .tools import Tool, Toolbox, ToolCall, ToolContext, ToolResponse, ToolResult
 
 
 def _nonebot_initialized() -> bool:

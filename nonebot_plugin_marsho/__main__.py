@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 from typing import Any
 
@@ -40,7 +39,7 @@ def _print_toolset(toolset: Any) -> None:
         print(f"✓ {toolkit.name}  ({toolkit.source}: {toolkit.path})")
         for tool in toolkit.tools:
             mark = "" if tool.permission == "everyone" else f"  [{tool.permission}]"
-            print(f"    {tool.name}{mark}: {tool.description.strip().splitlines()[0] if tool.description.strip() else ''}")
+            print(f"    {tool.name}{mark}: {tool.summary}")
     for name in toolset.disabled:
         print(f"- {name}  (disabled in .env)")
     for problem in toolset.warnings:

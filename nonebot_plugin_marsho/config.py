@@ -10,7 +10,6 @@ from pydantic import BaseModel, Field, ValidationError, field_validator
 from .llm import ToolMode
 from .tools.model import Permission
 
-
 DEFAULT_SYSTEM_PROMPT = (
     "You are Marsho, a friendly and helpful assistant chatting in a group chat. "
     "Answer in the language the user writes in. Keep answers short and plain: "

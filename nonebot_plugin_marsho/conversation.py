@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Union
+from typing import Any
 
 from .engine import Progress, answer
 from .exceptions import MarshoError
@@ -16,7 +16,7 @@ from .tools.runner import ToolRunner, serialize_result
 from .tools.schema import function_tool
 from .tools.toolbox import Toolbox
 
-ToolSpec = Union[Mapping[str, Any], Callable[..., Any], Tool]
+ToolSpec = Mapping[str, Any] | Callable[..., Any] | Tool
 """What `set_tools` takes: an OpenAI tool schema (you run it yourself), a function, or a Tool."""
 
 
@@ -179,7 +179,7 @@ class Conversation:
                 )
         answers: list[Message] = [
             {"role": "tool", "tool_call_id": call.id, "content": serialize_result(result)}
-            for call, result in zip(self._pending, ordered)
+            for call, result in zip(self._pending, ordered, strict=True)
         ]
         completion = await self.llm.complete([*self.messages, *answers], self.tools or None)
         return self._take(answers, completion)

@@ -9,7 +9,7 @@ from typing import Any
 from nonebot.log import logger
 
 from .llm import LLMClient
-from .session import History, Message, SessionLocks, Turn, fit_history
+from .session import History, Message, SessionLocks, fit_history
 from .tools.model import ToolCall, ToolContext, ToolResult, Toolset
 from .tools.runner import ToolRunner
 
@@ -69,7 +69,7 @@ async def answer(
             log(f"marsho: tool {result.name} → {result.status} in {result.seconds:.2f} s")
         added.append(completion.assistant_message())
         added.extend(result.to_message() for result in results)
-        calls.extend(zip(completion.tool_calls, results))
+        calls.extend(zip(completion.tool_calls, results, strict=True))
     # calls sent although no tools were offered are dropped: unanswered calls would make the
     # stored history an invalid request
     added.append({"role": "assistant", "content": completion.content})

@@ -63,9 +63,9 @@ def tools_text(toolset: Toolset) -> str:
         for toolkit in toolset.toolkits:
             lines.append(f"• {toolkit.name} ({toolkit.source})")
             for tool in toolkit.tools:
-                summary = tool.description.strip().splitlines()[0] if tool.description.strip() else ""
                 who = "" if tool.permission == "everyone" else f" [{_ONLY[tool.permission]}]"
-                lines.append(f"  - {tool.name}{who}: {summary}" if summary else f"  - {tool.name}{who}")
+                summary = f": {tool.summary}" if tool.summary else ""
+                lines.append(f"  - {tool.name}{who}{summary}")
     else:
         lines.append("No toolkits are loaded.")
     if toolset.disabled:

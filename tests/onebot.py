@@ -6,7 +6,13 @@ import itertools
 import time
 
 from nonebot import get_driver
-from nonebot.adapters.onebot.v11 import Adapter, Bot, GroupMessageEvent, Message, PrivateMessageEvent
+from nonebot.adapters.onebot.v11 import (
+    Adapter,
+    Bot,
+    GroupMessageEvent,
+    Message,
+    PrivateMessageEvent,
+)
 from nonebot.adapters.onebot.v11.event import Sender
 from nonebug.mixin.call_api import ApiContext
 

@@ -15,7 +15,7 @@ from nonebot_plugin_marsho.exceptions import EndpointError
 from nonebot_plugin_marsho.llm import LLMClient
 from nonebot_plugin_marsho.session import fit_history
 from nonebot_plugin_marsho.store import MemoryStore
-from nonebot_plugin_marsho.tools import Tool, ToolRunner, Toolset, Toolkit
+from nonebot_plugin_marsho.tools import Tool, Toolkit, ToolRunner, Toolset
 from tests.conftest import llm_client
 from tests.fake_openai import FakeOpenAI, error, raw, text, tool_calls
 

@@ -5,7 +5,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from nonebot_plugin_marsho.tools import ToolCall, ToolContext, ToolRunner, ToolsetSource, load_toolset
+from nonebot_plugin_marsho.tools import (
+    ToolCall,
+    ToolContext,
+    ToolRunner,
+    ToolsetSource,
+    load_toolset,
+)
 
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
 

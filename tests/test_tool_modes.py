@@ -12,7 +12,7 @@ from nonebot_plugin_marsho.engine import Engine
 from nonebot_plugin_marsho.exceptions import EndpointError
 from nonebot_plugin_marsho.llm import ToolMode
 from nonebot_plugin_marsho.store import MemoryStore
-from nonebot_plugin_marsho.tools import ToolRunner, Toolbox, Toolset, Toolkit
+from nonebot_plugin_marsho.tools import Toolbox, Toolkit, ToolRunner, Toolset
 from nonebot_plugin_marsho.tools.prompt_mode import (
     parse_tool_calls,
     to_prompt_messages,

@@ -100,6 +100,12 @@ class Tool:
     arguments_model: Any = None
 
     @property
+    def summary(self) -> str:
+        """The first line of the description, for listings."""
+        lines = self.description.strip().splitlines()
+        return lines[0] if lines else ""
+
+    @property
     def is_async(self) -> bool:
         """True when calling the function returns a coroutine to await."""
         return inspect.iscoroutinefunction(self.func)

@@ -11,7 +11,10 @@ from typing import Any
 
 from .model import ToolCall
 
-CALLING_FORMAT = '[{"name": "{function name}", "arguments": {"{argument1 name}": xxx, "{argument2 name}": xxx}}]'
+CALLING_FORMAT = (
+    '[{"name": "{function name}", '
+    '"arguments": {"{argument1 name}": xxx, "{argument2 name}": xxx}}]'
+)
 """Seed 003's tools_calling_format."""
 
 _FENCE = re.compile(r"```[A-Za-z0-9_-]*\s*\n?(.*?)```", re.DOTALL)
@@ -144,7 +147,7 @@ def to_prompt_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         flush()
         if role == "assistant" and message.get("tool_calls"):
             calls = [_call_text(call) for call in message["tool_calls"]]
-            for call, raw in zip(calls, message["tool_calls"]):
+            for call, raw in zip(calls, message["tool_calls"], strict=True):
                 names[raw.get("id", "")] = (call["name"], call["arguments"])
             text = json.dumps(calls, ensure_ascii=False)
             if message.get("content"):

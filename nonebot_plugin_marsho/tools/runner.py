@@ -13,8 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from jsonschema import Draft202012Validator
-from pydantic import ValidationError
 from nonebot.log import logger
+from pydantic import ValidationError
 from pydantic_core import to_jsonable_python
 
 from .model import ResultStatus, Tool, ToolCall, ToolContext, ToolResponse, ToolResult, Toolset

@@ -57,7 +57,7 @@ class Toolbox:
         **presets: Any,
     ) -> F:
         """Register `func`; keyword arguments other than the options are presets for it."""
-        tool_name = name or getattr(func, "__name__", "")
+        tool_name: str = name or getattr(func, "__name__", None) or ""
         if SEPARATOR in tool_name or not TOOL_NAME_PATTERN.match(tool_name):
             raise ValueError(
                 f"tool name {tool_name!r} must be 1-64 letters, digits, '_' or '-', "
