@@ -1,5 +1,7 @@
 """NoneBot wiring: required plugins, metadata, matchers, and building the engine at startup."""
 
+from pathlib import Path
+
 from nonebot import get_driver, require
 from nonebot.log import logger
 from nonebot.plugin import PluginMetadata, inherit_supported_adapters
@@ -35,13 +37,18 @@ __plugin_meta__ = PluginMetadata(
 driver = get_driver()
 
 
+def user_toolset_dir() -> Path:
+    """The toolset folder in the plugin's data folder, where owners put their toolkits."""
+    folder = localstore.get_plugin_data_dir() / "tools"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
 def toolset_sources() -> list[ToolsetSource]:
     """Built-in toolkits, then the user's toolset folder, then MARSHO_TOOLKIT_DIRS, in that order."""
-    user_dir = localstore.get_plugin_data_dir() / "tools"
-    user_dir.mkdir(parents=True, exist_ok=True)
     return [
         ToolsetSource(BUILTIN_TOOLSET, "built-in", must_exist=False),
-        ToolsetSource(user_dir, "data dir"),
+        ToolsetSource(user_toolset_dir(), "data dir"),
         *(ToolsetSource(path, "MARSHO_TOOLKIT_DIRS") for path in plugin_config.marsho_toolkit_dirs),
     ]
 
@@ -57,20 +64,9 @@ def load_configured_toolset() -> Toolset:
     )
 
 
-@driver.on_startup
-async def start_marsho() -> None:
-    """Load toolkits and connect the engine; report, never raise, so the bot always starts."""
-    if config_error:
-        runtime.problem = f"marsho is not configured correctly: {config_error}"
-        logger.error(f"marsho: {config_error}. Fix .env and restart; until then marsho answers "
-                     "every chat with this message.")
-        return
-    try:
-        toolset = load_configured_toolset()
-    except Exception as error:
-        runtime.problem = f"marsho could not load its toolkits: {type(error).__name__}: {error}"
-        logger.opt(exception=error).error(f"marsho: {runtime.problem}")
-        return
+def log_toolset(toolset: Toolset) -> None:
+    """Tell the owner what loaded, what failed and why, and settings that name nothing."""
+    logger.info(f"marsho: your own toolkits go in {user_toolset_dir()}")
     for toolkit in toolset.toolkits:
         logger.info(f"marsho: toolkit {toolkit.name} ({toolkit.source}) loaded: "
                     + ", ".join(tool.name for tool in toolkit.tools))
@@ -87,6 +83,23 @@ async def start_marsho() -> None:
         logger.warning(f"marsho: MARSHO_TOOL_PERMISSIONS names {name!r}: no such tool or toolkit")
     for name in sorted(set(plugin_config.marsho_disabled_tools) - set(toolset.disabled)):
         logger.warning(f"marsho: MARSHO_DISABLED_TOOLS names {name!r}: no such tool")
+
+
+@driver.on_startup
+async def start_marsho() -> None:
+    """Load toolkits and connect the engine; report, never raise, so the bot always starts."""
+    if config_error:
+        runtime.problem = f"marsho is not configured correctly: {config_error}"
+        logger.error(f"marsho: {config_error}. Fix .env and restart; until then marsho answers "
+                     "every chat with this message.")
+        return
+    try:
+        toolset = load_configured_toolset()
+    except Exception as error:
+        runtime.problem = f"marsho could not load its toolkits: {type(error).__name__}: {error}"
+        logger.opt(exception=error).error(f"marsho: {runtime.problem}")
+        return
+    log_toolset(toolset)
     llm = LLMClient(
         base_url=plugin_config.marsho_base_url,
         api_key=plugin_config.marsho_api_key,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 from .engine import Reply
@@ -75,7 +76,9 @@ def tools_text(toolset: Toolset) -> str:
         lines.append(f"Failed to load ({len(failed)}):")
         for name, problems in failed.items():
             lines.append(f"✗ {name or '(toolset folder)'}")
-            lines.extend(f"  - {problem}" for problem in problems)
+            # the folder and file, not the server's whole path: group members read this too
+            lines.extend(f"  - {Path(*problem.path.parts[-2:])}: {problem.message}"
+                         for problem in problems)
     return "\n".join(lines)
 
 
