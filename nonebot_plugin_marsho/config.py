@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from .llm import ToolMode
+from .session import SessionScope
 from .tools.model import Permission
 
 DEFAULT_SYSTEM_PROMPT = (
@@ -83,6 +84,18 @@ class Config(BaseModel):
 
     marsho_max_history: int = Field(default=40, ge=0)
     """Messages of earlier turns sent with each request, per session."""
+
+    marsho_history_tokens: int = Field(default=8000, ge=500)
+    """Tokens one request may hold: system prompt, tool schemas, history and the running turn.
+    The oldest whole turns are left out first; an oversized message is cut with a note."""
+
+    marsho_session_scope: SessionScope = "group"
+    """Who shares a conversation: `group` (everyone in a group), `user_in_group` (each member
+    their own, per group) or `user` (one per person everywhere). Private chats are per user."""
+
+    marsho_database_url: str = ""
+    """Where history is kept: empty for SQLite in the plugin's data folder, or an SQLAlchemy
+    URL such as `postgresql://user:password@host/db` for several bot processes."""
 
     @field_validator("marsho_name")
     @classmethod

@@ -133,8 +133,8 @@ class Conversation:
             completion = await self.llm.complete([*self.messages, question], self.tools or None)
             return self._take([question], completion)
         outcome = await answer(
-            self.llm, self._runner, [*self.messages, question], self.tools, context=self.context,
-            max_tool_rounds=self.max_tool_rounds, progress=progress,
+            self.llm, self._runner, lambda added: [*self.messages, question, *added], self.tools,
+            context=self.context, max_tool_rounds=self.max_tool_rounds, progress=progress,
         )
         self.messages.extend([question, *outcome.added])
         self._last_calls = [call for call, _ in outcome.reply.calls]

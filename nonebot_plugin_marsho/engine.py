@@ -8,8 +8,10 @@ from typing import Any
 
 from nonebot.log import logger
 
+from .exceptions import StoreError
 from .llm import LLMClient
-from .session import History, Message, SessionLocks, fit_history
+from .session import History, Message, Turn, fit_current, fit_history
+from .tokens import TokenCounter
 from .tools.model import ToolCall, ToolContext, ToolResult, Toolset
 from .tools.runner import ToolRunner
 
@@ -22,6 +24,7 @@ class Reply:
     calls: list[tuple[ToolCall, ToolResult]] = field(default_factory=list)
     rounds: int = 0
     hit_round_limit: bool = False
+    reasoning: str = ""
 
 
 Progress = Callable[[ToolCall, "ToolResult | None"], None]
@@ -39,7 +42,7 @@ class TurnOutcome:
 async def answer(
     llm: LLMClient,
     runner: ToolRunner,
-    prompt: list[Message],
+    prepare: Callable[[list[Message]], list[Message]],
     tools: list[dict[str, Any]],
     *,
     context: ToolContext | None = None,
@@ -49,14 +52,16 @@ async def answer(
     """Ask the model until it answers in text: run each batch of tool calls and send the
     results back, at most `max_tool_rounds` times, then once more without tools.
 
-    Every call gets exactly one tool message; raises EndpointError if the endpoint fails.
+    `prepare` turns the messages this answer has added so far into the request's messages
+    (history and budget are its business). Every call gets exactly one tool message; raises
+    EndpointError if the endpoint fails.
     """
     added: list[Message] = []
     calls: list[tuple[ToolCall, ToolResult]] = []
     rounds = 0
     while True:
         offered = tools if tools and rounds < max_tool_rounds else None
-        completion = await llm.complete([*prompt, *added], offered)
+        completion = await llm.complete(prepare(added), offered)
         if not completion.tool_calls or offered is None:
             break
         rounds += 1
@@ -67,18 +72,21 @@ async def answer(
         for result in results:
             log = logger.info if result.ok else logger.warning
             log(f"marsho: tool {result.name} → {result.status} in {result.seconds:.2f} s")
-        added.append(completion.assistant_message())
+        # reasoning goes back with its tool calls within this turn (DeepSeek's thinking mode
+        # requires it); later turns get the message without it
+        added.append(completion.assistant_message(with_reasoning=True))
         added.extend(result.to_message() for result in results)
         calls.extend(zip(completion.tool_calls, results, strict=True))
     # calls sent although no tools were offered are dropped: unanswered calls would make the
     # stored history an invalid request
     added.append({"role": "assistant", "content": completion.content})
     hit_limit = bool(tools) and rounds > 0 and rounds >= max_tool_rounds
-    return TurnOutcome(added, Reply(completion.content, calls, rounds, hit_limit))
+    return TurnOutcome(added, Reply(completion.content, calls, rounds, hit_limit, completion.reasoning))
 
 
 class Engine:
-    """Runs chat turns: one at a time per session, every loop bounded, history kept valid."""
+    """Runs chat turns: one at a time per session, every loop and the request's size bounded,
+    history kept valid."""
 
     def __init__(
         self,
@@ -90,6 +98,8 @@ class Engine:
         system_prompt: str = "",
         max_tool_rounds: int = 8,
         max_history: int = 40,
+        max_tokens: int = 8000,
+        counter: TokenCounter | None = None,
     ) -> None:
         self.llm = llm
         self.toolset = toolset
@@ -98,7 +108,22 @@ class Engine:
         self.system_prompt = system_prompt
         self.max_tool_rounds = max_tool_rounds
         self.max_history = max_history
-        self.locks = SessionLocks()
+        self.max_tokens = max_tokens
+        self.counter = counter or TokenCounter()
+
+    def request_messages(
+        self, history: list[Turn], current: list[Message], tools: list[dict[str, Any]]
+    ) -> list[Message]:
+        """System prompt, the history that fits, and the running turn, within MARSHO_MAX_HISTORY
+        messages and MARSHO_HISTORY_TOKENS tokens (tool schemas counted too)."""
+        system: list[Message] = (
+            [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
+        )
+        fixed = sum(map(self.counter.count_message, system)) + self.counter.count_tools(tools)
+        current = fit_current(current, self.counter, max(0, self.max_tokens - fixed))
+        room = self.max_tokens - fixed - sum(map(self.counter.count_message, current))
+        earlier = fit_history(history, max_messages=self.max_history, max_tokens=max(0, room))
+        return [*system, *earlier, *current]
 
     async def chat(
         self,
@@ -109,22 +134,28 @@ class Engine:
         progress: Progress | None = None,
     ) -> Reply:
         """Answer `text` in session `key` with the tools the asker may use; the turn is stored
-        only if it completes.
+        only if it completes, in one transaction.
 
-        Raises EndpointError when the endpoint fails; the session's history is then unchanged.
+        Raises EndpointError when the endpoint fails (the history is then unchanged), and
+        StoreError when the database fails (with the reply, if there was one).
         """
-        async with self.locks.hold(key):
-            earlier = fit_history(await self.history.turns(key), self.max_history)
+        async with self.history.lock(key):
+            history = await self.history.recent_turns(
+                key, max_messages=self.max_history, max_tokens=self.max_tokens
+            )
             question: Message = {"role": "user", "content": text}
-            system: list[Message] = (
-                [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
-            )
+            tools = self.toolset.schemas(context)
             outcome = await answer(
-                self.llm, self.runner, [*system, *earlier, question],
-                self.toolset.schemas(context), context=context,
-                max_tool_rounds=self.max_tool_rounds, progress=progress,
+                self.llm, self.runner,
+                lambda added: self.request_messages(history, [question, *added], tools),
+                tools, context=context, max_tool_rounds=self.max_tool_rounds, progress=progress,
             )
-            await self.history.append_turn(key, [question, *outcome.added])
+            turn = [question, *outcome.added]
+            try:
+                await self.history.append_turn(key, turn, [self.counter.count_message(m) for m in turn])
+            except StoreError as error:
+                error.reply = outcome.reply
+                raise
             if outcome.reply.hit_round_limit:
                 logger.warning(f"marsho: session {key} used all {self.max_tool_rounds} tool "
                                "rounds (MARSHO_MAX_TOOL_ROUNDS)")
@@ -132,20 +163,20 @@ class Engine:
 
     async def reset(self, key: str) -> int:
         """Forget the session's history (after any turn that is running)."""
-        async with self.locks.hold(key):
+        async with self.history.lock(key):
             return await self.history.clear(key)
 
     async def last_calls(self, key: str) -> list[dict[str, Any]]:
         """The last turn's tool calls as seed 001's JSON array, each with the result it got."""
-        turns = await self.history.turns(key)
-        if not turns:
+        turn = await self.history.last_turn(key)
+        if turn is None:
             return []
-        results = {
-            m.get("tool_call_id"): m.get("content", "") for m in turns[-1] if m.get("role") == "tool"
-        }
+        results = {m.get("tool_call_id"): m.get("content", "") for m in turn.messages
+                   if m.get("role") == "tool"}
         return [
-            {**call, "result": results.get(call.get("id"), "")}
-            for message in turns[-1]
+            {**{k: call[k] for k in ("id", "type", "function") if k in call},
+             "result": results.get(call.get("id"), "")}
+            for message in turn.messages
             if message.get("role") == "assistant"
             for call in message.get("tool_calls") or []
         ]

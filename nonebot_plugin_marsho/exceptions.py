@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class MarshoError(Exception):
     """Base of every error this plugin raises on purpose."""
@@ -22,3 +24,11 @@ class EndpointError(MarshoError):
     def __str__(self) -> str:
         text = super().__str__()
         return f"{text} {self.hint}".strip()
+
+
+class StoreError(MarshoError):
+    """The history database failed; `reply` holds the answer of a turn that could not be saved."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.reply: Any = None

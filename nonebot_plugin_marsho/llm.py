@@ -32,13 +32,30 @@ class Completion:
     reasoning: str = ""
     finish_reason: str | None = None
 
-    def assistant_message(self) -> dict[str, Any]:
-        """The assistant message to append to the conversation (reasoning left out)."""
+    def assistant_message(self, *, with_reasoning: bool = False) -> dict[str, Any]:
+        """The assistant message to append to the conversation; reasoning only on request, and
+        only beside tool calls (where providers such as DeepSeek want it back)."""
         message: dict[str, Any] = {"role": "assistant", "content": self.content}
         if self.tool_calls:
             message["content"] = self.content or None
             message["tool_calls"] = [call.to_openai() for call in self.tool_calls]
+            if with_reasoning and self.reasoning:
+                message["reasoning_content"] = self.reasoning
         return message
+
+
+_THINK_BLOCK = re.compile(r"<think>(.*?)(?:</think>|$)", re.DOTALL | re.IGNORECASE)
+
+
+def split_reasoning(text: str) -> tuple[str, str]:
+    """(reasoning, answer): `<think>` blocks that reasoning models put in the text (closed, or
+    left open at the end, or only closed: "... </think> answer") are taken out of the answer."""
+    thoughts = [match.strip() for match in _THINK_BLOCK.findall(text)]
+    text = _THINK_BLOCK.sub("", text)
+    if "</think>" in text.lower():
+        head, text = re.split(r"</think>", text, maxsplit=1, flags=re.IGNORECASE)
+        thoughts.insert(0, head.strip())
+    return "\n".join(t for t in thoughts if t), text.strip()
 
 
 ToolMode = Literal["native", "prompt", "off"]
@@ -260,10 +277,12 @@ class LLMClient:
             if not isinstance(arguments, str):
                 arguments = json.dumps(arguments, ensure_ascii=False)
             calls.append(ToolCall(id=call_id, name=str(function["name"]), arguments=arguments))
+        thought, content = split_reasoning(str(message.get("content") or ""))
+        reasoning = str(message.get("reasoning_content") or message.get("reasoning") or "")
         return Completion(
-            content=str(message.get("content") or ""),
+            content=content,
             tool_calls=calls,
-            reasoning=str(message.get("reasoning_content") or ""),
+            reasoning="\n".join(part for part in (reasoning, thought) if part),
             finish_reason=choice.get("finish_reason"),
         )
 

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 import re
+import time
 from dataclasses import dataclass
 
+import nonebot_plugin_localstore as localstore
 from nonebot import get_driver, on_message
 from nonebot.adapters import Bot, Event
 from nonebot.log import logger
@@ -14,13 +18,17 @@ from nonebot.typing import T_State
 from nonebot_plugin_alconna.uniseg import UniMessage
 
 from .config import config_error, plugin_config
-from .engine import Engine
-from .exceptions import EndpointError, NotReadyError
-from .render import calls_text, reply_text, tools_text, usage_text
+from .engine import Engine, Reply
+from .exceptions import EndpointError, NotReadyError, StoreError
+from .render import calls_text, history_text, reply_text, tools_text, usage_text
 from .session import session_key
+from .tokens import TokenCounter
 from .tools.model import Role, ToolContext
 
-COMMANDS = ("help", "reset", "tools", "calls")
+COMMANDS = ("help", "reset", "tools", "calls", "history", "export", "model")
+MODEL_SETTING = "model"
+"""The model chosen with `marsho.model`, kept in the database across restarts."""
+MAX_EXPORT_CHARS = 3000
 _is_superuser = SuperUser()
 STATE_KEY = "marsho_request"
 
@@ -116,6 +124,58 @@ async def _send(text: str) -> None:
         logger.opt(exception=error).error(f"marsho: could not send the reply: {error}")
 
 
+def _speaker(event: Event, user_id: str) -> str:
+    sender = getattr(event, "sender", None)
+    return str(getattr(sender, "card", None) or getattr(sender, "nickname", None) or user_id)
+
+
+async def _command(engine: Engine, request: Request, key: str, role: Role, shared: bool) -> str:
+    """The reply to a `marsho.<command>`."""
+    if request.command == "reset":
+        if shared and role == "member":
+            return ("This conversation is shared by the whole group: only group admins and "
+                    "superusers can reset it.")
+        dropped = await engine.reset(key)
+        return (f"Done: I forgot this conversation ({dropped} turns)." if dropped
+                else "This conversation was already empty.")
+    if request.command == "tools":
+        return tools_text(engine.toolset)
+    if request.command == "calls":
+        return calls_text(await engine.last_calls(key))
+    if request.command == "history":
+        turns, messages, tokens = await engine.history.stats(key)
+        return history_text(turns, messages, tokens, engine.max_tokens, engine.counter.name)
+    if role != "superuser":
+        return f"Only the bot's superusers may use {plugin_config.marsho_name}.{request.command}."
+    if request.command == "export":
+        return await export_session(engine, key)
+    return await switch_model(engine, request.text)
+
+
+async def export_session(engine: Engine, key: str) -> str:
+    """Save the session as JSON in the data folder; the reply says where (and shows it if short)."""
+    data = {"session": key, "messages": await engine.history.export(key)}
+    text = json.dumps(data, ensure_ascii=False, indent=1)
+    folder = localstore.get_plugin_data_dir() / "exports"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{re.sub(r'[^A-Za-z0-9_-]+', '_', key)}-{int(time.time())}.json"
+    path.write_text(text, encoding="utf-8")
+    shown = text if len(text) <= MAX_EXPORT_CHARS else f"({len(text)} characters: too long to show here)"
+    return f"{len(data['messages'])} messages exported to {path}\n{shown}"
+
+
+async def switch_model(engine: Engine, name: str) -> str:
+    """Show the model, or switch to another and keep the choice across restarts."""
+    if not name:
+        return f"The model is {engine.llm.model} (at {engine.llm.base_url})."
+    if not re.fullmatch(r"[\w.:/@+-]{1,128}", name):
+        return f"{name!r} does not look like a model name."
+    await engine.history.set_setting(MODEL_SETTING, name)
+    previous, engine.llm.model = engine.llm.model, name
+    engine.counter = await asyncio.to_thread(TokenCounter.for_model, name)
+    return f"Switched from {previous} to {name}; kept across restarts."
+
+
 @marsho.handle()
 async def handle_request(bot: Bot, event: Event, state: T_State) -> None:
     """Answer one request: a command or a question for the model."""
@@ -133,31 +193,36 @@ async def handle_request(bot: Bot, event: Event, state: T_State) -> None:
         await _send(str(error))
         return
     group_id, user_id = _ids(event)
-    key = session_key(bot.adapter.get_name(), group_id=group_id, user_id=user_id)
-    if request.command == "reset":
-        dropped = await engine.reset(key)
-        await _send(f"Done: I forgot this conversation ({dropped} turns)." if dropped
-                    else "This conversation was already empty.")
-    elif request.command == "tools":
-        await _send(tools_text(engine.toolset))
-    elif request.command == "calls":
-        await _send(calls_text(await engine.last_calls(key)))
-    else:
-        context = ToolContext(
-            session_key=key, user_id=user_id, group_id=group_id,
-            role=await asker_role(bot, event, group_id), bot=bot, event=event,
+    scope = plugin_config.marsho_session_scope
+    key = session_key(bot.adapter.get_name(), group_id=group_id, user_id=user_id, scope=scope)
+    shared = bool(group_id) and scope == "group"
+    role = await asker_role(bot, event, group_id)
+    try:
+        if request.command != "chat":
+            await _send(await _command(engine, request, key, role, shared))
+            return
+        context = ToolContext(session_key=key, user_id=user_id, group_id=group_id, role=role,
+                              bot=bot, event=event)
+        # in a shared conversation the model must know who is speaking
+        text = f"{_speaker(event, user_id)}: {request.text}" if shared else request.text
+        reply = await engine.chat(key, text, context)
+    except EndpointError as error:
+        logger.warning(f"marsho: session {key}: {error}")
+        await _send(f"Sorry, I could not get an answer: {error}")
+        return
+    except StoreError as error:
+        logger.error(f"marsho: session {key}: {error}")
+        if isinstance(error.reply, Reply):  # answered, but not saved: still worth sending
+            await _send(f"{reply_text(error.reply, engine.max_tool_rounds)}\n"
+                        f"(This exchange could not be saved: {error})")
+        else:
+            await _send(f"Sorry, my conversation database failed: {error}")
+        return
+    except Exception as error:
+        logger.opt(exception=error).error(f"marsho: session {key}: {request.command} failed")
+        await _send(
+            f"Sorry, something went wrong inside marsho ({type(error).__name__}: {error}). "
+            "Our conversation so far is kept; please try again."
         )
-        try:
-            reply = await engine.chat(key, request.text, context)
-        except EndpointError as error:
-            logger.warning(f"marsho: session {key}: {error}")
-            await _send(f"Sorry, I could not get an answer: {error}")
-            return
-        except Exception as error:
-            logger.opt(exception=error).error(f"marsho: session {key}: turn failed")
-            await _send(
-                f"Sorry, something went wrong inside marsho ({type(error).__name__}: {error}). "
-                "Our conversation so far is kept; please try again."
-            )
-            return
-        await _send(reply_text(reply, engine.max_tool_rounds))
+        return
+    await _send(reply_text(reply, engine.max_tool_rounds))

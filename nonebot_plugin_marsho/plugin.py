@@ -1,5 +1,6 @@
 """NoneBot wiring: required plugins, metadata, matchers, and building the engine at startup."""
 
+import asyncio
 from pathlib import Path
 
 from nonebot import get_driver, require
@@ -13,9 +14,11 @@ import nonebot_plugin_localstore as localstore  # noqa: E402
 
 from .config import Config, config_error, plugin_config  # noqa: E402
 from .engine import Engine  # noqa: E402
+from .exceptions import StoreError  # noqa: E402
 from .llm import LLMClient  # noqa: E402
-from .matchers import runtime  # noqa: E402
-from .store import MemoryStore  # noqa: E402
+from .matchers import MODEL_SETTING, runtime  # noqa: E402
+from .store import SqlStore  # noqa: E402
+from .tokens import TokenCounter  # noqa: E402
 from .tools import BUILTIN_TOOLSET, ToolRunner, Toolset, ToolsetSource, load_toolset  # noqa: E402
 
 __plugin_meta__ = PluginMetadata(
@@ -117,23 +120,55 @@ async def start_marsho() -> None:
         max_parallel=plugin_config.marsho_max_parallel_tools,
         max_result_bytes=plugin_config.marsho_max_tool_result_bytes,
     )
+    store = SqlStore(database_url())
+    try:
+        await store.start()
+        llm.model = await store.get_setting(MODEL_SETTING) or llm.model
+    except StoreError as error:
+        runtime.problem = f"marsho cannot use its database: {error}"
+        logger.error(f"marsho: {runtime.problem}. Check MARSHO_DATABASE_URL.")
+        await store.close()
+        return
     runtime.engine = Engine(
         llm,
         toolset,
-        MemoryStore(plugin_config.marsho_max_history),
+        store,
         runner,
         system_prompt=plugin_config.marsho_system_prompt,
         max_tool_rounds=plugin_config.marsho_max_tool_rounds,
         max_history=plugin_config.marsho_max_history,
+        max_tokens=plugin_config.marsho_history_tokens,
+        counter=await token_counter(llm.model),
     )
-    logger.info(f"marsho: ready, model {llm.model} at {llm.base_url}, {len(toolset.tools)} tools; "
+    logger.info(f"marsho: ready, model {llm.model} at {llm.base_url}, {len(toolset.tools)} tools, "
+                f"history in {store.safe_url} ({runtime.engine.counter.name} token counts); "
                 f"trigger words: {', '.join(plugin_config.trigger_names)}")
+
+
+def database_url() -> str:
+    """MARSHO_DATABASE_URL, or SQLite in the plugin's data folder."""
+    if plugin_config.marsho_database_url:
+        return plugin_config.marsho_database_url
+    return f"sqlite+aiosqlite:///{localstore.get_plugin_data_dir() / 'marsho.db'}"
+
+
+async def token_counter(model: str) -> TokenCounter:
+    """The model's tokenizer, loaded off the event loop (tiktoken may fetch it once); the
+    estimate if that takes too long."""
+    try:
+        return await asyncio.wait_for(asyncio.to_thread(TokenCounter.for_model, model), 15)
+    except asyncio.TimeoutError:
+        logger.warning(f"marsho: loading the tokenizer for {model} took too long; "
+                       "counting tokens with the estimate")
+        return TokenCounter()
 
 
 @driver.on_shutdown
 async def stop_marsho() -> None:
-    """Close the endpoint's connections and the tool threads."""
+    """Close the endpoint's connections, the tool threads and the database."""
     engine, runtime.engine = runtime.engine, None
     if engine is not None:
         await engine.llm.close()
         engine.runner.close()
+        if isinstance(engine.history, SqlStore):
+            await engine.history.close()

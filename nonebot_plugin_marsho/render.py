@@ -1,33 +1,22 @@
-"""Reply → chat text: reasoning stripped, empty answers explained, tool listings and call dumps."""
+"""Reply → chat text: empty answers explained, tool listings, call dumps, history figures."""
 
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
 from .engine import Reply
 from .tools.model import Toolset
 
-THINK_BLOCK = re.compile(r"<think>.*?(</think>|$)", re.DOTALL | re.IGNORECASE)
 _ONLY = {"admin": "admins only", "superuser": "superusers only"}
 MAX_CALLS_RESULT_CHARS = 500
 """Characters of each tool result shown by `marsho.calls`; the full text stays in history."""
 
 
-def strip_reasoning(text: str) -> str:
-    """Drop `<think>` blocks (closed, or left open at the end) that reasoning models put in text."""
-    text = THINK_BLOCK.sub("", text)
-    # some providers drop the opening tag and send only "... </think> answer"
-    if "</think>" in text.lower():
-        text = re.split(r"</think>", text, flags=re.IGNORECASE)[-1]
-    return text.strip()
-
-
 def reply_text(reply: Reply, max_tool_rounds: int) -> str:
     """The text to send for a finished turn."""
-    text = strip_reasoning(reply.text)
+    text = reply.text.strip()  # reasoning was already taken out (llm.split_reasoning)
     if text:
         return text
     if reply.hit_round_limit:
@@ -51,7 +40,10 @@ def usage_text(names: list[str], at_enabled: bool) -> str:
         f"{name}.reset  forget this conversation",
         f"{name}.tools  list the tools I can use",
         f"{name}.calls  show the tool calls of my last answer",
+        f"{name}.history  how much of this conversation I keep",
         f"{name}.help   show this help",
+        f"{name}.model [name]  show or switch the model (superusers)",
+        f"{name}.export  save this conversation as JSON (superusers)",
     ]
     return "\n".join(lines)
 
@@ -93,3 +85,14 @@ def calls_text(calls: list[dict[str, Any]]) -> str:
             result = result[:MAX_CALLS_RESULT_CHARS] + f"…({len(result)} characters)"
         shown.append({**call, "result": result})
     return json.dumps(shown, ensure_ascii=False, indent=1)
+
+
+def history_text(turns: int, messages: int, tokens: int, budget: int, counting: str) -> str:
+    """What `marsho.history` answers."""
+    if not turns:
+        return "This conversation is empty."
+    return (
+        f"This conversation: {turns} turns, {messages} messages, about {tokens} tokens stored "
+        f"({counting}). Each request carries the newest turns that fit in {budget} tokens "
+        "(MARSHO_HISTORY_TOKENS)."
+    )

@@ -1,41 +1,87 @@
-"""Sessions: the key of a conversation, one turn at a time per key, and the History interface."""
+"""Sessions: the key of a conversation, one turn at a time per key, the History interface, and
+fitting history into a request's message and token budget."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from typing import Any, Protocol
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from .tokens import TokenCounter
 
 Message = dict[str, Any]
-Turn = list[Message]
+SessionScope = Literal["group", "user_in_group", "user"]
 
 
-def session_key(platform: str, *, group_id: str | None, user_id: str) -> str:
-    """One conversation per group, and per user in private chats."""
-    if group_id:
+def session_key(
+    platform: str, *, group_id: str | None, user_id: str, scope: SessionScope = "group"
+) -> str:
+    """The conversation a message belongs to: per group, per member of a group, or per user
+    everywhere (MARSHO_SESSION_SCOPE); private chats are always per user."""
+    if group_id and scope == "group":
         return f"{platform}:group:{group_id}"
-    return f"{platform}:private:{user_id}"
+    if group_id and scope == "user_in_group":
+        return f"{platform}:group:{group_id}:user:{user_id}"
+    return f"{platform}:private:{user_id}" if scope != "user" else f"{platform}:user:{user_id}"
+
+
+@dataclass
+class Turn:
+    """One finished exchange, from the user's message to the final answer, with each message's
+    token count."""
+
+    messages: list[Message] = field(default_factory=list)
+    tokens: list[int] = field(default_factory=list)
+
+    @property
+    def total_tokens(self) -> int:
+        return sum(self.tokens)
 
 
 class History(Protocol):
     """Where the finished turns of each session are kept."""
 
-    async def turns(self, key: str) -> list[Turn]:
-        """The session's stored turns, oldest first."""
+    def lock(self, key: str) -> AbstractAsyncContextManager[None]:
+        """Run alone in the session until the context ends."""
         ...
 
-    async def append_turn(self, key: str, turn: Turn) -> None:
-        """Store one finished turn (user message to final answer) as a whole."""
+    async def recent_turns(self, key: str, *, max_messages: int, max_tokens: int) -> list[Turn]:
+        """The newest whole turns within the bounds, oldest first (the newest always)."""
+        ...
+
+    async def last_turn(self, key: str) -> Turn | None:
+        """The newest turn."""
+        ...
+
+    async def append_turn(self, key: str, messages: list[Message], tokens: list[int]) -> None:
+        """Store one finished turn as a whole."""
         ...
 
     async def clear(self, key: str) -> int:
         """Forget the session; returns how many turns were dropped."""
         ...
 
+    async def stats(self, key: str) -> tuple[int, int, int]:
+        """(turns, messages, tokens) stored for the session."""
+        ...
+
+    async def export(self, key: str) -> list[dict[str, Any]]:
+        """Every stored message of the session, oldest first."""
+        ...
+
+    async def get_setting(self, name: str) -> str | None:
+        """A persisted setting."""
+        ...
+
+    async def set_setting(self, name: str, value: str) -> None:
+        """Persist a setting."""
+        ...
+
 
 class SessionLocks:
-    """One lock per session key, so two turns of a session never interleave."""
+    """One lock per session key, so two turns of a session never interleave in this process."""
 
     def __init__(self) -> None:
         self._locks: dict[str, asyncio.Lock] = {}
@@ -60,29 +106,60 @@ class SessionLocks:
         return key in self._users
 
 
+def without_reasoning(message: Message) -> Message:
+    """The message as later turns send it: reasoning is passed back only within its own turn."""
+    if "reasoning_content" not in message:
+        return message
+    return {k: v for k, v in message.items() if k != "reasoning_content"}
+
+
 def _shrink_turn(turn: Turn) -> Turn:
     """A turn without its tool exchanges: the question and the final answer."""
-    kept = [turn[0]]
-    if len(turn) > 1 and turn[-1].get("role") == "assistant" and not turn[-1].get("tool_calls"):
-        kept.append(turn[-1])
+    kept = Turn([turn.messages[0]], [turn.tokens[0]])
+    last = turn.messages[-1]
+    if len(turn.messages) > 1 and last.get("role") == "assistant" and not last.get("tool_calls"):
+        kept.messages.append(last)
+        kept.tokens.append(turn.tokens[-1])
     return kept
 
 
-def fit_history(turns: list[Turn], max_messages: int) -> list[Message]:
-    """The newest whole turns that fit in `max_messages`, oldest first.
+def fit_history(turns: list[Turn], *, max_messages: int, max_tokens: int) -> list[Message]:
+    """The newest whole turns within both bounds, oldest first.
 
     A turn is never cut inside, so an assistant message with `tool_calls` keeps all its `tool`
     answers; a newest turn too big to fit is sent as just its question and answer.
     """
     chosen: list[Turn] = []
-    used = 0
+    used_messages = used_tokens = 0
     for turn in reversed(turns):
-        if used + len(turn) > max_messages:
+        if (used_messages + len(turn.messages) > max_messages
+                or used_tokens + turn.total_tokens > max_tokens):
             if not chosen:
                 small = _shrink_turn(turn)
-                if len(small) <= max_messages:
+                if len(small.messages) <= max_messages and small.total_tokens <= max_tokens:
                     chosen.append(small)
             break
         chosen.append(turn)
-        used += len(turn)
-    return [message for turn in reversed(chosen) for message in turn]
+        used_messages += len(turn.messages)
+        used_tokens += turn.total_tokens
+    return [without_reasoning(m) for turn in reversed(chosen) for m in turn.messages]
+
+
+def fit_current(messages: list[Message], counter: TokenCounter, max_tokens: int) -> list[Message]:
+    """The running turn's messages within `max_tokens`: the biggest contents are cut (with a
+    note) until it fits; nothing is dropped, so every tool call keeps its answer."""
+    fitted = list(messages)
+    sizes = [counter.count_message(m) for m in fitted]
+    while sum(sizes) > max_tokens:
+        index = max(range(len(fitted)), key=sizes.__getitem__)
+        content = fitted[index].get("content")
+        if not isinstance(content, str) or not content:
+            break  # nothing left to cut
+        overflow = sum(sizes) - max_tokens
+        keep = max(0, counter.count_text(content) - overflow - 16)
+        fitted[index] = {**fitted[index], "content": counter.truncate(content, keep)}
+        new_size = counter.count_message(fitted[index])
+        if new_size >= sizes[index]:
+            break
+        sizes[index] = new_size
+    return fitted

@@ -1,31 +1,326 @@
-"""Where history lives: in memory for now, bounded per session."""
+"""Where history lives: SQLite in the data folder by default, or any SQLAlchemy async database
+(PostgreSQL for several bot processes). A turn is written in one transaction, so a crash never
+leaves half of one; one turn of a session runs at a time, across processes on PostgreSQL."""
 
 from __future__ import annotations
 
-from collections import deque
+import asyncio
+import hashlib
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
 
-from .session import Turn
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Float,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    delete,
+    event,
+    func,
+    insert,
+    select,
+    text,
+)
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.pool import StaticPool
+
+from .exceptions import StoreError
+from .session import Message, SessionLocks, Turn
+
+SCHEMA_VERSION = 1
+"""Bumped with each change to the tables; `start()` upgrades older databases."""
+
+metadata = MetaData()
+
+messages_table = Table(
+    "marsho_messages",
+    metadata,
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("session_key", String(255), nullable=False),
+    Column("turn_id", String(32), nullable=False),
+    Column("role", String(16), nullable=False),
+    Column("data", Text, nullable=False),
+    Column("tokens", Integer, nullable=False),
+    Column("created_at", Float, nullable=False),
+    Index("ix_marsho_messages_session_id", "session_key", "id"),
+    Index("ix_marsho_messages_turn", "turn_id"),
+)
+
+settings_table = Table(
+    "marsho_settings",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("value", Text, nullable=False),
+)
 
 
-class MemoryStore:
-    """Keeps each session's turns in memory; lost on restart."""
+def async_url(url: str) -> str:
+    """The URL with an async driver: `postgresql://` → asyncpg, `sqlite://` → aiosqlite."""
+    parsed = make_url(url)
+    driver = {"postgresql": "postgresql+asyncpg", "postgres": "postgresql+asyncpg",
+              "sqlite": "sqlite+aiosqlite"}.get(parsed.drivername)
+    return parsed.set(drivername=driver).render_as_string(hide_password=False) if driver else url
 
-    def __init__(self, max_messages: int) -> None:
-        self.max_messages = max_messages
-        self._sessions: dict[str, deque[Turn]] = {}
 
-    async def turns(self, key: str) -> list[Turn]:
-        """The session's stored turns, oldest first (copies: callers cannot change the store)."""
-        return [[dict(m) for m in turn] for turn in self._sessions.get(key, ())]
+def _lock_id(key: str) -> int:
+    """A signed 64-bit number for pg_advisory_lock, the same in every process."""
+    return int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "big", signed=True)
 
-    async def append_turn(self, key: str, turn: Turn) -> None:
-        """Store a finished turn; drop the oldest turns that no request could include any more."""
-        turns = self._sessions.setdefault(key, deque())
-        turns.append([dict(m) for m in turn])
-        total = sum(len(t) for t in turns)
-        while len(turns) > 1 and total > self.max_messages:
-            total -= len(turns.popleft())
+
+def _describe(error: BaseException) -> str:
+    return f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+
+
+class SqlStore:
+    """The conversation history in a SQL database, through SQLAlchemy's async engine."""
+
+    def __init__(self, url: str, *, echo: bool = False) -> None:
+        self.url = async_url(url)
+        parsed = make_url(self.url)
+        self.dialect = parsed.get_backend_name()
+        options: dict[str, Any] = {"echo": echo}
+        if self.dialect == "sqlite":
+            options["connect_args"] = {"timeout": 30}  # wait for another writer, not fail
+            if parsed.database in (None, "", ":memory:"):
+                options["poolclass"] = StaticPool  # one shared in-memory database
+        else:
+            # a running turn holds one connection for its lock (see lock())
+            options.update(pool_pre_ping=True, pool_size=10, max_overflow=90)
+        self.engine: AsyncEngine = create_async_engine(self.url, **options)
+        if self.dialect == "sqlite":
+            event.listen(self.engine.sync_engine, "connect", _sqlite_pragmas)
+        self._local_locks = SessionLocks()
+        self._started: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """Create or upgrade the tables; raises StoreError saying what failed. Every other
+        method does this first, once; calling it at startup reports problems early."""
+        await self._ready()
+
+    async def _ready(self) -> None:
+        if self._started is None:  # one setup, even when many turns start at once
+            self._started = asyncio.ensure_future(self._create_tables())
+        try:
+            await asyncio.shield(self._started)
+        except StoreError:
+            self._started = None  # the database may be back next time
+            raise
+
+    @property
+    def shared(self) -> bool:
+        """True when other bot processes may use the same database (turn locks in it)."""
+        return self.dialect == "postgresql"
+
+    async def _create_tables(self) -> None:
+        try:
+            async with self.engine.begin() as conn:
+                await conn.run_sync(metadata.create_all)
+                found = (await conn.execute(
+                    select(settings_table.c.value).where(settings_table.c.name == "schema_version")
+                )).scalar()
+                if found is None:
+                    await conn.execute(insert(settings_table).values(
+                        name="schema_version", value=str(SCHEMA_VERSION)))
+                elif int(found) > SCHEMA_VERSION:
+                    raise StoreError(
+                        f"the database {self.safe_url} was written by a newer marsho (schema "
+                        f"{found}, this one knows {SCHEMA_VERSION}): upgrade the plugin"
+                    )
+        except SQLAlchemyError as error:
+            raise StoreError(f"cannot open the database {self.safe_url}: {_describe(error)}") from None
+        except OSError as error:
+            raise StoreError(f"cannot reach the database {self.safe_url}: {_describe(error)}") from None
+
+    @property
+    def safe_url(self) -> str:
+        """The URL without its password, for messages."""
+        return make_url(self.url).render_as_string(hide_password=True)
+
+    async def close(self) -> None:
+        """Close every connection."""
+        await self.engine.dispose()
+
+    @asynccontextmanager
+    async def lock(self, key: str) -> AsyncIterator[None]:
+        """Run alone in the session: in this process, and on PostgreSQL in every process.
+
+        The advisory lock lives on a connection of its own, so it is released even if this
+        process dies mid-turn.
+        """
+        async with self._local_locks.hold(key):
+            if not self.shared:
+                yield
+                return
+            try:
+                conn = await self.engine.connect()
+                conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
+                await conn.execute(text("SELECT pg_advisory_lock(:id)"), {"id": _lock_id(key)})
+            except (SQLAlchemyError, OSError) as error:
+                raise StoreError(f"cannot lock the session in {self.safe_url}: "
+                                 f"{_describe(error)}") from None
+            try:
+                yield
+            finally:
+                try:
+                    await conn.execute(text("SELECT pg_advisory_unlock(:id)"), {"id": _lock_id(key)})
+                    await conn.close()
+                except (SQLAlchemyError, OSError):
+                    await conn.invalidate()  # closing the connection frees the lock too
+
+    async def recent_turns(self, key: str, *, max_messages: int, max_tokens: int) -> list[Turn]:
+        """The newest whole turns within both bounds (oldest first); the newest turn always,
+        even if alone it is too big (the engine shrinks it)."""
+        await self._ready()
+        try:
+            async with self.engine.connect() as conn:
+                rows = (await conn.execute(
+                    select(messages_table.c.turn_id, messages_table.c.data, messages_table.c.tokens)
+                    .where(messages_table.c.session_key == key)
+                    .order_by(messages_table.c.id.desc())
+                    .limit(max_messages + 1)
+                )).all()
+                turns = _group_turns(rows)
+                if len(turns) == 1 and len(rows) > max_messages:  # the newest turn, cut by LIMIT
+                    turns = [await self._whole_turn(conn, rows[0].turn_id)]
+                elif len(rows) > max_messages:
+                    turns = turns[:-1]  # the oldest one was cut by LIMIT
+        except SQLAlchemyError as error:
+            raise StoreError(f"cannot read the history from {self.safe_url}: {_describe(error)}") from None
+        chosen: list[Turn] = []
+        used_messages = used_tokens = 0
+        for turn in turns:  # newest first
+            if chosen and (used_messages + len(turn.messages) > max_messages
+                           or used_tokens + turn.total_tokens > max_tokens):
+                break
+            chosen.append(turn)
+            used_messages += len(turn.messages)
+            used_tokens += turn.total_tokens
+        return chosen[::-1]
+
+    async def _whole_turn(self, conn: Any, turn_id: str) -> Turn:
+        rows = (await conn.execute(
+            select(messages_table.c.turn_id, messages_table.c.data, messages_table.c.tokens)
+            .where(messages_table.c.turn_id == turn_id)
+            .order_by(messages_table.c.id.desc())
+        )).all()
+        return _group_turns(rows)[0]
+
+    async def last_turn(self, key: str) -> Turn | None:
+        """The session's newest turn."""
+        turns = await self.recent_turns(key, max_messages=0, max_tokens=0)
+        return turns[-1] if turns else None
+
+    async def append_turn(self, key: str, messages: list[Message], tokens: list[int]) -> None:
+        """Store a finished turn in one transaction: all of it, or (on failure) none of it."""
+        await self._ready()
+        turn_id = uuid.uuid4().hex
+        now = time.time()
+        rows = [
+            {"session_key": key, "turn_id": turn_id, "role": str(message.get("role", "")),
+             "data": json.dumps(message, ensure_ascii=False), "tokens": count, "created_at": now}
+            for message, count in zip(messages, tokens, strict=True)
+        ]
+        try:
+            async with self.engine.begin() as conn:
+                await conn.execute(insert(messages_table), rows)
+        except SQLAlchemyError as error:
+            raise StoreError(f"cannot save the turn to {self.safe_url}: {_describe(error)}") from None
 
     async def clear(self, key: str) -> int:
-        """Forget the session."""
-        return len(self._sessions.pop(key, ()))
+        """Forget the session; returns how many turns were dropped."""
+        await self._ready()
+        try:
+            async with self.engine.begin() as conn:
+                count = (await conn.execute(
+                    select(func.count(func.distinct(messages_table.c.turn_id)))
+                    .where(messages_table.c.session_key == key)
+                )).scalar_one()
+                await conn.execute(delete(messages_table).where(messages_table.c.session_key == key))
+        except SQLAlchemyError as error:
+            raise StoreError(f"cannot clear the session in {self.safe_url}: {_describe(error)}") from None
+        return int(count)
+
+    async def stats(self, key: str) -> tuple[int, int, int]:
+        """(turns, messages, tokens) stored for the session."""
+        await self._ready()
+        try:
+            async with self.engine.connect() as conn:
+                row = (await conn.execute(
+                    select(func.count(func.distinct(messages_table.c.turn_id)), func.count(),
+                           func.coalesce(func.sum(messages_table.c.tokens), 0))
+                    .where(messages_table.c.session_key == key)
+                )).one()
+        except SQLAlchemyError as error:
+            raise StoreError(f"cannot read {self.safe_url}: {_describe(error)}") from None
+        return int(row[0]), int(row[1]), int(row[2])
+
+    async def export(self, key: str) -> list[dict[str, Any]]:
+        """Every stored message of the session, oldest first, with its turn and time."""
+        await self._ready()
+        try:
+            async with self.engine.connect() as conn:
+                rows = (await conn.execute(
+                    select(messages_table.c.turn_id, messages_table.c.data, messages_table.c.tokens,
+                           messages_table.c.created_at)
+                    .where(messages_table.c.session_key == key)
+                    .order_by(messages_table.c.id)
+                )).all()
+        except SQLAlchemyError as error:
+            raise StoreError(f"cannot read {self.safe_url}: {_describe(error)}") from None
+        return [{"turn": row.turn_id, "time": row.created_at, "tokens": row.tokens,
+                 "message": json.loads(row.data)} for row in rows]
+
+    async def get_setting(self, name: str) -> str | None:
+        """A persisted setting (the model chosen with marsho.model...)."""
+        await self._ready()
+        try:
+            async with self.engine.connect() as conn:
+                return (await conn.execute(
+                    select(settings_table.c.value).where(settings_table.c.name == name)
+                )).scalar()
+        except SQLAlchemyError as error:
+            raise StoreError(f"cannot read {self.safe_url}: {_describe(error)}") from None
+
+    async def set_setting(self, name: str, value: str) -> None:
+        """Persist a setting."""
+        await self._ready()
+        try:
+            async with self.engine.begin() as conn:
+                await conn.execute(delete(settings_table).where(settings_table.c.name == name))
+                await conn.execute(insert(settings_table).values(name=name, value=value))
+        except SQLAlchemyError as error:
+            raise StoreError(f"cannot save to {self.safe_url}: {_describe(error)}") from None
+
+
+def _group_turns(rows: Sequence[Any]) -> list[Turn]:
+    """Rows newest first → turns newest first, each turn's messages oldest first."""
+    turns: list[Turn] = []
+    current_id = None
+    for row in rows:
+        if row.turn_id != current_id:
+            turns.append(Turn([], []))
+            current_id = row.turn_id
+        turns[-1].messages.append(json.loads(row.data))
+        turns[-1].tokens.append(row.tokens)
+    for turn in turns:
+        turn.messages.reverse()
+        turn.tokens.reverse()
+    return turns
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")  # readers do not wait for the writer
+    cursor.execute("PRAGMA synchronous=NORMAL")  # safe with WAL, and much faster
+    cursor.close()

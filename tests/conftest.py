@@ -96,13 +96,14 @@ def fake() -> Iterator[FakeOpenAI]:
 
 
 @pytest.fixture
-def plugin_engine():
+async def plugin_engine():
     """The plugin's running engine, with an empty history for this test."""
     from nonebot_plugin_marsho.matchers import runtime
-    from nonebot_plugin_marsho.store import MemoryStore
+    from nonebot_plugin_marsho.store import SqlStore
 
     engine = runtime.require_engine()
     saved = engine.history
-    engine.history = MemoryStore(engine.max_history)
+    engine.history = store = SqlStore("sqlite://")
     yield engine
     engine.history = saved
+    await store.close()

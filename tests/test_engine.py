@@ -13,8 +13,8 @@ import pytest
 from nonebot_plugin_marsho.engine import Engine
 from nonebot_plugin_marsho.exceptions import EndpointError
 from nonebot_plugin_marsho.llm import LLMClient
-from nonebot_plugin_marsho.session import fit_history
-from nonebot_plugin_marsho.store import MemoryStore
+from nonebot_plugin_marsho.session import Turn, fit_history
+from nonebot_plugin_marsho.store import SqlStore
 from nonebot_plugin_marsho.tools import Tool, Toolkit, ToolRunner, Toolset
 from tests.conftest import llm_client
 from tests.fake_openai import FakeOpenAI, error, raw, text, tool_calls
@@ -47,8 +47,14 @@ def make_engine(fake: FakeOpenAI, **options: Any) -> Engine:
     toolset = options.pop("toolset", None) or make_toolset()
     runner = ToolRunner(toolset, timeout=options.pop("tool_timeout", 5))
     max_history = options.pop("max_history", 40)
-    return Engine(llm, toolset, MemoryStore(max_history), runner, max_history=max_history,
+    return Engine(llm, toolset, SqlStore("sqlite://"), runner, max_history=max_history,
                   **options)
+
+
+async def stored_turns(engine: Engine, key: str = KEY) -> list[list[dict[str, Any]]]:
+    """Every stored turn of the session, as lists of messages."""
+    turns = await engine.history.recent_turns(key, max_messages=10**6, max_tokens=10**9)
+    return [turn.messages for turn in turns]
 
 
 def roles(messages: list[dict[str, Any]]) -> list[str]:
@@ -64,7 +70,7 @@ async def test_a_text_answer_is_returned_and_stored_as_one_turn(fake: FakeOpenAI
         {"role": "system", "content": "Be kind."}, {"role": "user", "content": "hi"},
     ]
     assert fake.requests[0]["model"] == "fake-model"
-    assert [t for t in await engine.history.turns(KEY)] == [
+    assert [t for t in await stored_turns(engine)] == [
         [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Hello!"}]
     ]
 
@@ -161,7 +167,7 @@ async def test_tool_calls_sent_when_no_tools_were_offered_are_not_stored(fake: F
     engine = make_engine(fake, max_tool_rounds=1)
     reply = await engine.chat(KEY, "loop")
     assert reply.hit_round_limit
-    stored = (await engine.history.turns(KEY))[0]
+    stored = (await stored_turns(engine))[0]
     calls = [c["id"] for m in stored if m["role"] == "assistant" for c in m.get("tool_calls") or []]
     answered = [m["tool_call_id"] for m in stored if m["role"] == "tool"]
     assert calls == answered  # history stays a valid request
@@ -177,11 +183,11 @@ async def test_a_failed_turn_leaves_history_exactly_as_it_was(fake: FakeOpenAI) 
     engine = make_engine(fake)
     fake.push(text("first answer"))
     await engine.chat(KEY, "first")
-    before = await engine.history.turns(KEY)
+    before = await stored_turns(engine)
     fake.push(tool_calls(("wx__get_weather", {"location": "Oslo"})), error(500, "upstream broke"))
     with pytest.raises(EndpointError, match="upstream broke"):
         await engine.chat(KEY, "second")
-    assert await engine.history.turns(KEY) == before
+    assert await stored_turns(engine) == before
     fake.push(text("third answer"))
     await engine.chat(KEY, "third")
     assert fake.requests[-1]["messages"] == [
@@ -224,13 +230,15 @@ async def test_history_sent_is_bounded_and_never_splits_a_tool_exchange(fake: Fa
 
 def test_fit_history_shrinks_a_newest_turn_that_alone_is_too_big() -> None:
     call = {"id": "c", "type": "function", "function": {"name": "t", "arguments": "{}"}}
-    big = [{"role": "user", "content": "q"},
-           {"role": "assistant", "content": None, "tool_calls": [call]},
-           {"role": "tool", "tool_call_id": "c", "content": "r"},
-           {"role": "assistant", "content": "a"}]
-    assert fit_history([big], 2) == [big[0], big[3]]
-    assert fit_history([big], 1) == []
-    assert fit_history([big], 0) == []
+    big = Turn([{"role": "user", "content": "q"},
+                {"role": "assistant", "content": None, "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": "c", "content": "r"},
+                {"role": "assistant", "content": "a"}], [10, 10, 10, 10])
+    def fit(messages: int, tokens: int = 10**6) -> list[dict[str, Any]]:
+        return fit_history([big], max_messages=messages, max_tokens=tokens)
+    assert fit(2) == [big.messages[0], big.messages[3]]
+    assert fit(4, 25) == [big.messages[0], big.messages[3]]
+    assert fit(1) == [] and fit(0) == [] and fit(4, 19) == []
 
 
 async def test_last_calls_give_seed_001s_array_with_results(fake: FakeOpenAI) -> None:
@@ -251,7 +259,7 @@ async def test_reset_forgets_the_session(fake: FakeOpenAI) -> None:
     engine = make_engine(fake)
     await engine.chat(KEY, "hi")
     assert await engine.reset(KEY) == 1
-    assert await engine.history.turns(KEY) == []
+    assert await stored_turns(engine) == []
     assert await engine.reset(KEY) == 0
 
 
@@ -304,4 +312,4 @@ async def test_reasoning_content_is_kept_out_of_the_answer(fake: FakeOpenAI) -> 
     engine = make_engine(fake)
     reply = await engine.chat(KEY, "answer?")
     assert reply.text == "42"
-    assert "think" not in json.dumps(await engine.history.turns(KEY))
+    assert "think" not in json.dumps(await stored_turns(engine))

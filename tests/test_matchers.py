@@ -10,7 +10,7 @@ from nonebug import App
 from nonebot_plugin_marsho import matchers
 from nonebot_plugin_marsho.config import plugin_config
 from nonebot_plugin_marsho.matchers import Request, parse_request
-from nonebot_plugin_marsho.render import strip_reasoning
+from nonebot_plugin_marsho.llm import split_reasoning
 from tests.fake_openai import FakeOpenAI, error, text, tool_calls
 from tests.onebot import group_message, onebot_bot, private_message, reply_call
 
@@ -48,10 +48,12 @@ def test_any_command_start_is_accepted() -> None:
     assert parse_request("marsho hi", NAMES, {"!"}) == Request("chat", "hi")
 
 
-def test_think_blocks_are_stripped_from_answers() -> None:
-    assert strip_reasoning("<think>plan\nsteps</think>\nAnswer") == "Answer"
-    assert strip_reasoning("reasoning without opening</think>Answer") == "Answer"
-    assert strip_reasoning("Answer<think>unfinished") == "Answer"
+def test_think_blocks_are_taken_out_of_answers() -> None:
+    assert split_reasoning("<think>plan\nsteps</think>\nAnswer") == ("plan\nsteps", "Answer")
+    assert split_reasoning("reasoning without opening</think>Answer") == (
+        "reasoning without opening", "Answer")
+    assert split_reasoning("Answer<think>unfinished") == ("unfinished", "Answer")
+    assert split_reasoning("plain") == ("", "plain")
 
 
 @pytest.mark.parametrize("message", ["marsho hi", "/marsho hi", "Marsho hi", "小棉 hi"])
@@ -64,7 +66,8 @@ async def test_a_question_is_answered_quoting_the_message(
         event = group_message(message)
         ctx.receive_event(bot, event)
         ctx.should_call_api(*reply_call(event, "Hello!"), result={"message_id": 1})
-    assert fake.requests[-1]["messages"][-1] == {"role": "user", "content": "hi"}
+    # a group shares one conversation: the speaker is named
+    assert fake.requests[-1]["messages"][-1] == {"role": "user", "content": "user10001: hi"}
 
 
 async def test_private_chats_are_answered(app: App, fake: FakeOpenAI, plugin_engine) -> None:
@@ -108,7 +111,7 @@ async def test_mentions_are_answered_only_when_marsho_at_is_on(
         event = group_message("what is up", to_me=True)
         ctx.receive_event(bot, event)
         ctx.should_call_api(*reply_call(event, "Not much"), result={"message_id": 1})
-    assert fake.requests[-1]["messages"][-1]["content"] == "what is up"
+    assert fake.requests[-1]["messages"][-1]["content"] == "user10001: what is up"
 
 
 async def test_reset_forgets_the_conversation(app: App, fake: FakeOpenAI, plugin_engine) -> None:
@@ -118,11 +121,28 @@ async def test_reset_forgets_the_conversation(app: App, fake: FakeOpenAI, plugin
         for message, answer in [("marsho one", "first"),
                                 ("marsho.reset", "Done: I forgot this conversation (1 turns)."),
                                 ("marsho two", "fresh")]:
-            event = group_message(message)
+            event = group_message(message, role="admin")  # a shared group: admins may reset
             ctx.receive_event(bot, event)
             ctx.should_call_api(*reply_call(event, answer), result={"message_id": 1})
-    assert fake.requests[-1]["messages"][-1:] == [{"role": "user", "content": "two"}]
+    assert fake.requests[-1]["messages"][-1:] == [{"role": "user", "content": "user10001: two"}]
     assert all(m["role"] != "assistant" for m in fake.requests[-1]["messages"])
+
+
+async def test_a_member_cannot_reset_a_shared_group_conversation(
+    app: App, fake: FakeOpenAI, plugin_engine
+) -> None:
+    fake.push(text("first"))
+    async with app.test_matcher() as ctx:
+        bot = onebot_bot(ctx)
+        event = group_message("marsho one")
+        ctx.receive_event(bot, event)
+        ctx.should_call_api(*reply_call(event, "first"), result={"message_id": 1})
+        event = group_message("marsho.reset")
+        ctx.receive_event(bot, event)
+        ctx.should_call_api(*reply_call(
+            event, "This conversation is shared by the whole group: only group admins and "
+            "superusers can reset it."), result={"message_id": 2})
+    assert (await plugin_engine.history.stats("OneBot V11:group:20001"))[0] == 1
 
 
 async def test_sessions_are_per_group(app: App, fake: FakeOpenAI, plugin_engine) -> None:
@@ -133,7 +153,8 @@ async def test_sessions_are_per_group(app: App, fake: FakeOpenAI, plugin_engine)
             event = group_message(message, group_id=group)
             ctx.receive_event(bot, event)
             ctx.should_call_api(*reply_call(event, answer), result={"message_id": 1})
-    assert [m["content"] for m in fake.requests[-1]["messages"] if m["role"] != "system"] == ["in two"]
+    assert [m["content"] for m in fake.requests[-1]["messages"] if m["role"] != "system"] == [
+        "user10001: in two"]
 
 
 async def test_tools_lists_loaded_tools_and_failed_toolkits(app: App, plugin_engine) -> None:
@@ -193,8 +214,9 @@ async def test_an_endpoint_failure_is_explained_and_history_is_kept(
         ctx.should_call_api(*reply_call(
             event, "Sorry, I could not get an answer: The endpoint rejected the API key "
             "(401: bad key). Check MARSHO_API_KEY."), result={"message_id": 2})
-    assert len(await plugin_engine.history.turns(matchers.session_key(
-        "OneBot V11", group_id="20001", user_id="10001"))) == 1
+    turns, _, _ = await plugin_engine.history.stats(matchers.session_key(
+        "OneBot V11", group_id="20001", user_id="10001"))
+    assert turns == 1
 
 
 async def test_a_bad_setting_is_reported_to_the_chat(

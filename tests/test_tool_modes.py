@@ -11,7 +11,7 @@ import pytest
 from nonebot_plugin_marsho.engine import Engine
 from nonebot_plugin_marsho.exceptions import EndpointError
 from nonebot_plugin_marsho.llm import ToolMode
-from nonebot_plugin_marsho.store import MemoryStore
+from nonebot_plugin_marsho.store import SqlStore
 from nonebot_plugin_marsho.tools import Toolbox, Toolkit, ToolRunner, Toolset
 from nonebot_plugin_marsho.tools.prompt_mode import (
     parse_tool_calls,
@@ -40,7 +40,7 @@ def make_engine(fake: FakeOpenAI, mode: ToolMode = "native", **by_model: ToolMod
     toolset = Toolset()
     toolset.add(Toolkit("wx", tools=box.build("wx")))
     llm = llm_client(fake, tool_mode=mode, tool_mode_by_model=by_model)
-    return Engine(llm, toolset, MemoryStore(40), ToolRunner(toolset), system_prompt="Be brief.")
+    return Engine(llm, toolset, SqlStore("sqlite://"), ToolRunner(toolset), system_prompt="Be brief.")
 
 
 def all_text(body: dict[str, Any]) -> str:
