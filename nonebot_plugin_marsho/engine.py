@@ -8,7 +8,7 @@ from typing import Any
 
 from nonebot.log import logger
 
-from .exceptions import StoreError
+from .exceptions import BudgetError, StoreError
 from .llm import LLMClient
 from .session import History, Message, Turn, fit_current, fit_history
 from .tokens import TokenCounter
@@ -120,7 +120,13 @@ class Engine:
             [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
         )
         fixed = sum(map(self.counter.count_message, system)) + self.counter.count_tools(tools)
-        current = fit_current(current, self.counter, max(0, self.max_tokens - fixed))
+        if fixed >= self.max_tokens * 0.9:
+            raise BudgetError(
+                f"the system prompt and the tool schemas alone take about {fixed} tokens, too "
+                f"close to MARSHO_HISTORY_TOKENS={self.max_tokens}: raise it, or shorten "
+                "MARSHO_SYSTEM_PROMPT, or disable some tools"
+            )
+        current = fit_current(current, self.counter, self.max_tokens - fixed)
         room = self.max_tokens - fixed - sum(map(self.counter.count_message, current))
         earlier = fit_history(history, max_messages=self.max_history, max_tokens=max(0, room))
         return [*system, *earlier, *current]

@@ -32,3 +32,7 @@ class StoreError(MarshoError):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.reply: Any = None
+
+
+class BudgetError(MarshoError):
+    """A request cannot fit in MARSHO_HISTORY_TOKENS whatever is left out."""

@@ -19,7 +19,7 @@ from nonebot_plugin_alconna.uniseg import UniMessage
 
 from .config import config_error, plugin_config
 from .engine import Engine, Reply
-from .exceptions import EndpointError, NotReadyError, StoreError
+from .exceptions import EndpointError, MarshoError, NotReadyError, StoreError
 from .render import calls_text, history_text, reply_text, tools_text, usage_text
 from .session import session_key
 from .tokens import TokenCounter
@@ -217,6 +217,10 @@ async def handle_request(bot: Bot, event: Event, state: T_State) -> None:
                         f"(This exchange could not be saved: {error})")
         else:
             await _send(f"Sorry, my conversation database failed: {error}")
+        return
+    except MarshoError as error:  # a problem we can name (the token budget...)
+        logger.warning(f"marsho: session {key}: {error}")
+        await _send(f"Sorry: {error}")
         return
     except Exception as error:
         logger.opt(exception=error).error(f"marsho: session {key}: {request.command} failed")

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from nonebot_plugin_marsho.engine import Engine
-from nonebot_plugin_marsho.exceptions import EndpointError
+from nonebot_plugin_marsho.exceptions import BudgetError, EndpointError
 from nonebot_plugin_marsho.llm import LLMClient
 from nonebot_plugin_marsho.session import Turn, fit_history
 from nonebot_plugin_marsho.store import SqlStore
@@ -313,3 +313,13 @@ async def test_reasoning_content_is_kept_out_of_the_answer(fake: FakeOpenAI) -> 
     reply = await engine.chat(KEY, "answer?")
     assert reply.text == "42"
     assert "think" not in json.dumps(await stored_turns(engine))
+
+
+async def test_a_budget_the_system_prompt_alone_fills_is_refused_with_what_to_change(
+    fake: FakeOpenAI,
+) -> None:
+    engine = make_engine(fake, system_prompt="Be kind. " * 400, max_tokens=600)
+    with pytest.raises(BudgetError, match="MARSHO_HISTORY_TOKENS=600"):
+        await engine.chat(KEY, "hi")
+    assert fake.requests == []
+    assert await stored_turns(engine) == []
