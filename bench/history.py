@@ -10,10 +10,10 @@ tool-call turns: assistant `tool_calls`, `tool` results, final answer) through
 machine hits every case alike:
 - "10k": the filled session (it grows by two messages per timed turn);
 - "empty": a fresh session key for every turn, so the history is always empty;
-- "window": a session holding only as many messages as one request takes (MARSHO_MAX_HISTORY),
-  refilled before each turn. It sends the same amount of history as "10k", so "10k ÷ window"
-  isolates what the 10,000 stored messages cost, and "window ÷ empty" what sending a full
-  history costs (bigger request bodies to build and serialize).
+- "window": a small session, starting with as many messages as one request takes
+  (MARSHO_MAX_HISTORY, 40) and growing like "10k". It sends the same amount of history as
+  "10k", so "10k ÷ window" isolates what the 10,000 stored messages cost, and "window ÷ empty"
+  what sending a full history costs (bigger request bodies to build and serialize).
 
 Each case's figure is the median turn time minus the endpoint's own median time for the very
 request bodies that case sent (replayed with a minimal keep-alive HTTP client, as overhead.py does).
@@ -108,8 +108,8 @@ async def fill(store: Any, counter: Any, key: str, messages: int, seed: int) -> 
 
 async def endpoint_median_ms(fake: FakeOpenAI, bodies: list[dict]) -> float:
     """The endpoint's own median time for `bodies` (the lower of two replays: load only adds)."""
-    return min(median_ms(await asyncio.to_thread(raw_round_trips, fake.port, bodies))
-               for _ in range(2))
+    return min([median_ms(await asyncio.to_thread(raw_round_trips, fake.port, bodies))
+                for _ in range(2)])
 
 
 async def measure(label: str, url: str, fake: FakeOpenAI) -> None:
@@ -132,16 +132,7 @@ async def measure(label: str, url: str, fake: FakeOpenAI) -> None:
         print(f"[{label}] filled {FULL_KEY}: {messages} messages in {turns} turns "
               f"({tokens} tokens) in {fill_seconds:.1f} s, {fill_turns / fill_seconds:.0f} turns/s "
               "(one append_turn per turn)")
-        # the window session: the newest turns that fit one request, built once, restored each turn
-        rng = random.Random(2)
-        window: list[list[dict[str, Any]]] = []
-        while sum(map(len, window)) < engine.max_history:
-            window.append(realistic_turn(rng, len(window)))
-
-        async def refill_window() -> None:
-            await store.clear(WINDOW_KEY)
-            for turn in window:
-                await store.append_turn(WINDOW_KEY, turn, [engine.counter.count_message(m) for m in turn])
+        await fill(store, engine.counter, WINDOW_KEY, engine.max_history, seed=2)
 
         cases = ("empty", "window", "10k")
         times: dict[str, list[float]] = {case: [] for case in cases}
@@ -153,7 +144,6 @@ async def measure(label: str, url: str, fake: FakeOpenAI) -> None:
                     fresh += 1
                     key = f"bench:group:empty-{fresh}"
                 elif case == "window":
-                    await refill_window()
                     key = WINDOW_KEY
                 else:
                     key = FULL_KEY
@@ -165,15 +155,15 @@ async def measure(label: str, url: str, fake: FakeOpenAI) -> None:
                     times[case].append(elapsed)
                     bodies[case].extend(fake.requests[before:])
         fake.reset()
-        _, messages_after, _ = await store.stats(FULL_KEY)
+        after = {key: (await store.stats(key))[1] for key in (FULL_KEY, WINDOW_KEY)}
         overhead: dict[str, float] = {}
         for case in cases:
             sent = statistics.mean(len(b["messages"]) for b in bodies[case])
             endpoint = await endpoint_median_ms(fake, bodies[case])
             turn = median_ms(times[case])
             overhead[case] = turn - endpoint
-            stored = {"empty": "0", "window": f"{sum(map(len, window))}",
-                      "10k": f"{STORED}..{messages_after}"}[case]
+            stored = {"empty": "0", "window": f"{engine.max_history}..{after[WINDOW_KEY]}",
+                      "10k": f"{STORED}..{after[FULL_KEY]}"}[case]
             print(f"[{label}] {case:>6}: {stored} stored messages, {sent:.0f} sent per request; "
                   f"turn median {turn:.2f} ms (p90 {percentile(times[case], 0.9) * 1000:.2f} ms), "
                   f"endpoint alone {endpoint:.2f} ms, overhead {overhead[case]:.2f} ms")

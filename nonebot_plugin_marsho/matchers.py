@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import time
@@ -22,7 +21,7 @@ from .engine import Engine, Reply
 from .exceptions import EndpointError, MarshoError, NotReadyError, StoreError
 from .render import calls_text, history_text, reply_text, tools_text, usage_text
 from .session import session_key
-from .tokens import TokenCounter
+from .tokens import load_counter
 from .tools.model import Role, ToolContext
 
 COMMANDS = ("help", "reset", "tools", "calls", "history", "export", "model")
@@ -158,7 +157,8 @@ async def export_session(engine: Engine, key: str) -> str:
     text = json.dumps(data, ensure_ascii=False, indent=1)
     folder = localstore.get_plugin_data_dir() / "exports"
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{re.sub(r'[^A-Za-z0-9_-]+', '_', key)}-{int(time.time())}.json"
+    stamp = time.strftime("%Y%m%d-%H%M%S") + f"-{time.time_ns() % 10**9:09d}"
+    path = folder / f"{re.sub(r'[^A-Za-z0-9_-]+', '_', key)}-{stamp}.json"
     path.write_text(text, encoding="utf-8")
     shown = text if len(text) <= MAX_EXPORT_CHARS else f"({len(text)} characters: too long to show here)"
     return f"{len(data['messages'])} messages exported to {path}\n{shown}"
@@ -172,7 +172,7 @@ async def switch_model(engine: Engine, name: str) -> str:
         return f"{name!r} does not look like a model name."
     await engine.history.set_setting(MODEL_SETTING, name)
     previous, engine.llm.model = engine.llm.model, name
-    engine.counter = await asyncio.to_thread(TokenCounter.for_model, name)
+    engine.counter = await load_counter(name)
     return f"Switched from {previous} to {name}; kept across restarts."
 
 

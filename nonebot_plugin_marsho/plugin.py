@@ -1,6 +1,5 @@
 """NoneBot wiring: required plugins, metadata, matchers, and building the engine at startup."""
 
-import asyncio
 from pathlib import Path
 
 from nonebot import get_driver, require
@@ -18,7 +17,7 @@ from .exceptions import StoreError  # noqa: E402
 from .llm import LLMClient  # noqa: E402
 from .matchers import MODEL_SETTING, runtime  # noqa: E402
 from .store import SqlStore  # noqa: E402
-from .tokens import TokenCounter  # noqa: E402
+from .tokens import load_counter  # noqa: E402
 from .tools import BUILTIN_TOOLSET, ToolRunner, Toolset, ToolsetSource, load_toolset  # noqa: E402
 
 __plugin_meta__ = PluginMetadata(
@@ -138,7 +137,7 @@ async def start_marsho() -> None:
         max_tool_rounds=plugin_config.marsho_max_tool_rounds,
         max_history=plugin_config.marsho_max_history,
         max_tokens=plugin_config.marsho_history_tokens,
-        counter=await token_counter(llm.model),
+        counter=await load_counter(llm.model),
     )
     logger.info(f"marsho: ready, model {llm.model} at {llm.base_url}, {len(toolset.tools)} tools, "
                 f"history in {store.safe_url} ({runtime.engine.counter.name} token counts); "
@@ -150,17 +149,6 @@ def database_url() -> str:
     if plugin_config.marsho_database_url:
         return plugin_config.marsho_database_url
     return f"sqlite+aiosqlite:///{localstore.get_plugin_data_dir() / 'marsho.db'}"
-
-
-async def token_counter(model: str) -> TokenCounter:
-    """The model's tokenizer, loaded off the event loop (tiktoken may fetch it once); the
-    estimate if that takes too long."""
-    try:
-        return await asyncio.wait_for(asyncio.to_thread(TokenCounter.for_model, model), 15)
-    except asyncio.TimeoutError:
-        logger.warning(f"marsho: loading the tokenizer for {model} took too long; "
-                       "counting tokens with the estimate")
-        return TokenCounter()
 
 
 @driver.on_shutdown

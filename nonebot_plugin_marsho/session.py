@@ -150,16 +150,20 @@ def fit_current(messages: list[Message], counter: TokenCounter, max_tokens: int)
     note) until it fits; nothing is dropped, so every tool call keeps its answer."""
     fitted = list(messages)
     sizes = [counter.count_message(m) for m in fitted]
+    stuck: set[int] = set()  # messages that cannot shrink any further
     while sum(sizes) > max_tokens:
-        index = max(range(len(fitted)), key=sizes.__getitem__)
-        content = fitted[index].get("content")
-        if not isinstance(content, str) or not content:
-            break  # nothing left to cut
+        candidates = [i for i, m in enumerate(fitted)
+                      if i not in stuck and isinstance(m.get("content"), str) and m["content"]]
+        if not candidates:
+            break
+        index = max(candidates, key=sizes.__getitem__)
+        content = fitted[index]["content"]
         overflow = sum(sizes) - max_tokens
         keep = max(0, counter.count_text(content) - overflow - 16)
-        fitted[index] = {**fitted[index], "content": counter.truncate(content, keep)}
-        new_size = counter.count_message(fitted[index])
+        shorter = {**fitted[index], "content": counter.truncate(content, keep)}
+        new_size = counter.count_message(shorter)
         if new_size >= sizes[index]:
-            break
-        sizes[index] = new_size
+            stuck.add(index)
+            continue
+        fitted[index], sizes[index] = shorter, new_size
     return fitted

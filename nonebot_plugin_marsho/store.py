@@ -226,15 +226,15 @@ class SqlStore:
         await self._ready()
         turn_id = uuid.uuid4().hex
         now = time.time()
-        rows = [
-            {"session_key": key, "turn_id": turn_id, "role": str(message.get("role", "")),
-             "data": json.dumps(message, ensure_ascii=False), "tokens": count, "created_at": now}
-            for message, count in zip(messages, tokens, strict=True)
-        ]
         try:
+            rows = [
+                {"session_key": key, "turn_id": turn_id, "role": str(message.get("role", "")),
+                 "data": json.dumps(message, ensure_ascii=False), "tokens": count, "created_at": now}
+                for message, count in zip(messages, tokens, strict=True)
+            ]
             async with self.engine.begin() as conn:
                 await conn.execute(insert(messages_table), rows)
-        except SQLAlchemyError as error:
+        except (SQLAlchemyError, TypeError, ValueError) as error:
             raise StoreError(f"cannot save the turn to {self.safe_url}: {_describe(error)}") from None
 
     async def clear(self, key: str) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import re
@@ -9,22 +10,25 @@ from typing import Any, Protocol
 
 from nonebot.log import logger
 
+_NOTES = ("\n…[cut to fit the conversation's token budget]", "…[cut]")
+
 MESSAGE_OVERHEAD = 4
 """Tokens each chat message costs beyond its content (role and separators), as OpenAI counts."""
 
-_WIDE = re.compile(
-    r"[\u1100-\u11ff\u2e80-\u9fff\ua960-\ua97f\uac00-\ud7ff\uf900-\ufaff\uff00-\uffef"
-    r"\U00020000-\U0003ffff]"
-)
+_CJK = re.compile(r"[\u1100-\u11ff\u2e80-\u9fff\ua960-\ua97f\uac00-\ud7ff\uf900-\ufaff\uff00-\uffef]")
+_ASTRAL = re.compile(r"[\U00010000-\U0010ffff]")
 
 
 def estimate_tokens(text: str) -> int:
-    """The estimate used when tiktoken does not know the model: one token per CJK (or other
-    wide) character, one per three other characters. Real tokenizers give about one per
-    character for Chinese and one per four for English, so this errs on the high side: a
-    budget counted this way is never exceeded."""
-    wide = len(_WIDE.findall(text))
-    return wide + math.ceil((len(text) - wide) / 3)
+    """The estimate used when tiktoken does not know the model, cautious on purpose: 1 token
+    per 3 ASCII characters, 1.5 per Chinese/Japanese/Korean character, 3 per emoji (or other
+    character beyond U+FFFF), 1 per other character. Real tokenizers give about 1 per 4 English
+    characters and about 1.2 per Chinese character, so a budget counted this way holds."""
+    astral = len(_ASTRAL.findall(text))
+    cjk = len(_CJK.findall(text))
+    ascii_chars = sum(1 for char in text if char.isascii())
+    other = len(text) - astral - cjk - ascii_chars
+    return math.ceil(ascii_chars / 3 + cjk * 1.5 + astral * 3 + other)
 
 
 class _Encoding(Protocol):
@@ -87,7 +91,8 @@ class TokenCounter:
         """The start of `text` within `max_tokens`, with a note saying it was cut."""
         if self.count_text(text) <= max_tokens:
             return text
-        note = "\n…[cut to fit the conversation's token budget]"
+        # the longest note that leaves room, so even a tiny limit is kept
+        note = next((n for n in _NOTES if self.count_text(n) < max_tokens), "")
         room = max(0, max_tokens - self.count_text(note))
         low, high = 0, len(text)
         while low < high:  # the longest prefix that fits
@@ -97,3 +102,14 @@ class TokenCounter:
             else:
                 high = middle - 1
         return text[:low] + note
+
+
+async def load_counter(model: str, timeout: float = 15) -> TokenCounter:
+    """`TokenCounter.for_model` off the event loop (tiktoken may fetch its tokenizer once), and
+    the estimate if that takes longer than `timeout` seconds."""
+    try:
+        return await asyncio.wait_for(asyncio.to_thread(TokenCounter.for_model, model), timeout)
+    except asyncio.TimeoutError:
+        logger.warning(f"marsho: loading the tokenizer for {model} took too long; "
+                       "counting tokens with the estimate")
+        return TokenCounter()

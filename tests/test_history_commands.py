@@ -1,0 +1,309 @@
+"""Whose conversation a message joins (MARSHO_SESSION_SCOPE), and the history commands:
+marsho.reset, marsho.history, marsho.export, marsho.model, through nonebug."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from nonebot.adapters.onebot.v11 import GroupMessageEvent, Message, PrivateMessageEvent
+from nonebug import App
+
+from nonebot_plugin_marsho.config import plugin_config
+from nonebot_plugin_marsho.engine import Engine
+from nonebot_plugin_marsho.exceptions import StoreError
+from nonebot_plugin_marsho.matchers import MODEL_SETTING
+from nonebot_plugin_marsho.render import history_text
+from nonebot_plugin_marsho.session import session_key
+from tests.conftest import DATA_DIR, SUPERUSER_ID
+from tests.fake_openai import FakeOpenAI, text, tool_calls
+from tests.onebot import group_message, onebot_bot, private_message, reply_call
+
+PLATFORM = "OneBot V11"
+SUPERUSER = int(SUPERUSER_ID)
+GROUP_KEY = session_key(PLATFORM, group_id="20001", user_id="10001", scope="group")
+PLUGIN_DATA_DIR = DATA_DIR / "nonebot_plugin_marsho"
+"""The plugin's localstore data folder in tests (LOCALSTORE_DATA_DIR is DATA_DIR)."""
+MEMBER_ONLY = ("This conversation is shared by the whole group: only group admins and "
+               "superusers can reset it.")
+
+Event = GroupMessageEvent | PrivateMessageEvent
+
+
+def key_of(scope: str, *, user: int = 10001, group: int | None = 20001) -> str:
+    return session_key(PLATFORM, group_id=None if group is None else str(group),
+                       user_id=str(user), scope=scope)  # type: ignore[arg-type]
+
+
+def user_messages(body: dict) -> list[str]:
+    return [m["content"] for m in body["messages"] if m["role"] == "user"]
+
+
+async def exchange(app: App, *steps: tuple[Event, str]) -> None:
+    """Send each event and expect marsho to answer it with the text."""
+    async with app.test_matcher() as ctx:
+        bot = onebot_bot(ctx)
+        for number, (event, answer) in enumerate(steps):
+            ctx.receive_event(bot, event)
+            ctx.should_call_api(*reply_call(event, answer), result={"message_id": number})
+
+
+class AnyText:
+    """Stands for a reply's message in `should_call_api`: matches whatever is sent, keeps its text."""
+
+    text = ""
+
+    def __eq__(self, other: object) -> bool:
+        self.text = Message(other).extract_plain_text()  # type: ignore[arg-type]
+        return True
+
+
+async def reply_to(app: App, event: Event) -> str:
+    """Whatever marsho answers to `event`, for replies that cannot be known in advance."""
+    captured = AnyText()
+    api, data = reply_call(event, "")
+    async with app.test_matcher() as ctx:
+        bot = onebot_bot(ctx)
+        ctx.receive_event(bot, event)
+        ctx.should_call_api(api, {**data, "message": captured}, result={"message_id": 1})
+    return captured.text
+
+
+@pytest.fixture
+def scope(monkeypatch: pytest.MonkeyPatch):
+    def set_scope(value: str) -> None:
+        monkeypatch.setattr(plugin_config, "marsho_session_scope", value)
+    return set_scope
+
+
+# --- session scopes --------------------------------------------------------------------------
+
+
+async def test_group_scope_shares_one_conversation_naming_each_speaker(
+    app: App, fake: FakeOpenAI, plugin_engine: Engine, scope
+) -> None:
+    scope("group")
+    alice = group_message("marsho hi all", user_id=10001)
+    alice.sender.card = "Alice"  # the group card wins over the nickname
+    bob = group_message("marsho hello", user_id=10002)  # no card: his nickname
+    fake.push(text("Hi Alice"), text("Hi Bob"))
+    await exchange(app, (alice, "Hi Alice"), (bob, "Hi Bob"))
+    assert user_messages(fake.requests[-1]) == ["Alice: hi all", "user10002: hello"]
+    assert (await plugin_engine.history.stats(GROUP_KEY))[0] == 2
+
+
+async def test_user_in_group_scope_gives_each_member_their_own_conversation(
+    app: App, fake: FakeOpenAI, plugin_engine: Engine, scope
+) -> None:
+    scope("user_in_group")
+    fake.push(text("a1"), text("b1"), text("a2"))
+    await exchange(app, (group_message("marsho I am Alice", user_id=10001), "a1"),
+                   (group_message("marsho I am Bob", user_id=10002), "b1"),
+                   (group_message("marsho who am I?", user_id=10001), "a2"))
+    assert user_messages(fake.requests[1]) == ["I am Bob"]  # no name prefix, nobody else's turns
+    assert user_messages(fake.requests[2]) == ["I am Alice", "who am I?"]
+    assert (await plugin_engine.history.stats(key_of("user_in_group", user=10001)))[0] == 2
+    assert (await plugin_engine.history.stats(key_of("user_in_group", user=10002)))[0] == 1
+    assert (await plugin_engine.history.stats(GROUP_KEY))[0] == 0
+
+
+async def test_user_scope_follows_a_person_across_groups_and_private_chat(
+    app: App, fake: FakeOpenAI, plugin_engine: Engine, scope
+) -> None:
+    scope("user")
+    fake.push(text("1"), text("2"), text("other"), text("3"))
+    await exchange(app, (group_message("marsho in group one", group_id=1), "1"),
+                   (group_message("marsho in group two", group_id=2), "2"),
+                   (group_message("marsho someone else", group_id=1, user_id=10002), "other"),
+                   (private_message("marsho in private"), "3"))
+    assert user_messages(fake.requests[2]) == ["someone else"]
+    assert user_messages(fake.requests[3]) == ["in group one", "in group two", "in private"]
+    assert (await plugin_engine.history.stats(key_of("user", group=None)))[0] == 3
+
+
+@pytest.mark.parametrize("chosen_scope", ["group", "user_in_group", "user"])
+async def test_private_chats_are_per_user_in_every_scope(
+    app: App, fake: FakeOpenAI, plugin_engine: Engine, scope, chosen_scope: str
+) -> None:
+    scope(chosen_scope)
+    fake.push(text("a1"), text("b1"), text("a2"))
+    await exchange(app, (private_message("marsho I am Alice", user_id=10001), "a1"),
+                   (private_message("marsho I am Bob", user_id=10002), "b1"),
+                   (private_message("marsho who am I?", user_id=10001), "a2"))
+    assert user_messages(fake.requests[1]) == ["I am Bob"]
+    assert user_messages(fake.requests[2]) == ["I am Alice", "who am I?"]  # never a name prefix
+    assert (await plugin_engine.history.stats(key_of(chosen_scope, group=None)))[0] == 2
+
+
+# --- marsho.reset ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("role", "user_id", "allowed"),
+    [("member", 10001, False), ("admin", 10002, True), ("owner", 10003, True),
+     ("member", SUPERUSER, True)],
+    ids=["member", "admin", "owner", "superuser"],
+)
+async def test_only_admins_owners_and_superusers_reset_a_shared_group_conversation(
+    app: App, fake: FakeOpenAI, plugin_engine: Engine, scope, role: str, user_id: int,
+    allowed: bool,
+) -> None:
+    scope("group")
+    fake.push(text("first"))
+    answer = "Done: I forgot this conversation (1 turns)." if allowed else MEMBER_ONLY
+    await exchange(app, (group_message("marsho one"), "first"),
+                   (group_message("marsho.reset", user_id=user_id, role=role), answer))
+    assert (await plugin_engine.history.stats(GROUP_KEY))[0] == (0 if allowed else 1)
+
+
+async def test_in_user_in_group_scope_any_member_resets_their_own_conversation(
+    app: App, fake: FakeOpenAI, plugin_engine: Engine, scope
+) -> None:
+    scope("user_in_group")
+    fake.push(text("a"), text("b"), text("fresh"))
+    await exchange(app, (group_message("marsho mine", user_id=10001), "a"),
+                   (group_message("marsho theirs", user_id=10002), "b"),
+                   (group_message("marsho.reset", user_id=10001),
+                    "Done: I forgot this conversation (1 turns)."),
+                   (group_message("marsho again", user_id=10001), "fresh"))
+    assert user_messages(fake.requests[-1]) == ["again"]
+    assert (await plugin_engine.history.stats(key_of("user_in_group", user=10002)))[0] == 1
+
+
+# --- marsho.history --------------------------------------------------------------------------
+
+
+async def test_history_reports_turns_messages_and_tokens(
+    app: App, fake: FakeOpenAI, plugin_engine: Engine, scope
+) -> None:
+    scope("group")
+    await exchange(app, (group_message("marsho.history"), "This conversation is empty."))
+    fake.push(text("first"), text("second"))
+    sent = [{"role": "user", "content": "user10001: one"}, {"role": "assistant", "content": "first"},
+            {"role": "user", "content": "user10001: two"}, {"role": "assistant", "content": "second"}]
+    tokens = sum(map(plugin_engine.counter.count_message, sent))
+    expected = history_text(2, 4, tokens, plugin_engine.max_tokens, plugin_engine.counter.name)
+    assert f"2 turns, 4 messages, about {tokens} tokens" in expected
+    await exchange(app, (group_message("marsho one"), "first"), (group_message("marsho two"), "second"),
+                   (group_message("marsho.history"), expected))
+
+
+# --- superuser commands ----------------------------------------------------------------------
+
+
+def exports_dir() -> Path:
+    return PLUGIN_DATA_DIR / "exports"
+
+
+@pytest.mark.parametrize("command", ["export", "model", "model other-model"])
+@pytest.mark.parametrize("role", ["member", "admin", "owner"])
+async def test_export_and_model_are_for_superusers_only(
+    app: App, fake: FakeOpenAI, plugin_engine: Engine, command: str, role: str
+) -> None:
+    before = set(exports_dir().glob("*")) if exports_dir().exists() else set()
+    model = plugin_engine.llm.model
+    name = command.split()[0]
+    await exchange(app, (group_message(f"marsho.{command}", role=role),
+                         f"Only the bot's superusers may use marsho.{name}."))
+    assert plugin_engine.llm.model == model
+    assert await plugin_engine.history.get_setting(MODEL_SETTING) is None
+    assert (set(exports_dir().glob("*")) if exports_dir().exists() else set()) == before
+    assert fake.requests == []
+
+
+async def test_export_writes_every_message_of_the_session_as_json(
+    app: App, fake: FakeOpenAI, plugin_engine: Engine, scope
+) -> None:
+    scope("group")
+    fake.push(tool_calls(("marshoai-example__get_weather", {"location": "Hangzhou"}, "call_9")),
+              text("Hot in Hangzhou"), text("You're welcome"))
+    await exchange(app, (group_message("marsho weather?", user_id=SUPERUSER), "Hot in Hangzhou"),
+                   (group_message("marsho thanks", user_id=10002), "You're welcome"))
+    reply = await reply_to(app, group_message("marsho.export", user_id=SUPERUSER))
+
+    found = re.match(r"(\d+) messages exported to (.+?\.json)\n", reply)
+    assert found, reply
+    assert found.group(1) == "6"
+    path = Path(found.group(2))
+    assert path.is_relative_to(PLUGIN_DATA_DIR)
+    data = json.loads(path.read_text(encoding="utf-8"))
+    assert data["session"] == GROUP_KEY
+    messages = [item["message"] for item in data["messages"]]
+    assert [m["role"] for m in messages] == ["user", "assistant", "tool", "assistant", "user",
+                                             "assistant"]
+    assert messages[0] == {"role": "user", "content": f"user{SUPERUSER}: weather?"}
+    assert messages[1]["tool_calls"][0]["id"] == messages[2]["tool_call_id"] == "call_9"
+    assert messages[2]["content"] == "The temperature of Hangzhou is 114514℃。"
+    assert messages[3:] == [{"role": "assistant", "content": "Hot in Hangzhou"},
+                            {"role": "user", "content": "user10002: thanks"},
+                            {"role": "assistant", "content": "You're welcome"}]
+    assert json.dumps(data, ensure_ascii=False, indent=1) in reply  # short: shown in the chat too
+
+
+async def test_model_shows_switches_and_keeps_the_model(
+    app: App, fake: FakeOpenAI, plugin_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # put the plugin's engine back as it was for the other tests
+    monkeypatch.setattr(plugin_engine.llm, "model", plugin_engine.llm.model)
+    monkeypatch.setattr(plugin_engine, "counter", plugin_engine.counter)
+    previous, base_url = plugin_engine.llm.model, plugin_engine.llm.base_url
+    fake.push(text("from the other model"))
+    await exchange(
+        app,
+        (group_message("marsho.model", user_id=SUPERUSER), f"The model is {previous} (at {base_url})."),
+        (group_message("marsho.model other-model", user_id=SUPERUSER),
+         f"Switched from {previous} to other-model; kept across restarts."),
+        (group_message("marsho hi"), "from the other model"),
+        (group_message("marsho.model", user_id=SUPERUSER), f"The model is other-model (at {base_url})."),
+    )
+    assert [body["model"] for body in fake.requests] == ["other-model"]
+    assert await plugin_engine.history.get_setting(MODEL_SETTING) == "other-model"
+
+
+async def test_a_model_name_that_is_not_one_is_refused(
+    app: App, fake: FakeOpenAI, plugin_engine: Engine
+) -> None:
+    model = plugin_engine.llm.model
+    await exchange(app, (group_message("marsho.model rm -rf /", user_id=SUPERUSER),
+                         "'rm -rf /' does not look like a model name."))
+    assert plugin_engine.llm.model == model
+    assert await plugin_engine.history.get_setting(MODEL_SETTING) is None
+
+
+# --- a database that fails --------------------------------------------------------------------
+
+
+async def test_an_answer_that_cannot_be_saved_is_still_sent_with_a_note(
+    app: App, fake: FakeOpenAI, plugin_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    problem = "cannot save the turn to sqlite+aiosqlite://: OperationalError: disk I/O error"
+
+    async def disk_full(*args: object) -> None:
+        raise StoreError(problem)
+
+    fake.push(text("kept"), text("not kept"), text("third"))
+    await exchange(app, (group_message("marsho one"), "kept"))
+    before = await plugin_engine.history.export(GROUP_KEY)
+    with monkeypatch.context() as patch:
+        patch.setattr(plugin_engine.history, "append_turn", disk_full)
+        await exchange(app, (group_message("marsho two"),
+                             f"not kept\n(This exchange could not be saved: {problem})"))
+    assert await plugin_engine.history.export(GROUP_KEY) == before
+    await exchange(app, (group_message("marsho three"), "third"))
+    assert user_messages(fake.requests[-1]) == ["user10001: one", "user10001: three"]
+
+
+async def test_history_that_cannot_be_read_is_explained(
+    app: App, fake: FakeOpenAI, plugin_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    problem = "cannot read the history from sqlite+aiosqlite://: OperationalError: disk I/O error"
+
+    async def unreadable(*args: object, **kwargs: object) -> None:
+        raise StoreError(problem)
+
+    monkeypatch.setattr(plugin_engine.history, "recent_turns", unreadable)
+    await exchange(app, (group_message("marsho hi"),
+                         f"Sorry, my conversation database failed: {problem}"))
+    assert fake.requests == []
