@@ -167,7 +167,8 @@ async def measure(label: str, url: str, fake: FakeOpenAI) -> None:
             print(f"[{label}] {case:>6}: {stored} stored messages, {sent:.0f} sent per request; "
                   f"turn median {turn:.2f} ms (p90 {percentile(times[case], 0.9) * 1000:.2f} ms), "
                   f"endpoint alone {endpoint:.2f} ms, overhead {overhead[case]:.2f} ms")
-        print(f"[{label}] {ratio_line('overhead 10k / empty', overhead['10k'] / overhead['empty'], TARGET, 'n/a')}")
+        ratio = overhead["10k"] / overhead["empty"]
+        print(f"[{label}] {ratio_line('overhead 10k / empty', ratio, TARGET, 'n/a')}")
         print(f"[{label}]   10k / window (what the stored volume costs): "
               f"{overhead['10k'] / overhead['window']:.2f}; window / empty (what sending "
               f"{engine.max_history} messages of history costs): "

@@ -11,6 +11,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from sqlalchemy import (
@@ -32,11 +33,16 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import StaticPool
 
 from .exceptions import StoreError
 from .session import Message, SessionLocks, Turn
+
+_held_connection: ContextVar[tuple[SqlStore, AsyncConnection] | None] = ContextVar(
+    "marsho_turn_connection", default=None
+)
+"""The connection holding the running turn's PostgreSQL lock, which its reads and writes use."""
 
 SCHEMA_VERSION = 1
 """Bumped with each change to the tables; `start()` upgrades older databases."""
@@ -95,12 +101,13 @@ class SqlStore:
             if parsed.database in (None, "", ":memory:"):
                 options["poolclass"] = StaticPool  # one shared in-memory database
         else:
-            # a running turn holds one connection for its lock (see lock())
-            options.update(pool_pre_ping=True, pool_size=10, max_overflow=90)
+            # a running turn holds one connection, for its lock and its reads and writes
+            options.update(pool_pre_ping=True, pool_size=20, max_overflow=80)
         self.engine: AsyncEngine = create_async_engine(self.url, **options)
         if self.dialect == "sqlite":
             event.listen(self.engine.sync_engine, "connect", _sqlite_pragmas)
         self._local_locks = SessionLocks()
+        self._write_lock = asyncio.Lock() if self.dialect == "sqlite" else None
         self._started: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -125,6 +132,9 @@ class SqlStore:
     async def _create_tables(self) -> None:
         try:
             async with self.engine.begin() as conn:
+                if self.shared:  # two bots starting on an empty database: one creates, one waits
+                    await conn.execute(text("SELECT pg_advisory_xact_lock(:id)"),
+                                       {"id": _lock_id("marsho:schema")})
                 await conn.run_sync(metadata.create_all)
                 found = (await conn.execute(
                     select(settings_table.c.value).where(settings_table.c.name == "schema_version")
@@ -162,28 +172,64 @@ class SqlStore:
             if not self.shared:
                 yield
                 return
+            conn = None
             try:
                 conn = await self.engine.connect()
-                conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
                 await conn.execute(text("SELECT pg_advisory_lock(:id)"), {"id": _lock_id(key)})
-            except (SQLAlchemyError, OSError) as error:
-                raise StoreError(f"cannot lock the session in {self.safe_url}: "
-                                 f"{_describe(error)}") from None
+                await conn.commit()  # the lock is the session's: it outlives this transaction
+            except BaseException as error:  # a failed or cancelled wait must not leak the connection
+                if conn is not None:
+                    await conn.invalidate()
+                if isinstance(error, (SQLAlchemyError, OSError)):
+                    raise StoreError(f"cannot lock the session in {self.safe_url}: "
+                                     f"{_describe(error)}") from None
+                raise
+            # the turn reads and writes on this same connection: one per running turn
+            token = _held_connection.set((self, conn))
             try:
                 yield
             finally:
+                _held_connection.reset(token)
                 try:
+                    await conn.rollback()
                     await conn.execute(text("SELECT pg_advisory_unlock(:id)"), {"id": _lock_id(key)})
+                    await conn.commit()
                     await conn.close()
                 except (SQLAlchemyError, OSError):
                     await conn.invalidate()  # closing the connection frees the lock too
+
+    @asynccontextmanager
+    async def _connection(self, *, write: bool) -> AsyncIterator[AsyncConnection]:
+        """A connection for one read, or one write transaction: the running turn's own on
+        PostgreSQL; on SQLite, writers of this process take turns (SQLite's own busy waiting
+        is unfair and can keep a writer waiting for seconds)."""
+        held = _held_connection.get()
+        if held is not None and held[0] is self:
+            conn = held[1]
+            if conn.in_transaction():
+                await conn.commit()
+            if write:
+                async with conn.begin():
+                    yield conn
+            else:
+                try:
+                    yield conn
+                finally:
+                    await conn.rollback()  # end the read's transaction
+            return
+        if write and self._write_lock is not None:
+            async with self._write_lock, self.engine.begin() as conn:
+                yield conn
+            return
+        async with (self.engine.begin() if write else self.engine.connect()) as conn:
+            yield conn
 
     async def recent_turns(self, key: str, *, max_messages: int, max_tokens: int) -> list[Turn]:
         """The newest whole turns within both bounds (oldest first); the newest turn always,
         even if alone it is too big (the engine shrinks it)."""
         await self._ready()
         try:
-            async with self.engine.connect() as conn:
+            async with self._connection(write=False) as conn:
                 rows = (await conn.execute(
                     select(messages_table.c.turn_id, messages_table.c.data, messages_table.c.tokens)
                     .where(messages_table.c.session_key == key)
@@ -232,7 +278,7 @@ class SqlStore:
                  "data": json.dumps(message, ensure_ascii=False), "tokens": count, "created_at": now}
                 for message, count in zip(messages, tokens, strict=True)
             ]
-            async with self.engine.begin() as conn:
+            async with self._connection(write=True) as conn:
                 await conn.execute(insert(messages_table), rows)
         except (SQLAlchemyError, TypeError, ValueError) as error:
             raise StoreError(f"cannot save the turn to {self.safe_url}: {_describe(error)}") from None
@@ -241,7 +287,7 @@ class SqlStore:
         """Forget the session; returns how many turns were dropped."""
         await self._ready()
         try:
-            async with self.engine.begin() as conn:
+            async with self._connection(write=True) as conn:
                 count = (await conn.execute(
                     select(func.count(func.distinct(messages_table.c.turn_id)))
                     .where(messages_table.c.session_key == key)
@@ -255,7 +301,7 @@ class SqlStore:
         """(turns, messages, tokens) stored for the session."""
         await self._ready()
         try:
-            async with self.engine.connect() as conn:
+            async with self._connection(write=False) as conn:
                 row = (await conn.execute(
                     select(func.count(func.distinct(messages_table.c.turn_id)), func.count(),
                            func.coalesce(func.sum(messages_table.c.tokens), 0))
@@ -269,7 +315,7 @@ class SqlStore:
         """Every stored message of the session, oldest first, with its turn and time."""
         await self._ready()
         try:
-            async with self.engine.connect() as conn:
+            async with self._connection(write=False) as conn:
                 rows = (await conn.execute(
                     select(messages_table.c.turn_id, messages_table.c.data, messages_table.c.tokens,
                            messages_table.c.created_at)
@@ -285,7 +331,7 @@ class SqlStore:
         """A persisted setting (the model chosen with marsho.model...)."""
         await self._ready()
         try:
-            async with self.engine.connect() as conn:
+            async with self._connection(write=False) as conn:
                 return (await conn.execute(
                     select(settings_table.c.value).where(settings_table.c.name == name)
                 )).scalar()
@@ -296,7 +342,7 @@ class SqlStore:
         """Persist a setting."""
         await self._ready()
         try:
-            async with self.engine.begin() as conn:
+            async with self._connection(write=True) as conn:
                 await conn.execute(delete(settings_table).where(settings_table.c.name == name))
                 await conn.execute(insert(settings_table).values(name=name, value=value))
         except SQLAlchemyError as error:

@@ -395,6 +395,33 @@ async def test_lock_is_released_when_the_turn_fails(pg_url: str) -> None:
         await second.close()
 
 
+async def test_lock_is_released_when_turns_are_cancelled(pg_url: str) -> None:
+    """A turn cancelled while it holds the session (shutdown), and one cancelled while it
+    waits for it, leave the session free."""
+    first, second, third = SqlStore(pg_url), SqlStore(pg_url), SqlStore(pg_url)
+    try:
+        holding = asyncio.create_task(_enter_and_stay(first, KEY))
+        await asyncio.sleep(0.2)
+        waiting = asyncio.create_task(_enter(second, KEY, []))
+        await asyncio.sleep(0.2)
+        assert not waiting.done()
+        for task in (waiting, holding):
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+        await asyncio.wait_for(_enter(third, KEY, []), 5)
+        await asyncio.wait_for(_enter(second, KEY, []), 5)
+        await asyncio.wait_for(_enter(first, KEY, []), 5)
+    finally:
+        for store in (first, second, third):
+            await store.close()
+
+
+async def _enter_and_stay(store: SqlStore, key: str) -> None:
+    async with store.lock(key):
+        await asyncio.sleep(3600)
+
+
 async def test_two_engines_in_one_process_take_turns(pg_url: str, endpoint: FakeOpenAI) -> None:
     turns_each = 5
     engines = [make_engine(SqlStore(pg_url), endpoint.base_url) for _ in range(2)]
