@@ -42,6 +42,9 @@ def _print_toolset(toolset: Any) -> None:
             print(f"    {tool.name}{mark}: {tool.summary}")
     for name in toolset.disabled:
         print(f"- {name}  (disabled in .env)")
+    for name, sends in toolset.available.items():
+        print(f"○ {name}  (off until MARSHO_ENABLED_TOOLKITS names it"
+              + (f"; sends {sends})" if sends else ")"))
     for problem in toolset.warnings:
         print(f"! {problem.toolkit}: {problem}")
     for name, problems in toolset.failed_toolkits().items():

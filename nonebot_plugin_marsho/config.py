@@ -49,6 +49,10 @@ class Config(BaseModel):
     marsho_disabled_toolkits: list[str] = Field(default_factory=list)
     """Toolkit folder names not to load (JSON list)."""
 
+    marsho_enabled_toolkits: list[str] = Field(default_factory=list)
+    """Toolkits that are off until enabled, to load (JSON list): the built-in ones that send
+    data out of the bot (weather, web...) or are dangerous (python, files...)."""
+
     marsho_disabled_tools: list[str] = Field(default_factory=list)
     """Single tools not to offer, by full name such as `clock__now` (JSON list)."""
 

@@ -60,6 +60,7 @@ def load_configured_toolset() -> Toolset:
     return load_toolset(
         toolset_sources(),
         plugin_config.marsho_disabled_toolkits,
+        enabled=plugin_config.marsho_enabled_toolkits,
         settings=plugin_config.marsho_toolkit_settings,
         disabled_tools=plugin_config.marsho_disabled_tools,
         permissions=plugin_config.marsho_tool_permissions,
@@ -77,7 +78,12 @@ def log_toolset(toolset: Toolset) -> None:
     for name, problems in toolset.failed_toolkits().items():
         logger.error(f"marsho: toolkit {name or '(toolset folder)'} not loaded: "
                      + "; ".join(str(p) for p in problems))
+    for name, sends in toolset.available.items():
+        logger.info(f"marsho: toolkit {name} is off until MARSHO_ENABLED_TOOLKITS names it"
+                    + (f" (it sends {sends})" if sends else ""))
     loaded = {toolkit.name for toolkit in toolset.toolkits}
+    for name in sorted(set(plugin_config.marsho_enabled_toolkits) - loaded):
+        logger.warning(f"marsho: MARSHO_ENABLED_TOOLKITS names {name!r}, which did not load")
     for name in sorted(set(plugin_config.marsho_toolkit_settings) - loaded):
         logger.warning(f"marsho: MARSHO_TOOLKIT_SETTINGS names toolkit {name!r}, which is not loaded")
     known = set(toolset.tools) | loaded | set(toolset.disabled)

@@ -61,6 +61,8 @@ def tools_text(toolset: Toolset) -> str:
                 lines.append(f"  - {tool.name}{who}{summary}")
     else:
         lines.append("No toolkits are loaded.")
+    if toolset.available:
+        lines.append("Off until enabled (MARSHO_ENABLED_TOOLKITS): " + ", ".join(toolset.available))
     if toolset.disabled:
         lines.append("Disabled (MARSHO_DISABLED_TOOLKITS): " + ", ".join(toolset.disabled))
     failed = toolset.failed_toolkits()

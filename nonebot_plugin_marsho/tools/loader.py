@@ -455,23 +455,54 @@ def _toolkit_folders(source: ToolsetSource, toolset: Toolset) -> list[Path]:
     )
 
 
+MANIFEST = "toolkit.json"
+"""Optional file beside `__init__.py`: {"enabled_by_default": false, "sends": "what goes where"}."""
+
+
+def read_manifest(folder: Path, problems: _Problems) -> dict[str, Any]:
+    """The toolkit's `toolkit.json`, checked; {} when there is none."""
+    path = folder / MANIFEST
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(strip_json_comments(path.read_text(encoding="utf-8-sig")))
+    except (OSError, UnicodeDecodeError) as error:
+        problems.error(path, f"cannot be read: {error}")
+        return {}
+    except json.JSONDecodeError as error:
+        problems.error(path, f"invalid JSON at line {error.lineno}, column {error.colno}: {error.msg}")
+        return {}
+    if not isinstance(data, dict):
+        problems.error(path, "must be a JSON object such as {\"enabled_by_default\": false}")
+        return {}
+    if not isinstance(data.get("enabled_by_default", True), bool):
+        problems.error(path, "'enabled_by_default' must be true or false")
+    if not isinstance(data.get("sends", ""), str):
+        problems.error(path, "'sends' must be a string saying what the toolkit sends where")
+    return data
+
+
 def load_toolset(
     sources: Sequence[ToolsetSource],
     disabled: Iterable[str] = (),
     *,
+    enabled: Iterable[str] = (),
     settings: Mapping[str, Mapping[str, Any]] | None = None,
     disabled_tools: Iterable[str] = (),
     permissions: Mapping[str, str] | None = None,
 ) -> Toolset:
     """Load every toolkit folder of the sources in order; broken ones are skipped and reported.
 
-    `disabled` names toolkit folders to skip, `disabled_tools` single tools; `settings` maps a
-    toolkit to its presets; `permissions` overrides the permission of a tool or a whole toolkit.
+    `disabled` names toolkit folders to skip; a toolkit whose toolkit.json says
+    `"enabled_by_default": false` (those that send data out, or are dangerous) loads only when
+    `enabled` names it. `disabled_tools` skips single tools; `settings` maps a toolkit to its
+    presets; `permissions` overrides the permission of a tool or a whole toolkit.
     """
     settings = settings or {}
     permissions = permissions or {}
     disabled_tool_names = set(disabled_tools)
     disabled_names = set(disabled)
+    enabled_names = set(enabled)
     toolset = Toolset()
     loaded_from: dict[str, Path] = {}
     for source in sources:
@@ -481,6 +512,13 @@ def load_toolset(
                 toolset.disabled.append(name)
                 continue
             problems = _Problems(name)
+            manifest = read_manifest(folder, problems)
+            if problems.failed:
+                toolset.problems.extend(problems.items)
+                continue
+            if not manifest.get("enabled_by_default", True) and name not in enabled_names:
+                toolset.available[name] = manifest.get("sends", "")
+                continue
             if name in loaded_from:
                 problems.error(folder, f"a toolkit named {name!r} is already loaded from "
                                f"{loaded_from[name]}; rename one of the folders")
@@ -488,6 +526,7 @@ def load_toolset(
                 toolkit = load_toolkit(folder, problems, settings.get(name))
                 if toolkit is not None:
                     toolkit.source = source.origin
+                    toolkit.sends = manifest.get("sends", "")
                     toolset.disabled.extend(
                         t.name for t in toolkit.tools if t.name in disabled_tool_names
                     )

@@ -130,6 +130,8 @@ class Toolkit:
     path: Path | None = None
     tools: list[Tool] = field(default_factory=list)
     source: str = ""
+    sends: str = ""
+    """What the toolkit sends out of the bot, and to whom (empty: nothing)."""
 
 
 @dataclass(frozen=True)
@@ -193,6 +195,8 @@ class Toolset:
     problems: list[LoadProblem] = field(default_factory=list)
     tools: dict[str, Tool] = field(default_factory=dict)
     disabled: list[str] = field(default_factory=list)
+    available: dict[str, str] = field(default_factory=dict)
+    """Toolkits that are off until enabled (MARSHO_ENABLED_TOOLKITS), with what they send out."""
 
     def add(self, toolkit: Toolkit) -> None:
         """Register a toolkit whose tool names were already checked to be free."""
