@@ -539,6 +539,7 @@ def load_toolset(
                         except ToolDefinitionError as error:  # the tool keeps its own
                             problems.warning(folder, f"MARSHO_TOOL_PERMISSIONS: {error}")
                     toolset.add(toolkit)
+                    toolset.available.pop(name, None)  # a user's toolkit of the same name
                     loaded_from[name] = folder
             toolset.problems.extend(problems.items)
     return toolset
