@@ -6,6 +6,7 @@ import asyncio
 import functools
 import inspect
 import json
+import re
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -65,10 +66,15 @@ _WHO = {"everyone": "everyone", "admin": "group admins and owners", "superuser":
 REDACTED = "[redacted]"
 
 
+SECRET_PRESET = re.compile(r"key|token|secret|passw|auth|credential|cookie|session", re.IGNORECASE)
+"""Preset names whose values are hidden from results, replies and logs (api_key, password...).
+Other presets (base URLs, a provider's name) may show: hiding "brave" would mangle results."""
+
+
 def redact(text: str, presets: dict[str, Any]) -> str:
-    """Hide preset values (API keys...) from text bound for the model, a reply or a log."""
-    for value in presets.values():
-        if not isinstance(value, str) or len(value) < 4:  # shorter strings are no secrets
+    """Hide secret preset values (API keys...) from text bound for the model, a reply or a log."""
+    for name, value in presets.items():
+        if not isinstance(value, str) or len(value) < 4 or not SECRET_PRESET.search(name):
             continue
         # as stored, as JSON escapes it (a returned dict), as repr quotes it (KeyError(secret))
         spellings = {value, json.dumps(value, ensure_ascii=False)[1:-1], repr(value)[1:-1]}
