@@ -33,7 +33,7 @@ def responder(body: dict[str, Any]) -> Answer:
     last = body["messages"][-1]
     if last["role"] == "tool":
         return text("all three napped")
-    question = last["content"]
+    question = last["content"].split(": ", 1)[-1]  # a shared group names the speaker first
     if question.startswith("nap"):
         kind = question.split()[1]
         return tool_calls(*[(f"sleepy__nap_{kind}", {"seconds": SECONDS})] * 3)

@@ -110,6 +110,15 @@ class Engine:
         self.max_history = max_history
         self.max_tokens = max_tokens
         self.counter = counter or TokenCounter()
+        self._tools_token_cache: dict[tuple[str, ...], tuple[TokenCounter, int]] = {}
+
+    def _tools_tokens(self, tools: list[dict[str, Any]]) -> int:
+        """Tokens of the tool schemas, counted once per set of tools (they rarely change)."""
+        names = tuple(tool["function"]["name"] for tool in tools)
+        cached = self._tools_token_cache.get(names)
+        if cached is None or cached[0] is not self.counter:
+            cached = self._tools_token_cache[names] = (self.counter, self.counter.count_tools(tools))
+        return cached[1]
 
     def request_messages(
         self, history: list[Turn], current: list[Message], tools: list[dict[str, Any]]
@@ -119,7 +128,7 @@ class Engine:
         system: list[Message] = (
             [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
         )
-        fixed = sum(map(self.counter.count_message, system)) + self.counter.count_tools(tools)
+        fixed = sum(map(self.counter.count_message, system)) + self._tools_tokens(tools)
         if fixed >= self.max_tokens * 0.9:
             raise BudgetError(
                 f"the system prompt and the tool schemas alone take about {fixed} tokens, too "
