@@ -26,6 +26,11 @@ class Reply:
     hit_round_limit: bool = False
     reasoning: str = ""
 
+    @property
+    def images(self) -> list[bytes]:
+        """Pictures the tools made for the chat (charts...), in call order."""
+        return [image for _, result in self.calls for image in result.images]
+
 
 Progress = Callable[[ToolCall, "ToolResult | None"], None]
 """Told of each tool call before it runs (result None) and again with its result."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import nonebot_plugin_localstore as localstore
@@ -14,7 +15,7 @@ from nonebot.log import logger
 from nonebot.permission import SuperUser
 from nonebot.rule import Rule
 from nonebot.typing import T_State
-from nonebot_plugin_alconna.uniseg import UniMessage
+from nonebot_plugin_alconna.uniseg import Image, Text, UniMessage
 
 from .config import config_error, plugin_config
 from .engine import Engine, Reply
@@ -116,9 +117,11 @@ async def _is_for_marsho(event: Event, state: T_State) -> bool:
 marsho = on_message(rule=Rule(_is_for_marsho), priority=10, block=True)
 
 
-async def _send(text: str) -> None:
+async def _send(text: str, images: Sequence[bytes] = ()) -> None:
+    # charts and other pictures the tools made go after the text
+    message: UniMessage[Text | Image] = UniMessage([Text(text), *(Image(raw=i) for i in images)])
     try:
-        await UniMessage.text(text).send(reply_to=True)
+        await message.send(reply_to=True)
     except Exception as error:  # a failed send is logged; the turn is already stored
         logger.opt(exception=error).error(f"marsho: could not send the reply: {error}")
 
@@ -229,4 +232,4 @@ async def handle_request(bot: Bot, event: Event, state: T_State) -> None:
             "Our conversation so far is kept; please try again."
         )
         return
-    await _send(reply_text(reply, engine.max_tool_rounds))
+    await _send(reply_text(reply, engine.max_tool_rounds), reply.images)

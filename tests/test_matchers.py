@@ -232,3 +232,24 @@ async def test_a_bad_setting_is_reported_to_the_chat(
             event, f"marsho is not configured correctly: {problem}. Fix .env and restart the bot."),
             result={"message_id": 1})
     assert fake.requests == []
+
+
+async def test_pictures_a_tool_makes_are_sent_after_the_answer(
+    app: App, fake: FakeOpenAI, plugin_engine
+) -> None:
+    from nonebot.adapters.onebot.v11 import MessageSegment
+
+    pixel = bytes.fromhex(
+        "89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c489"
+        "0000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082"
+    )
+    fake.push(tool_calls(("owner-kit__draw_pixel", {}, "c1")), text("Here is your pixel."))
+    async with app.test_matcher() as ctx:
+        bot = onebot_bot(ctx)
+        event = group_message("marsho draw me a pixel")
+        ctx.receive_event(bot, event)
+        api, data = reply_call(event, "Here is your pixel.")
+        data["message"] = data["message"] + MessageSegment.image(pixel)
+        ctx.should_call_api(api, data, result={"message_id": 1})
+    # the model read the text, never the picture's bytes
+    assert fake.requests[-1]["messages"][-1]["content"] == "drew one transparent pixel"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -57,6 +57,8 @@ class ToolResult:
     content: str
     status: ResultStatus = "ok"
     seconds: float = 0.0
+    images: tuple[bytes, ...] = ()
+    """Pictures for the chat (PNG, JPEG...), sent beside the answer; the model reads `content`."""
 
     @property
     def ok(self) -> bool:
@@ -175,11 +177,13 @@ class ToolResponse:
 
     status: Literal["success", "error"]
     content: Any
+    images: tuple[bytes, ...] = ()
+    """Pictures (PNG, JPEG...) to send into the chat beside the answer."""
 
     @classmethod
-    def success(cls, content: Any) -> ToolResponse:
-        """The tool did its job; `content` is what the model reads."""
-        return cls("success", content)
+    def success(cls, content: Any, images: Sequence[bytes] = ()) -> ToolResponse:
+        """The tool did its job; `content` is what the model reads, `images` go to the chat."""
+        return cls("success", content, tuple(images))
 
     @classmethod
     def error(cls, message: Any) -> ToolResponse:

@@ -156,8 +156,9 @@ class ToolRunner:
         started = time.perf_counter()
         status: ResultStatus
         asker = context or ToolContext()
+        images: tuple[bytes, ...] = ()
         try:
-            status, content = await self._execute(call, asker)
+            status, content, images = await self._execute(call, asker)
         except asyncio.CancelledError:
             raise
         except BaseException as error:  # a runner bug must not lose the call's answer either
@@ -171,6 +172,7 @@ class ToolRunner:
             content=cap_text(content, self.max_result_bytes),
             status=status,
             seconds=time.perf_counter() - started,
+            images=images,
         )
 
     def _parse_arguments(self, call: ToolCall, tool: Tool) -> tuple[dict[str, Any] | None, str]:
@@ -223,22 +225,24 @@ class ToolRunner:
             arguments = {name: getattr(parsed, name) for name in type(parsed).model_fields}
         return arguments, ""
 
-    async def _execute(self, call: ToolCall, asker: ToolContext) -> tuple[ResultStatus, str]:
+    async def _execute(
+        self, call: ToolCall, asker: ToolContext
+    ) -> tuple[ResultStatus, str, tuple[bytes, ...]]:
         tool = self.toolset.get(call.name)
         if tool is None:
             usable = [name for name, t in sorted(self.toolset.tools.items()) if asker.may_use(t)]
             return "unknown_tool", (
                 f"Error: there is no tool named {call.name!r}. Available tools: "
                 f"{', '.join(usable) or 'none'}."
-            )
+            ), ()
         if not asker.may_use(tool):  # checked in code again, whatever the model was shown
             return "denied", (
                 f"Error: {tool.name} may only be used by {_WHO[tool.permission]}, and the person "
                 f"asking is a {asker.role}. Do not retry; tell them they are not allowed to."
-            )
+            ), ()
         arguments, problem = self._parse_arguments(call, tool)
         if arguments is None:
-            return "bad_arguments", problem
+            return "bad_arguments", problem, ()
         arguments.update(tool.presets)
         if tool.context_param:
             arguments[tool.context_param] = asker
@@ -248,17 +252,17 @@ class ToolRunner:
             return "timeout", (
                 f"Error: {tool.name} did not finish within {self.timeout:g} s and was stopped. "
                 "Tell the user it timed out, or try again with other arguments."
-            )
+            ), ()
         except _ToolRaised as raised:
             message = f"Error: {tool.name} raised {_describe_exception(raised.error)}"
             # no traceback in the log: its values could hold a preset secret
             logger.warning(f"marsho: {redact(message, tool.presets)}{_origin(raised.error)}")
-            return "error", message
+            return "error", message, ()
         if isinstance(value, ToolResponse):
             if value.status == "error":
-                return "error", f"Error: {serialize_result(value.content)}"
-            return "ok", serialize_result(value.content)
-        return "ok", serialize_result(value)
+                return "error", f"Error: {serialize_result(value.content)}", value.images
+            return "ok", serialize_result(value.content), value.images
+        return "ok", serialize_result(value), ()
 
     async def _invoke(self, tool: Tool, arguments: dict[str, Any]) -> Any:
         try:
