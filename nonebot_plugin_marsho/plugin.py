@@ -78,9 +78,10 @@ def log_toolset(toolset: Toolset) -> None:
     for name, problems in toolset.failed_toolkits().items():
         logger.error(f"marsho: toolkit {name or '(toolset folder)'} not loaded: "
                      + "; ".join(str(p) for p in problems))
-    for name, sends in toolset.available.items():
-        logger.info(f"marsho: toolkit {name} is off until MARSHO_ENABLED_TOOLKITS names it"
-                    + (f" (it sends {sends})" if sends else ""))
+    if toolset.available:
+        logger.info("marsho: off until MARSHO_ENABLED_TOOLKITS names them: "
+                    f"{', '.join(toolset.available)} (what each sends where: "
+                    "python -m nonebot_plugin_marsho tools, or the README)")
     loaded = {toolkit.name for toolkit in toolset.toolkits}
     for name in sorted(set(plugin_config.marsho_enabled_toolkits) - loaded):
         logger.warning(f"marsho: MARSHO_ENABLED_TOOLKITS names {name!r}, which did not load")
