@@ -64,6 +64,14 @@ class Config(BaseModel):
     """Who may use a tool or a whole toolkit, JSON `{"name": "everyone" | "admin" |
     "superuser"}`; overrides what the toolkit declares."""
 
+    marsho_webservices_file: Path | None = None
+    """Web services to use as tools (seed 004: POST JSON, answer markdown or a chart); by default
+    `webservices.json` in the plugin's data folder, used when it exists."""
+
+    marsho_mcp_file: Path | None = None
+    """MCP servers to use as toolkits, in the common `{"mcpServers": {...}}` JSON format; by
+    default `mcp.json` in the plugin's data folder, used when it exists."""
+
     marsho_tool_mode: ToolMode = "native"
     """How tools reach the model: `native` (the API's tools field), `prompt` (described in the
     system prompt, for models without function calling) or `off`."""

@@ -7,6 +7,7 @@ import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import nonebot_plugin_localstore as localstore
 from nonebot import get_driver, on_message
@@ -47,6 +48,8 @@ class Runtime:
 
     engine: Engine | None = None
     problem: str = "marsho is still starting; try again in a moment."
+    mcp: Any = None
+    """The McpManager when MCP servers are configured."""
 
     def require_engine(self) -> Engine:
         """The engine, or NotReadyError saying what to fix."""
@@ -141,7 +144,7 @@ async def _command(engine: Engine, request: Request, key: str, role: Role, share
         return (f"Done: I forgot this conversation ({dropped} turns)." if dropped
                 else "This conversation was already empty.")
     if request.command == "tools":
-        return tools_text(engine.toolset)
+        return tools_text(engine.toolset, runtime.mcp.status() if runtime.mcp else None)
     if request.command == "calls":
         return calls_text(await engine.last_calls(key))
     if request.command == "history":

@@ -1,6 +1,7 @@
 """NoneBot wiring: required plugins, metadata, matchers, and building the engine at startup."""
 
 from pathlib import Path
+from typing import Any
 
 from nonebot import get_driver, require
 from nonebot.log import logger
@@ -18,7 +19,15 @@ from .llm import LLMClient  # noqa: E402
 from .matchers import MODEL_SETTING, runtime  # noqa: E402
 from .store import SqlStore  # noqa: E402
 from .tokens import load_counter  # noqa: E402
-from .tools import BUILTIN_TOOLSET, ToolRunner, Toolset, ToolsetSource, load_toolset  # noqa: E402
+from .tools import (  # noqa: E402
+    BUILTIN_TOOLSET,
+    LoadProblem,
+    ToolRunner,
+    Toolset,
+    ToolsetSource,
+    load_toolset,
+)
+from .webservices import load_webservices  # noqa: E402
 
 __plugin_meta__ = PluginMetadata(
     name="Marsho",
@@ -56,8 +65,9 @@ def toolset_sources() -> list[ToolsetSource]:
 
 
 def load_configured_toolset() -> Toolset:
-    """Every toolkit the bot loads, with the settings of `.env` applied."""
-    return load_toolset(
+    """Every toolkit the bot loads, with the settings of `.env` applied, and the web services
+    of MARSHO_WEBSERVICES_FILE (or the data folder's webservices.json)."""
+    toolset = load_toolset(
         toolset_sources(),
         plugin_config.marsho_disabled_toolkits,
         enabled=plugin_config.marsho_enabled_toolkits,
@@ -65,6 +75,18 @@ def load_configured_toolset() -> Toolset:
         disabled_tools=plugin_config.marsho_disabled_tools,
         permissions=plugin_config.marsho_tool_permissions,
     )
+    path = plugin_config.marsho_webservices_file or localstore.get_plugin_data_dir() / "webservices.json"
+    if plugin_config.marsho_webservices_file and not path.is_file():
+        toolset.problems.append(LoadProblem("", path, "MARSHO_WEBSERVICES_FILE names no file"))
+    services, problems = load_webservices(path)
+    toolset.problems.extend(problems)
+    if services is not None:
+        if any(toolkit.name == services.name for toolkit in toolset.toolkits):
+            toolset.problems.append(LoadProblem(services.name, path, f"a toolkit named "
+                                                f"{services.name!r} is already loaded; rename one"))
+        else:
+            toolset.add(services)
+    return toolset
 
 
 def log_toolset(toolset: Toolset) -> None:
@@ -135,6 +157,7 @@ async def start_marsho() -> None:
         logger.error(f"marsho: {runtime.problem}. Check MARSHO_DATABASE_URL.")
         await store.close()
         return
+    runtime.mcp = await start_mcp(toolset)
     runtime.engine = Engine(
         llm,
         toolset,
@@ -158,10 +181,35 @@ def database_url() -> str:
     return f"sqlite+aiosqlite:///{localstore.get_plugin_data_dir() / 'marsho.db'}"
 
 
+async def start_mcp(toolset: Toolset) -> Any:
+    """Connect the MCP servers of MARSHO_MCP_FILE (or the data folder's mcp.json), if any; a
+    server that fails is retried in the background and never keeps the bot from starting."""
+    path = plugin_config.marsho_mcp_file or localstore.get_plugin_data_dir() / "mcp.json"
+    if not path.is_file():
+        if plugin_config.marsho_mcp_file:
+            logger.error(f"marsho: MARSHO_MCP_FILE={path} does not exist")
+        return None
+    from .mcp import McpManager, read_mcp_config  # the MCP SDK is loaded only when used
+
+    servers, problems = read_mcp_config(path)
+    for problem in problems:
+        logger.error(f"marsho: {problem}")
+    if not servers:
+        return None
+    manager = McpManager(servers, toolset, call_timeout=plugin_config.marsho_tool_timeout)
+    await manager.start()
+    for name, state in manager.status().items():
+        logger.info(f"marsho: MCP server {name}: {state}")
+    return manager
+
+
 @driver.on_shutdown
 async def stop_marsho() -> None:
     """Close the endpoint's connections, the tool threads and the database."""
     engine, runtime.engine = runtime.engine, None
+    mcp, runtime.mcp = runtime.mcp, None
+    if mcp is not None:
+        await mcp.stop()
     if engine is not None:
         await engine.llm.close()
         engine.runner.close()

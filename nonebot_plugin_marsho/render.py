@@ -48,8 +48,9 @@ def usage_text(names: list[str], at_enabled: bool) -> str:
     return "\n".join(lines)
 
 
-def tools_text(toolset: Toolset) -> str:
-    """What `marsho.tools` answers: loaded toolkits and tools, then every toolkit that failed."""
+def tools_text(toolset: Toolset, mcp_status: dict[str, str] | None = None) -> str:
+    """What `marsho.tools` answers: loaded toolkits and tools, MCP servers' states, then every
+    toolkit that failed."""
     lines: list[str] = []
     if toolset.toolkits:
         lines.append(f"Loaded toolkits ({len(toolset.toolkits)}, {len(toolset.tools)} tools):")
@@ -61,6 +62,8 @@ def tools_text(toolset: Toolset) -> str:
                 lines.append(f"  - {tool.name}{who}{summary}")
     else:
         lines.append("No toolkits are loaded.")
+    if mcp_status:
+        lines.append("MCP servers: " + "; ".join(f"{name}: {state}" for name, state in mcp_status.items()))
     if toolset.available:
         lines.append("Off until enabled (MARSHO_ENABLED_TOOLKITS): " + ", ".join(toolset.available))
     if toolset.disabled:

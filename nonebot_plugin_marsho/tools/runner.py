@@ -127,7 +127,7 @@ class ToolRunner:
         self._executor = executor or ThreadPoolExecutor(
             max_workers=max(4, max_parallel * 2), thread_name_prefix="marsho-tool"
         )
-        self._validators: dict[str, Draft202012Validator] = {}
+        self._validators: dict[tuple[str, int], Draft202012Validator] = {}
 
     async def run(
         self,
@@ -194,9 +194,11 @@ class ToolRunner:
                 f"Error: the arguments for {tool.name} must be a JSON object, not "
                 f"{type(arguments).__name__}. Expected schema: {_schema_text(tool)}"
             )
-        validator = self._validators.get(tool.name)
+        # keyed by the schema too: an MCP server may change a tool's schema under the same name
+        key = (tool.name, id(tool.parameters))
+        validator = self._validators.get(key)
         if validator is None:
-            validator = self._validators[tool.name] = Draft202012Validator(tool.parameters)
+            validator = self._validators[key] = Draft202012Validator(tool.parameters)
         errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.path))
         if errors:
             problems = "; ".join(

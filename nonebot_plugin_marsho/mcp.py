@@ -1,0 +1,780 @@
+"""MCP servers as toolkits: the common `mcpServers` config, one connection task per server.
+
+Each server's tools join the Toolset as a Toolkit named after the server, with tools named
+`<server>__<tool>` whose `parameters` are the tools' input schemas, so the ToolRunner checks
+permissions and validates arguments before anything reaches the server.
+
+Every server is held by one long-running asyncio task that enters the SDK's transport and
+ClientSession context managers, and leaves them, itself (anyio cancel scopes must be exited in
+the task that entered them). Calls are plain requests on that session, each raced against the
+connection being lost, so a server that dies mid-call fails that call at once with a clear
+error; its task then reconnects with exponential backoff while the other servers go on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import contextlib
+import json
+import os
+import re
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlparse
+
+import anyio
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+from mcp import ClientSession, StdioServerParameters, types
+from mcp.client.sse import sse_client
+from mcp.client.stdio import stdio_client
+from mcp.shared.exceptions import McpError
+from nonebot.log import logger
+
+from .tools.loader import strip_json_comments
+from .tools.model import PERMISSIONS, SEPARATOR, Permission, Tool, Toolkit, ToolResponse, Toolset
+
+try:  # the SDK's current client (1.2x); the older one is deprecated but still there
+    from mcp.client.streamable_http import streamable_http_client as _new_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client as _http_client_factory
+except ImportError:  # pragma: no cover - older SDKs
+    _new_http_client = None  # type: ignore[assignment]
+    _http_client_factory = None  # type: ignore[assignment]
+from mcp.client.streamable_http import streamablehttp_client as _old_http_client
+
+if sys.version_info < (3, 11):  # pragma: no cover
+    from exceptiongroup import BaseExceptionGroup
+
+Transport = Literal["stdio", "sse", "streamable-http"]
+
+CONNECTION_CLOSED = getattr(types, "CONNECTION_CLOSED", -32000)
+
+_TRANSPORT_ALIASES: dict[str, Transport] = {
+    "stdio": "stdio",
+    "sse": "sse",
+    "streamable-http": "streamable-http",
+    "streamable_http": "streamable-http",
+    "streamablehttp": "streamable-http",
+    "http": "streamable-http",
+}
+_NAME_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+_ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+MAX_SERVER_NAME = 40
+"""Characters of a server's name kept in tool names, leaving room for the tool's own name."""
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """One entry of `mcpServers`: how to reach the server and who may use its tools."""
+
+    name: str
+    transport: Transport
+    command: str = ""
+    args: tuple[str, ...] = ()
+    env: dict[str, str] | None = None
+    cwd: str | None = None
+    url: str = ""
+    headers: dict[str, str] = field(default_factory=dict)
+    permission: Permission = "superuser"
+    timeout: float | None = None
+    """Seconds one call may take; None: the manager's call_timeout."""
+    disabled: bool = False
+
+    @property
+    def toolkit_name(self) -> str:
+        """The server's name as a toolkit: the characters tool names allow, at most 40."""
+        return _safe_name(self.name, MAX_SERVER_NAME)
+
+    @property
+    def where(self) -> str:
+        """What the server is, for logs and listings: its command or its URL, without the
+        arguments or query string (where secrets from `${NAME}` may have been put)."""
+        if self.transport == "stdio":
+            return self.command
+        parsed = urlparse(self.url)
+        port = f":{parsed.port}" if parsed.port else ""
+        return f"{parsed.scheme}://{parsed.hostname or ''}{port}{parsed.path}"
+
+
+def _safe_name(text: str, limit: int) -> str:
+    return (_NAME_UNSAFE.sub("_", text) or "_")[:limit]
+
+
+# ---------------------------------------------------------------------------------------------
+# config
+
+
+def _expand(value: str, missing: list[str]) -> str:
+    """`${NAME}` → the environment variable NAME (so that secrets stay out of the file)."""
+
+    def replace(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name not in os.environ:
+            missing.append(name)
+            return match.group(0)
+        return os.environ[name]
+
+    return _ENV_REFERENCE.sub(replace, value)
+
+
+def _string_map(value: Any, what: str, problems: list[str], missing: list[str]) -> dict[str, str] | None:
+    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+        problems.append(f"`{what}` must be an object of strings")
+        return None
+    out: dict[str, str] = {}
+    for key, item in value.items():
+        if isinstance(item, bool) or not isinstance(item, (str, int, float)):
+            problems.append(f"`{what}.{key}` must be a string")
+            return None
+        out[key] = _expand(str(item), missing)
+    return out
+
+
+def _read_server(name: str, entry: Any) -> tuple[ServerConfig | None, list[str]]:
+    """One server entry, or what is wrong with it (messages without the file and server)."""
+    if not isinstance(entry, dict):
+        return None, [f"must be an object, not {type(entry).__name__}"]
+    problems: list[str] = []
+    missing: list[str] = []
+    command, url = entry.get("command"), entry.get("url")
+    kind = entry.get("transport", entry.get("type"))
+    transport: Transport | None = None
+    if kind is not None:
+        transport = _TRANSPORT_ALIASES.get(str(kind).lower())
+        if transport is None:
+            problems.append(f"unknown transport {kind!r} (use stdio, sse or streamable-http)")
+    fields: dict[str, Any] = {}
+    if command is not None and url is not None:
+        problems.append("has both `command` and `url`; a server is either a command or a URL")
+    elif command is not None:
+        if not isinstance(command, str) or not command.strip():
+            problems.append("`command` must be a non-empty string")
+        if transport not in (None, "stdio"):
+            problems.append(f"has a `command`, so its transport is stdio, not {kind!r}")
+        transport = "stdio"
+        args = entry.get("args", [])
+        if not isinstance(args, list) or not all(isinstance(a, (str, int, float)) for a in args):
+            problems.append("`args` must be a list of strings")
+            args = []
+        fields.update(
+            command=_expand(str(command), missing), args=tuple(_expand(str(a), missing) for a in args)
+        )
+        if entry.get("env") is not None:
+            fields["env"] = _string_map(entry["env"], "env", problems, missing)
+        cwd = entry.get("cwd")
+        if cwd is not None:
+            if not isinstance(cwd, str):
+                problems.append("`cwd` must be a string")
+            else:
+                fields["cwd"] = _expand(cwd, missing)
+    elif url is not None:
+        parsed = urlparse(url) if isinstance(url, str) else None
+        if parsed is None or parsed.scheme not in ("http", "https") or not parsed.netloc:
+            problems.append(f"`url` must be an http:// or https:// URL, not {url!r}")
+        else:
+            if transport is None:  # guess: the SSE transport's endpoint is conventionally /sse
+                transport = "sse" if parsed.path.rstrip("/").endswith("/sse") else "streamable-http"
+            elif transport == "stdio":
+                problems.append("has a `url`, so its transport is sse or streamable-http, not stdio")
+            fields["url"] = _expand(url, missing)
+        if entry.get("headers") is not None:
+            fields["headers"] = _string_map(entry["headers"], "headers", problems, missing) or {}
+    else:
+        problems.append("needs a `command` (a local server) or a `url` (a remote one)")
+    permission = entry.get("permission", "superuser")
+    if permission not in PERMISSIONS:
+        problems.append(f"`permission` must be one of {', '.join(PERMISSIONS)}, not {permission!r}")
+    timeout = entry.get("timeout")
+    if timeout is not None and (
+        isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0
+    ):
+        problems.append(f"`timeout` must be a positive number of seconds, not {timeout!r}")
+    disabled = entry.get("disabled", False)
+    if not isinstance(disabled, bool):
+        problems.append(f"`disabled` must be true or false, not {disabled!r}")
+    if missing and not disabled:
+        names = ", ".join(sorted(set(missing)))
+        problems.append(f"refers to environment variables that are not set: {names}")
+    if problems or transport is None:
+        return None, problems
+    config = ServerConfig(
+        name=name,
+        transport=transport,
+        permission=permission,
+        timeout=float(timeout) if timeout is not None else None,
+        disabled=disabled,
+        **fields,
+    )
+    return config, []
+
+
+def read_mcp_config(path: Path) -> tuple[dict[str, ServerConfig], list[str]]:
+    """The servers of an `mcpServers` file (comments allowed), and its problems as sentences.
+
+    A missing file is no servers and no problems. A bad entry is left out and named in a
+    problem; the others still load. Disabled servers are returned with `disabled=True`.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}, []
+    except (OSError, UnicodeDecodeError) as error:
+        return {}, [f"{path}: could not be read: {error}"]
+    text = strip_json_comments(text)
+    if not text.strip():
+        return {}, []
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as error:
+        return {}, [f"{path}: not valid JSON: {error.msg} at line {error.lineno}, column {error.colno}"]
+    if not isinstance(data, dict) or not isinstance(data.get("mcpServers"), dict):
+        return {}, [f'{path}: expected an object with an "mcpServers" object of servers by name']
+    servers: dict[str, ServerConfig] = {}
+    problems: list[str] = []
+    taken: dict[str, str] = {}
+    for name, entry in data["mcpServers"].items():
+        if not name.strip():
+            problems.append(f"{path}: a server in mcpServers has an empty name")
+            continue
+        config, issues = _read_server(name, entry)
+        problems.extend(f"{path}: MCP server {name!r}: {issue}" for issue in issues)
+        if config is None:
+            continue
+        other = taken.get(config.toolkit_name)
+        if other is not None:
+            problems.append(
+                f"{path}: MCP server {name!r}: its tools would be named like those of {other!r} "
+                f"({config.toolkit_name}__...); rename one of them"
+            )
+            continue
+        taken[config.toolkit_name] = name
+        servers[name] = config
+    return servers, problems
+
+
+# ---------------------------------------------------------------------------------------------
+# results
+
+
+def _describe(error: BaseException) -> str:
+    """The innermost cause of an error, in one line (task groups wrap the real one)."""
+    while isinstance(error, BaseExceptionGroup) and error.exceptions:
+        error = error.exceptions[0]
+    if isinstance(error, McpError):
+        return error.error.message
+    message = str(error).strip().splitlines()[0] if str(error).strip() else ""
+    return f"{type(error).__name__}: {message}" if message else type(error).__name__
+
+
+def _resource_text(resource: Any) -> str:
+    if isinstance(resource, types.TextResourceContents):
+        return resource.text
+    mime = getattr(resource, "mimeType", None) or "binary"
+    return f"[{mime} resource {resource.uri} omitted]"
+
+
+def convert_result(result: types.CallToolResult) -> ToolResponse:
+    """An MCP tool result as the ToolResponse the runner expects: text, pictures, or an error."""
+    texts: list[str] = []
+    images: list[bytes] = []
+    for item in result.content:
+        if isinstance(item, types.TextContent):
+            texts.append(item.text)
+        elif isinstance(item, types.ImageContent):
+            try:
+                images.append(base64.b64decode(item.data, validate=False))
+            except (binascii.Error, ValueError):
+                texts.append(f"[an image ({item.mimeType}) that could not be decoded]")
+        elif isinstance(item, types.EmbeddedResource):
+            texts.append(_resource_text(item.resource))
+        elif isinstance(item, types.ResourceLink):
+            texts.append(f"[resource: {item.uri}]")
+        else:  # audio, and whatever later protocol versions add
+            texts.append(f"[{getattr(item, 'type', 'unknown')} content omitted]")
+    if not texts and result.structuredContent is not None:
+        texts.append(json.dumps(result.structuredContent, ensure_ascii=False))
+    text = "\n".join(texts)
+    if result.isError:
+        return ToolResponse.error(text or "the tool reported an error without saying what")
+    if images and not text:
+        text = f"[{len(images)} image(s) sent to the chat]"
+    return ToolResponse.success(text, images=images)
+
+
+# ---------------------------------------------------------------------------------------------
+# stdio servers' stderr
+
+
+class _StderrTail(asyncio.Protocol):
+    """Keeps the last lines a stdio server wrote to stderr, to explain why it failed."""
+
+    def __init__(self, server: str) -> None:
+        self.server = server
+        self.lines: deque[str] = deque(maxlen=8)
+        self._partial = ""
+
+    def data_received(self, data: bytes) -> None:
+        text = self._partial + data.decode("utf-8", errors="replace")
+        *lines, self._partial = text.split("\n")
+        for line in lines:
+            if line.strip():
+                self.lines.append(line.rstrip())
+                logger.debug(f"marsho: MCP server {self.server} stderr: {line.rstrip()}")
+
+    def tail(self) -> str:
+        lines = list(self.lines) + ([self._partial] if self._partial.strip() else [])
+        return " | ".join(lines[-3:])[-500:]
+
+
+async def _stderr_pipe(stack: contextlib.AsyncExitStack, server: str) -> tuple[Any, _StderrTail]:
+    """A file for the child's stderr whose lines land in a _StderrTail."""
+    read_fd, write_fd = os.pipe()
+    reader = os.fdopen(read_fd, "rb")
+    writer = os.fdopen(write_fd, "w")
+    tail = _StderrTail(server)
+    loop = asyncio.get_running_loop()
+    try:
+        transport, _ = await loop.connect_read_pipe(lambda: tail, reader)
+    except Exception:
+        reader.close()
+        writer.close()
+        raise
+    stack.callback(transport.close)
+    stack.callback(writer.close)
+    return writer, tail
+
+
+# ---------------------------------------------------------------------------------------------
+# connections
+
+
+class _ConnectionLost(Exception):
+    """The connection to a server went away; its message says how."""
+
+
+class _Server:
+    """One configured server: its connection task, its state and its toolkit."""
+
+    def __init__(self, manager: McpManager, config: ServerConfig) -> None:
+        self.manager = manager
+        self.config = config
+        self.state: Literal["idle", "connecting", "connected", "retrying", "disabled", "stopped"] = (
+            "disabled" if config.disabled else "idle"
+        )
+        self.error = ""
+        self.retry_at = 0.0
+        self.session: ClientSession | None = None
+        self.lost: asyncio.Event | None = None
+        self.wake = asyncio.Event()
+        self.refresh_wanted = False
+        self.check_wanted = False
+        self.in_flight = 0
+        self.toolkit: Toolkit | None = None
+        self.task: asyncio.Task[None] | None = None
+        self.first_attempt = asyncio.Event()
+        self.connected_at: float | None = None
+        self._last_logged = ""
+        self._stderr: _StderrTail | None = None
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    @property
+    def timeout(self) -> float:
+        return self.config.timeout or self.manager.call_timeout
+
+    def status(self) -> str:
+        if self.state == "connected":
+            count = len(self.toolkit.tools) if self.toolkit else 0
+            return f"connected ({count} tool{'s' if count != 1 else ''})"
+        if self.state == "retrying":
+            wait = max(0.0, self.retry_at - time.monotonic())
+            return f"retrying in {wait:.0f} s: {self.error}"
+        return self.state
+
+    # -- the connection task --------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Connect, serve until the connection is lost, wait, and again; until cancelled."""
+        manager = self.manager
+        delay = manager.backoff_initial
+        while True:
+            self.connected_at = None
+            try:
+                await self._connect_and_serve()
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:  # noqa: BLE001 - whatever the transport raised
+                self.error = self._explain(_describe(error))
+            finally:
+                self._drop_connection()
+                self.first_attempt.set()
+            up_since = self.connected_at
+            if up_since is not None and time.monotonic() - up_since >= manager.stable_after:
+                delay = manager.backoff_initial  # it had been working: start over
+            self.state = "retrying"
+            self.retry_at = time.monotonic() + delay
+            log = logger.info if self.error == self._last_logged else logger.warning
+            self._last_logged = self.error
+            log(
+                f"marsho: MCP server {self.name} ({self.config.where}): {self.error}; retrying in {delay:g} s"
+            )
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, manager.backoff_max)
+
+    def _explain(self, message: str) -> str:
+        tail = self._stderr.tail() if self._stderr is not None else ""
+        return f"{message} (its stderr: {tail})" if tail else message
+
+    def _drop_connection(self) -> None:
+        self.session = None
+        if self.lost is not None:
+            self.lost.set()
+        self.lost = None
+
+    async def _transport(self, stack: contextlib.AsyncExitStack, errlog: Any) -> Any:
+        """Open the transport on the stack; returns its (read, write, ...) streams."""
+        config = self.config
+        if config.transport == "stdio":
+            params = StdioServerParameters(
+                command=config.command, args=list(config.args), env=config.env, cwd=config.cwd
+            )
+            opened = stdio_client(params, errlog=errlog)
+        elif config.transport == "sse":
+            opened = sse_client(config.url, headers=config.headers or None)
+        elif _new_http_client is not None and _http_client_factory is not None:
+            # given a client, the SDK leaves closing it to us
+            client = await stack.enter_async_context(_http_client_factory(headers=config.headers or None))
+            opened = _new_http_client(config.url, http_client=client)
+        else:  # pragma: no cover - older SDKs
+            opened = _old_http_client(config.url, headers=config.headers or None)
+        return await stack.enter_async_context(opened)
+
+    async def _connect_and_serve(self) -> None:
+        """One connection, from opening to losing it (returns or raises when it is lost)."""
+        manager = self.manager
+        self.state = "connecting"
+        self._stderr = None
+        async with contextlib.AsyncExitStack() as stack:
+            errlog: Any = sys.stderr
+            if self.config.transport == "stdio":
+                errlog, self._stderr = await _stderr_pipe(stack, self.name)
+            streams = await self._transport(stack, errlog)
+            read, write = streams[0], streams[1]
+            session = await stack.enter_async_context(
+                ClientSession(read, write, message_handler=self._on_message)
+            )
+            with anyio.fail_after(manager.connect_timeout):
+                await session.initialize()
+                self.refresh_wanted = False
+                tools = await self._list_tools(session)
+            self.session, self.lost = session, asyncio.Event()
+            self.error = self._last_logged = ""
+            self._install(tools)
+            self.state = "connected"
+            self.connected_at = time.monotonic()
+            self.first_attempt.set()
+            logger.info(
+                f"marsho: MCP server {self.name} connected ({self.config.transport}), "
+                f"{len(tools)} tools: {', '.join(t.name for t in tools) or 'none'}"
+            )
+            try:
+                await self._serve(session, self.lost)
+            except _ConnectionLost as lost:
+                self.error = self._explain(str(lost))
+            except Exception as error:
+                self.error = self._explain(f"the connection failed: {_describe(error)}")
+            self._drop_connection()  # calls racing the connection fail now, not after the close
+
+    async def _serve(self, session: ClientSession, lost: asyncio.Event) -> None:
+        """Refresh the tool list when told and check the server is alive, until it is not."""
+        manager = self.manager
+        while True:
+            # while calls are waiting, check sooner: an HTTP server that died mid-call says nothing
+            interval = manager.ping_interval
+            if self.in_flight:
+                interval = min(interval, manager.busy_ping_interval)
+            woken = True
+            try:
+                await asyncio.wait_for(self.wake.wait(), interval)
+            except asyncio.TimeoutError:
+                woken = False
+            self.wake.clear()
+            if lost.is_set():
+                raise _ConnectionLost(self.error or "the connection was lost")
+            if self.refresh_wanted:
+                self.refresh_wanted = False
+                with anyio.fail_after(manager.connect_timeout):
+                    tools = await self._list_tools(session)
+                self._install(tools)
+                logger.info(
+                    f"marsho: MCP server {self.name} changed its tools: "
+                    f"{', '.join(t.name for t in tools) or 'none'}"
+                )
+                continue
+            if woken and not self.check_wanted:  # a call started: only the interval changed
+                continue
+            self.check_wanted = False
+            try:
+                with anyio.fail_after(manager.ping_timeout):
+                    await session.send_ping()
+            except TimeoutError:
+                if self.in_flight:  # a busy server may answer late; its calls have timeouts
+                    continue
+                raise _ConnectionLost(f"it did not answer a ping within {manager.ping_timeout:g} s") from None
+            except McpError as error:
+                if error.error.code == CONNECTION_CLOSED:
+                    raise _ConnectionLost("the connection closed") from None
+                # a server that does not know ping is still alive
+
+    async def _list_tools(self, session: ClientSession) -> list[types.Tool]:
+        tools: list[types.Tool] = []
+        cursor: str | None = None
+        for _ in range(100):  # pages
+            result = await session.list_tools(cursor) if cursor else await session.list_tools()
+            tools.extend(result.tools)
+            cursor = result.nextCursor
+            if not cursor:
+                break
+        return tools
+
+    async def _on_message(self, message: Any) -> None:
+        """Runs in the session's receive loop: only flag work for the connection task."""
+        if isinstance(message, types.ServerNotification):
+            if isinstance(message.root, types.ToolListChangedNotification):
+                self.refresh_wanted = True
+                self.wake.set()
+        elif isinstance(message, Exception):
+            logger.warning(f"marsho: MCP server {self.name}: transport error: {_describe(message)}")
+            self.check_wanted = True
+            self.wake.set()
+        await anyio.lowlevel.checkpoint()
+
+    def mark_lost(self, lost: asyncio.Event, reason: str) -> None:
+        """A call found the connection dead: wake the connection task to reconnect."""
+        if lost is self.lost and not lost.is_set():
+            self.error = self._explain(reason)
+            lost.set()
+            self.wake.set()
+
+    # -- tools ----------------------------------------------------------------------------
+
+    def _install(self, listed: list[types.Tool]) -> None:
+        """Replace this server's toolkit in the toolset with the tools just listed."""
+        toolset = self.manager.toolset
+        self.remove_toolkit()
+        prefix = self.config.toolkit_name + SEPARATOR
+        toolkit = Toolkit(name=self.config.toolkit_name, source=f"MCP {self.config.transport}")
+        toolkit.sends = (
+            f"tool arguments to the MCP server at {self.config.url}"
+            if self.config.transport != "stdio"
+            else ""
+        )
+        names: set[str] = set()
+        for item in listed:
+            name = _safe_name(prefix + item.name, 64)
+            suffix = 2
+            while name in names:
+                tag = f"_{suffix}"
+                name = name[: 64 - len(tag)] + tag
+                suffix += 1
+            owner = toolset.tools.get(name)
+            if owner is not None:
+                logger.warning(
+                    f"marsho: MCP server {self.name}: tool {item.name} left out, "
+                    f"{name} is already the name of a tool of {owner.toolkit or 'another toolkit'}"
+                )
+                continue
+            names.add(name)
+            toolkit.tools.append(self._make_tool(name, item))
+        toolset.add(toolkit)
+        self.toolkit = toolkit
+
+    def remove_toolkit(self) -> None:
+        toolset = self.manager.toolset
+        old = self.toolkit
+        if old is None:
+            return
+        toolset.toolkits[:] = [t for t in toolset.toolkits if t is not old]
+        for tool in old.tools:
+            if toolset.tools.get(tool.name) is tool:
+                del toolset.tools[tool.name]
+        self.toolkit = None
+
+    def _make_tool(self, name: str, listed: types.Tool) -> Tool:
+        schema = dict(listed.inputSchema or {})
+        schema.pop("$schema", None)  # validated as 2020-12 by the runner either way
+        try:
+            Draft202012Validator.check_schema(schema)
+        except SchemaError as error:
+            logger.warning(
+                f"marsho: MCP server {self.name}: tool {listed.name} has an invalid input "
+                f"schema ({error.message}); its arguments are only checked to be an object"
+            )
+            schema = {"type": "object"}
+        schema.setdefault("type", "object")
+        description = (listed.description or listed.title or "").strip()
+        description = description or f"{listed.name} (from the MCP server {self.name})"
+        remote = listed.name
+
+        async def call_mcp_tool(**arguments: Any) -> ToolResponse:
+            return await self.call(remote, arguments)
+
+        call_mcp_tool.__name__ = name
+        return Tool(
+            name=name,
+            description=description,
+            parameters=schema,
+            func=call_mcp_tool,
+            toolkit=self.config.toolkit_name,
+            permission=self.config.permission,
+        )
+
+    async def call(self, tool: str, arguments: dict[str, Any]) -> ToolResponse:
+        """Call a tool on the server; every failure is an error response the model can read."""
+        session, lost = self.session, self.lost
+        if self.state == "stopped":
+            return ToolResponse.error(f"the MCP server {self.name} has been shut down")
+        if session is None or lost is None or lost.is_set():
+            return ToolResponse.error(
+                f"the MCP server {self.name} is not connected ({self.status()}); "
+                "it is being reconnected in the background, so try again later"
+            )
+        timeout = self.timeout
+        self.in_flight += 1
+        if self.in_flight == 1:
+            self.wake.set()  # the connection task checks on the server more often meanwhile
+        request = asyncio.ensure_future(session.call_tool(tool, arguments))
+        request.add_done_callback(_retrieve)
+        watcher = asyncio.ensure_future(lost.wait())
+        try:
+            done, _ = await asyncio.wait(
+                {request, watcher}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            self.in_flight -= 1
+            watcher.cancel()
+            if not request.done():
+                request.cancel()
+        if request in done:
+            try:
+                result = request.result()
+            except McpError as error:
+                if error.error.code == CONNECTION_CLOSED:
+                    return self._lost_during_call(tool, lost, "the connection closed")
+                return ToolResponse.error(
+                    f"the MCP server {self.name} refused the call to {tool}: {error.error.message}"
+                )
+            except Exception as error:  # noqa: BLE001 - transport errors
+                return self._lost_during_call(tool, lost, _describe(error))
+            return convert_result(result)
+        if watcher in done:
+            return self._lost_during_call(tool, lost, self.error or "the connection was lost")
+        return ToolResponse.error(
+            f"{tool} on the MCP server {self.name} did not answer within {timeout:g} s and "
+            "was abandoned; tell the user it timed out, or try again with other arguments"
+        )
+
+    def _lost_during_call(self, tool: str, lost: asyncio.Event, reason: str) -> ToolResponse:
+        self.mark_lost(lost, f"lost during a call to {tool}: {reason}")
+        logger.warning(f"marsho: MCP server {self.name} was lost during a call to {tool}: {reason}")
+        return ToolResponse.error(
+            f"the MCP server {self.name} stopped answering during the call to {tool} "
+            f"({reason}; it may have crashed). It is being reconnected in the background; "
+            "the call did not complete, so try again later"
+        )
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    """Read an abandoned request's outcome so that asyncio does not warn about it."""
+    if not task.cancelled():
+        task.exception()
+
+
+class McpManager:
+    """Connects the configured MCP servers and keeps their tools in a Toolset."""
+
+    connect_timeout = 30.0
+    """Seconds to connect, initialize and list the tools of a server."""
+    ping_timeout = 15.0
+    busy_ping_interval = 5.0
+    """Seconds between pings while calls are waiting (ping_interval when idle)."""
+    start_wait = 10.0
+    """Seconds start() waits for the servers' first attempts before leaving them to the background."""
+    stable_after = 30.0
+    """Seconds a connection must have lasted for the backoff to start over after losing it."""
+
+    def __init__(
+        self,
+        servers: dict[str, ServerConfig],
+        toolset: Toolset,
+        *,
+        call_timeout: float = 30,
+        backoff: tuple[float, float] = (1.0, 60.0),
+        ping_interval: float = 30.0,
+    ) -> None:
+        self.servers = dict(servers)
+        self.toolset = toolset
+        self.call_timeout = call_timeout
+        self.backoff_initial, self.backoff_max = backoff
+        self.ping_interval = ping_interval
+        self._servers: dict[str, _Server] = {}
+        self._started = False
+
+    async def start(self, *, wait: float | None = None) -> None:
+        """Connect every enabled server at once; never raises.
+
+        Returns when each server has connected or failed its first attempt, or after `wait`
+        seconds (default: start_wait, 10 s); the rest go on connecting or retrying in the
+        background, and their tools appear in the toolset when they connect.
+        """
+        if self._started:
+            return
+        self._started = True
+        for name, config in self.servers.items():
+            server = _Server(self, config)
+            self._servers[name] = server
+            if config.disabled:
+                logger.info(f"marsho: MCP server {name} is disabled")
+                continue
+            server.task = asyncio.create_task(server.run(), name=f"marsho-mcp-{name}")
+        waiting = [s.first_attempt.wait() for s in self._servers.values() if s.task is not None]
+        if waiting:
+            limit = self.start_wait if wait is None else wait
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(asyncio.gather(*waiting), limit)
+
+    async def stop(self) -> None:
+        """Close every connection, cancel pending retries and take the tools out of the toolset."""
+        tasks = []
+        for server in self._servers.values():
+            server.state = "stopped" if server.state != "disabled" else "disabled"
+            if server.task is not None and not server.task.done():
+                server.task.cancel()
+                tasks.append(server.task)
+        if tasks:
+            await asyncio.wait(tasks, timeout=10)
+        for server in self._servers.values():
+            server.remove_toolkit()
+            server._drop_connection()
+            if server.state != "disabled":
+                server.state = "stopped"
+        self._started = False
+        self._servers.clear()
+
+    def status(self) -> dict[str, str]:
+        """Each configured server's state: connected (N tools), retrying in N s: why, disabled."""
+        if not self._servers:
+            return {name: ("disabled" if c.disabled else "not started") for name, c in self.servers.items()}
+        return {name: server.status() for name, server in self._servers.items()}
+
+
+__all__ = ["McpManager", "ServerConfig", "convert_result", "read_mcp_config"]
