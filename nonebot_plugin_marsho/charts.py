@@ -11,6 +11,7 @@ installed. Rendering is synchronous and CPU-bound: from async code, run it in a 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import math
 import re
@@ -345,6 +346,22 @@ def set_font_file(path: str | Path) -> str:
         return family
 
 
+_CJK_FILE_HINT = re.compile(
+    r"wqy|noto.*cjk|sourcehan|source-han|droidsansfallback|simhei|simsun|msyh|msjh|pingfang"
+    r"|hiragino|notosanssc|notosanstc|notosansjp|notosanskr|ukai|uming|arphic",
+    re.IGNORECASE,
+)
+
+
+def _known_cjk_family(font_manager: Any) -> str | None:
+    installed = {font.name for font in font_manager.fontManager.ttflist}
+    for family in CJK_FONT_FAMILIES:
+        if family in installed:
+            return family
+    hinted = sorted(name for name in installed if _CJK_NAME_HINT.search(name))
+    return hinted[0] if hinted else None
+
+
 def cjk_font_family() -> str | None:
     """The installed CJK-capable font family charts use, or None (logged once) if there is none."""
     global _font_family, _font_searched
@@ -355,14 +372,15 @@ def cjk_font_family() -> str | None:
         _matplotlib()
         from matplotlib import font_manager
 
-        installed = {font.name for font in font_manager.fontManager.ttflist}
-        for family in CJK_FONT_FAMILIES:
-            if family in installed:
-                _font_family = family
-                break
-        else:
-            hinted = sorted(name for name in installed if _CJK_NAME_HINT.search(name))
-            _font_family = hinted[0] if hinted else None
+        _font_family = _known_cjk_family(font_manager)
+        if _font_family is None:
+            # matplotlib lists fonts from a cache built when it first ran: a CJK font installed
+            # since is not in it. Scan the system's font folders for one and add it.
+            for path in font_manager.findSystemFonts():
+                if _CJK_FILE_HINT.search(Path(path).name):
+                    with contextlib.suppress(Exception):
+                        font_manager.fontManager.addfont(path)
+            _font_family = _known_cjk_family(font_manager)
         if _font_family is None:
             logger.warning(
                 "marsho: no CJK font is installed (looked for Noto Sans CJK, Source Han, WenQuanYi, "

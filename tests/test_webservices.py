@@ -543,3 +543,25 @@ def test_default_toolkit_name_and_empty_list(tmp_path: Path) -> None:
 
     toolkit, problems = load_webservices(write_config(tmp_path, [], text='{"tools": []}'))
     assert toolkit is None and [p.severity for p in problems] == ["warning"]
+
+
+def test_charts_use_a_font_that_has_the_cjk_characters() -> None:
+    """With a CJK font on the machine (CI installs fonts-wqy-microhei), chart text is legible:
+    the font chosen has glyphs for the Chinese headers, even if it was installed after
+    matplotlib built its font cache."""
+    import os
+
+    from matplotlib.font_manager import FontProperties, findfont
+    from matplotlib.ft2font import FT2Font
+
+    from nonebot_plugin_marsho import charts
+
+    family = charts.cjk_font_family()
+    if family is None:
+        if os.environ.get("MARSHO_REQUIRE_CJK_FONT") == "1":
+            pytest.fail("no CJK font found, but .ci/run installed one")
+        pytest.skip("no CJK font installed (apt-get install fonts-wqy-microhei)")
+    font = FT2Font(findfont(FontProperties(family=family), fallback_to_default=False))
+    assert all(font.get_char_index(ord(char)) for char in "月份销量图表")
+    png = charts.render_chart("bar", [["一月", 10], ["二月", 20]], ["月份", "销量"], "月份", "销量")
+    assert png.startswith(b"\x89PNG")
