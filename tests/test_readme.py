@@ -9,6 +9,7 @@ from nonebot_plugin_marsho.tools import (
     ToolCall,
     ToolContext,
     ToolRunner,
+    Toolset,
     ToolsetSource,
     load_toolset,
 )
@@ -58,3 +59,39 @@ async def test_the_tools_json_example_loads(tmp_path: Path) -> None:
     assert set(toolset.tools) == {
         "marshoai-example__get_weather", "marshoai-example__get_current_time"
     }
+
+
+async def test_the_web_service_example_answers_with_a_chart(tmp_path: Path) -> None:
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    from nonebot_plugin_marsho.webservices import load_webservices
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    service = code_after("## Web services as tools", "python").replace("5000", str(port))
+    config = code_after("## Web services as tools", "json").replace("5000", str(port))
+    (tmp_path / "service.py").write_text(service, encoding="utf-8")
+    (tmp_path / "webservices.json").write_text(config, encoding="utf-8")
+    process = subprocess.Popen([sys.executable, str(tmp_path / "service.py")])
+    try:
+        deadline = time.monotonic() + 10
+        while socket.socket().connect_ex(("127.0.0.1", port)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        toolkit, problems = load_webservices(tmp_path / "webservices.json",
+                                             environ={"SALES_TOKEN": "t0ken-123"})
+        assert toolkit is not None and [p for p in problems if p.severity == "error"] == []
+        toolset = Toolset()
+        toolset.add(toolkit)
+        runner = ToolRunner(toolset)
+        result = await runner.run_one(ToolCall("1", "services__sales", '{"shop": "north"}'))
+        runner.close()
+    finally:
+        process.terminate()
+        process.wait(5)
+    assert result.ok, result.content
+    assert "月份" in result.content and len(result.images) == 1
+    assert result.images[0].startswith(b"\x89PNG")
