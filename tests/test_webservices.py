@@ -350,6 +350,7 @@ def test_cjk_font_is_chosen_from_installed_ones(monkeypatch: pytest.MonkeyPatch)
 
     monkeypatch.setattr(charts, "_font_searched", False)
     monkeypatch.setattr(font_manager.fontManager, "ttflist", [FakeFont("DejaVu Sans")])
+    monkeypatch.setattr(font_manager, "findSystemFonts", lambda *args, **kwargs: [])  # none on disk
     lines: list[str] = []
     sink = logger.add(lambda message: lines.append(str(message)), format="{message}")
     try:
