@@ -79,6 +79,28 @@ class Config(BaseModel):
     marsho_tool_mode_by_model: dict[str, ToolMode] = Field(default_factory=dict)
     """MARSHO_TOOL_MODE per model name, JSON `{"model": "prompt"}`."""
 
+    marsho_user_rate_limit: int = Field(default=0, ge=0)
+    """Questions one user may ask per MARSHO_RATE_WINDOW seconds (0: no limit; superusers are
+    exempt)."""
+
+    marsho_group_rate_limit: int = Field(default=0, ge=0)
+    """Questions one group may ask per MARSHO_RATE_WINDOW seconds (0: no limit)."""
+
+    marsho_rate_window: float = Field(default=60.0, gt=0)
+    """The window of the rate limits, in seconds."""
+
+    marsho_allowed_groups: list[str] = Field(default_factory=list)
+    """Groups marsho answers in (JSON list of group ids); empty: every group."""
+
+    marsho_denied_groups: list[str] = Field(default_factory=list)
+    """Groups marsho ignores (JSON list of group ids)."""
+
+    marsho_allowed_users: list[str] = Field(default_factory=list)
+    """Users marsho answers (JSON list of user ids); empty: everyone. Superusers always."""
+
+    marsho_denied_users: list[str] = Field(default_factory=list)
+    """Users marsho ignores (JSON list of user ids)."""
+
     marsho_max_tool_rounds: int = Field(default=8, ge=0, le=64)
     """Tool-call rounds per turn; then one last request without tools."""
 

@@ -21,6 +21,7 @@ from nonebot_plugin_alconna.uniseg import Image, Text, UniMessage
 from .config import config_error, plugin_config
 from .engine import Engine, Reply
 from .exceptions import EndpointError, MarshoError, NotReadyError, StoreError
+from .fairuse import RateLimiter, admitted, seconds_text
 from .render import calls_text, history_text, reply_text, tools_text, usage_text
 from .session import session_key
 from .tokens import load_counter
@@ -103,8 +104,19 @@ async def asker_role(bot: Bot, event: Event, group_id: str | None) -> Role:
     return role if role in ("owner", "admin") else "member"
 
 
-async def _is_for_marsho(event: Event, state: T_State) -> bool:
-    if event.get_type() != "message":
+async def _admitted(bot: Bot, event: Event) -> bool:
+    """Allow- and deny-lists of groups and users (superusers are always admitted)."""
+    group_id, user_id = _ids(event)
+    config = plugin_config
+    if not admitted(group_id, config.marsho_allowed_groups, config.marsho_denied_groups):
+        return False
+    if admitted(user_id, config.marsho_allowed_users, config.marsho_denied_users):
+        return True
+    return await _is_superuser(bot, event)
+
+
+async def _is_for_marsho(bot: Bot, event: Event, state: T_State) -> bool:
+    if event.get_type() != "message" or not await _admitted(bot, event):
         return False
     request = parse_request(
         event.get_plaintext(), plugin_config.trigger_names, set(get_driver().config.command_start)
@@ -127,6 +139,25 @@ async def _send(text: str, images: Sequence[bytes] = ()) -> None:
         await message.send(reply_to=True)
     except Exception as error:  # a failed send is logged; the turn is already stored
         logger.opt(exception=error).error(f"marsho: could not send the reply: {error}")
+
+
+user_limits = RateLimiter(plugin_config.marsho_user_rate_limit, plugin_config.marsho_rate_window)
+group_limits = RateLimiter(plugin_config.marsho_group_rate_limit, plugin_config.marsho_rate_window)
+
+
+def _rate_limited(user_id: str, group_id: str | None, role: Role) -> float:
+    """Seconds to wait before this question is allowed (0: go on, and it is counted)."""
+    if role == "superuser":
+        return 0.0
+    wait = user_limits.wait(user_id)
+    if group_id:
+        wait = max(wait, group_limits.wait(group_id))
+    if wait:
+        return wait
+    user_limits.take(user_id)
+    if group_id:
+        group_limits.take(group_id)
+    return 0.0
 
 
 def _speaker(event: Event, user_id: str) -> str:
@@ -206,6 +237,10 @@ async def handle_request(bot: Bot, event: Event, state: T_State) -> None:
     try:
         if request.command != "chat":
             await _send(await _command(engine, request, key, role, shared))
+            return
+        wait = _rate_limited(user_id, group_id, role)
+        if wait:
+            await _send(f"You are asking a bit fast: try again in {seconds_text(wait)}.")
             return
         context = ToolContext(session_key=key, user_id=user_id, group_id=group_id, role=role,
                               bot=bot, event=event)

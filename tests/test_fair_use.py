@@ -1,0 +1,106 @@
+"""Fair use: rate limits with a clear 'try again in N s', allow- and deny-lists, superusers exempt."""
+
+from __future__ import annotations
+
+import pytest
+from nonebug import App
+
+from nonebot_plugin_marsho import matchers
+from nonebot_plugin_marsho.config import plugin_config
+from nonebot_plugin_marsho.fairuse import RateLimiter, admitted, seconds_text
+from tests.conftest import SUPERUSER_ID
+from tests.fake_openai import FakeOpenAI, text
+from tests.onebot import group_message, onebot_bot, reply_call
+
+
+def test_the_window_slides() -> None:
+    now = [0.0]
+    limiter = RateLimiter(2, 60, clock=lambda: now[0])
+    assert limiter.wait("u") == 0
+    limiter.take("u")
+    limiter.take("u")
+    assert limiter.wait("u") == 60
+    now[0] = 30
+    assert limiter.wait("u") == 30 and limiter.wait("other") == 0
+    now[0] = 60.5
+    assert limiter.wait("u") == 0
+    assert RateLimiter(0, 60).wait("u") == 0  # no limit
+
+
+def test_lists_deny_first_and_an_empty_allow_list_allows_all() -> None:
+    assert admitted("1", [], [])
+    assert not admitted("1", [], ["1"])
+    assert not admitted("1", ["1"], ["1"])
+    assert admitted("1", ["1", "2"], []) and not admitted("3", ["1", "2"], [])
+    assert admitted(None, ["1"], [])  # a private chat has no group to check
+    assert seconds_text(0.2) == "1 s" and seconds_text(12.1) == "13 s"
+
+
+@pytest.fixture
+def limits(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(matchers, "user_limits", RateLimiter(2, 60))
+    monkeypatch.setattr(matchers, "group_limits", RateLimiter(3, 60))
+
+
+async def test_a_user_asking_too_fast_is_told_when_to_try_again(
+    app: App, fake: FakeOpenAI, plugin_engine, limits: None
+) -> None:
+    fake.push(text("one"), text("two"))
+    async with app.test_matcher() as ctx:
+        bot = onebot_bot(ctx)
+        for answer in ("one", "two"):
+            event = group_message("marsho hi")
+            ctx.receive_event(bot, event)
+            ctx.should_call_api(*reply_call(event, answer), result={"message_id": 1})
+        event = group_message("marsho hi again")
+        ctx.receive_event(bot, event)
+        ctx.should_call_api(*reply_call(event, "You are asking a bit fast: try again in 60 s."),
+                            result={"message_id": 2})
+    assert len(fake.requests) == 2  # the third question cost nothing
+
+
+async def test_a_group_limit_counts_everyone_and_superusers_are_exempt(
+    app: App, fake: FakeOpenAI, plugin_engine, limits: None
+) -> None:
+    fake.push(*(text(f"a{i}") for i in range(5)))
+    async with app.test_matcher() as ctx:
+        bot = onebot_bot(ctx)
+        for i, user in enumerate((1, 2, 3)):
+            event = group_message("marsho hi", user_id=user, group_id=555)
+            ctx.receive_event(bot, event)
+            ctx.should_call_api(*reply_call(event, f"a{i}"), result={"message_id": 1})
+        event = group_message("marsho hi", user_id=4, group_id=555)
+        ctx.receive_event(bot, event)
+        ctx.should_call_api(*reply_call(event, "You are asking a bit fast: try again in 60 s."),
+                            result={"message_id": 2})
+        event = group_message("marsho hi", user_id=int(SUPERUSER_ID), group_id=555)
+        ctx.receive_event(bot, event)
+        ctx.should_call_api(*reply_call(event, "a3"), result={"message_id": 3})
+
+
+@pytest.mark.parametrize(
+    ("setting", "value", "user", "group", "answered"),
+    [
+        ("marsho_denied_groups", ["777"], 1, 777, False),
+        ("marsho_allowed_groups", ["888"], 1, 777, False),
+        ("marsho_allowed_groups", ["777"], 1, 777, True),
+        ("marsho_denied_users", ["5"], 5, 777, False),
+        ("marsho_allowed_users", ["6"], 5, 777, False),
+        ("marsho_allowed_users", ["6"], int(SUPERUSER_ID), 777, True),
+    ],
+)
+async def test_allow_and_deny_lists(
+    app: App, fake: FakeOpenAI, plugin_engine, monkeypatch: pytest.MonkeyPatch,
+    setting: str, value: list[str], user: int, group: int, answered: bool,
+) -> None:
+    monkeypatch.setattr(plugin_config, setting, value)
+    fake.push(text("hello"))
+    async with app.test_matcher(matchers.marsho) as ctx:
+        bot = onebot_bot(ctx)
+        event = group_message("marsho hi", user_id=user, group_id=group)
+        ctx.receive_event(bot, event)
+        if answered:
+            ctx.should_call_api(*reply_call(event, "hello"), result={"message_id": 1})
+        else:
+            ctx.should_not_pass_rule()
+    assert len(fake.requests) == (1 if answered else 0)
