@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic import BaseModel, Field, ValidationError, create_model, field_validator
 
 from .llm import ToolMode
 from .session import SessionScope
@@ -175,6 +175,38 @@ def describe_validation_error(error: ValidationError) -> str:
     return "invalid settings in .env: " + "; ".join(lines)
 
 
+LEGACY_KEYS: dict[str, tuple[str, ...]] = {
+    "marsho_api_key": ("marshoai_token",),
+    "marsho_base_url": ("marshoai_endpoint", "marshoai_azure_endpoint"),
+    "marsho_model": ("marshoai_default_model",),
+    "marsho_name": ("marshoai_default_name",),
+    "marsho_aliases": ("marshoai_aliases",),
+    "marsho_system_prompt": ("marshoai_prompt",),
+    "marsho_at": ("marshoai_at",),
+    "marsho_timeout": ("marshoai_timeout",),
+    "marsho_toolkit_dirs": ("marshoai_toolset_dir",),
+    "marsho_disabled_toolkits": ("marshoai_disabled_toolkits",),
+}
+"""nonebot-plugin-marshoai's `.env` keys, read when the MARSHO_* key is absent."""
+
+
+def apply_legacy_keys(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """NoneBot's settings with marshoai's keys copied to ours where ours are absent, and a
+    note for each (so owners moving from marshoai can rename at leisure)."""
+    data = dict(data)
+    notes = []
+    for key, legacy in LEGACY_KEYS.items():
+        if data.get(key) is not None:
+            continue
+        for old in legacy:
+            if data.get(old) is not None:
+                data[key] = data[old]
+                notes.append(f"{old.upper()} (from nonebot-plugin-marshoai) is read as "
+                             f"{key.upper()}; rename it in .env")
+                break
+    return data, notes
+
+
 def read_config() -> tuple[Config, str]:
     """The plugin's settings from NoneBot's config; on a bad value, the defaults and the problem.
 
@@ -188,9 +220,24 @@ def read_config() -> tuple[Config, str]:
     except ValueError:  # imported as a library, NoneBot not initialised: nothing to read
         return Config(), ""
     try:
-        return get_plugin_config(Config), ""
+        config = get_plugin_config(Config)
+        # marshoai's keys, from .env or the environment like ours, fill in the ones not set
+        legacy = get_plugin_config(_LegacyKeys).model_dump(exclude_none=True)
+        data, notes = apply_legacy_keys({**legacy, **config.model_dump(exclude_unset=True)})
+        if notes:
+            config = Config.model_validate(data)
     except ValidationError as error:
         return Config(), describe_validation_error(error)
+    legacy_notes.extend(notes)
+    return config, ""
 
+
+_LegacyKeys = create_model(  # type: ignore[call-overload]
+    "_LegacyKeys", **{name: (Any, None) for names in LEGACY_KEYS.values() for name in names}
+)
+
+
+legacy_notes: list[str] = []
+"""marshoai keys read in place of ours, logged once at startup."""
 
 plugin_config, config_error = read_config()

@@ -12,7 +12,7 @@ require("nonebot_plugin_alconna")
 
 import nonebot_plugin_localstore as localstore  # noqa: E402
 
-from .config import Config, config_error, plugin_config  # noqa: E402
+from .config import Config, config_error, legacy_notes, plugin_config  # noqa: E402
 from .engine import Engine  # noqa: E402
 from .exceptions import StoreError  # noqa: E402
 from .llm import LLMClient  # noqa: E402
@@ -119,6 +119,8 @@ def log_toolset(toolset: Toolset) -> None:
 @driver.on_startup
 async def start_marsho() -> None:
     """Load toolkits and connect the engine; report, never raise, so the bot always starts."""
+    for note in legacy_notes:
+        logger.warning(f"marsho: {note}")
     if config_error:
         runtime.problem = f"marsho is not configured correctly: {config_error}"
         logger.error(f"marsho: {config_error}. Fix .env and restart; until then marsho answers "

@@ -45,3 +45,40 @@ def test_a_bad_value_names_the_key_and_the_problem(settings: dict, named: str) -
 def test_trigger_names_drop_duplicates_whatever_their_case() -> None:
     config = Config(marsho_name="Marsho", marsho_aliases=["marsho", "小棉", " "])
     assert config.trigger_names == ["Marsho", "小棉"]
+
+
+def test_marshoai_keys_are_read_when_ours_are_absent() -> None:
+    from nonebot_plugin_marsho.config import apply_legacy_keys
+
+    data, notes = apply_legacy_keys({
+        "marshoai_token": "sk-old", "marshoai_azure_endpoint": "https://models.example/v1",
+        "marshoai_default_model": "old-model", "marshoai_aliases": ["小棉", "棉棉"],
+        "marshoai_at": True, "marsho_name": "kept", "marshoai_default_name": "ignored",
+        "marshoai_toolset_dir": ["/srv/marsho/tools"],
+    })
+    config = Config.model_validate(data)
+    assert config.marsho_api_key == "sk-old"
+    assert config.marsho_base_url == "https://models.example/v1"
+    assert config.marsho_model == "old-model"
+    assert config.marsho_aliases == ["小棉", "棉棉"] and config.marsho_at is True
+    assert config.marsho_name == "kept"  # our key wins
+    assert [str(p) for p in config.marsho_toolkit_dirs] == ["/srv/marsho/tools"]
+    assert "MARSHOAI_TOKEN (from nonebot-plugin-marshoai) is read as MARSHO_API_KEY; rename it in .env" in notes
+    assert not any("MARSHOAI_DEFAULT_NAME" in note for note in notes)
+
+
+def test_read_config_applies_the_marshoai_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    from nonebot_plugin_marsho import config as config_module
+
+    monkeypatch.setenv("MARSHOAI_DEFAULT_NAME", "neko")
+    monkeypatch.setenv("MARSHOAI_AT", "true")
+    monkeypatch.setenv("MARSHOAI_DEFAULT_MODEL", "m1")  # MARSHO_MODEL is set by the tests: it wins
+    monkeypatch.setattr(config_module, "legacy_notes", [])
+    config, error = config_module.read_config()
+    assert error == ""
+    assert config.marsho_name == "neko" and config.marsho_at is True
+    assert config.marsho_model == "fake-model"
+    assert sorted(config_module.legacy_notes) == [
+        "MARSHOAI_AT (from nonebot-plugin-marshoai) is read as MARSHO_AT; rename it in .env",
+        "MARSHOAI_DEFAULT_NAME (from nonebot-plugin-marshoai) is read as MARSHO_NAME; rename it in .env",
+    ]
