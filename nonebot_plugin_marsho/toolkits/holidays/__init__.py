@@ -109,6 +109,21 @@ async def _get_json(base_url: str, path: str, *, timeout: float) -> Any:
         ) from None
 
 
+async def _holidays(base_url: str, path: str, code: str, timeout: float, *, empty: str
+) -> list[dict[str, Any]]:
+    """The holidays at a Nager.Date path; 204 → `empty`, 404 → an unknown country code."""
+    try:
+        data = await _get_json(base_url, path, timeout=timeout)
+    except _NoData as missing:
+        if missing.status == 204:
+            raise HolidayError(empty) from None
+        raise HolidayError(
+            f"Nager.Date does not know the country code {code!r} (or has no data for it); "
+            "check that it is an ISO 3166-1 alpha-2 code (GB, not UK) of a supported country"
+        ) from None
+    return _holiday_list(data)
+
+
 async def _country_code(country: str, base_url: str, timeout: float) -> str:
     """An ISO 3166-1 alpha-2 code from a code or an English country name."""
     text = country.strip()
@@ -187,17 +202,10 @@ async def public_holidays(
         return ToolResponse.error(f"year {year} is out of range; give a year such as {date.today().year}")
     try:
         code = await _country_code(country, base_url, timeout)
-        try:
-            data = await _get_json(base_url, f"/api/v3/PublicHolidays/{year}/{quote(code)}",
-                                   timeout=timeout)
-        except _NoData as missing:
-            if missing.status == 204:
-                raise HolidayError(f"Nager.Date has no holiday data for {code} in {year}") from None
-            raise HolidayError(
-                f"Nager.Date does not know the country code {code!r} (or has no data for it); "
-                "check that it is an ISO 3166-1 alpha-2 code (GB, not UK) of a supported country"
-            ) from None
-        holidays = _holiday_list(data)
+        holidays = await _holidays(
+            base_url, f"/api/v3/PublicHolidays/{year}/{quote(code)}", code, timeout,
+            empty=f"Nager.Date has no holiday data for {code} in {year}",
+        )
     except HolidayError as error:
         return ToolResponse.error(str(error))
     if not holidays:
@@ -227,17 +235,10 @@ async def next_holidays(
         return ToolResponse.error(f"limit must be at least 1 (got {limit})")
     try:
         code = await _country_code(country, base_url, timeout)
-        try:
-            data = await _get_json(base_url, f"/api/v3/NextPublicHolidays/{quote(code)}",
-                                   timeout=timeout)
-        except _NoData as missing:
-            if missing.status == 204:
-                raise HolidayError(f"Nager.Date lists no upcoming public holidays for {code}") from None
-            raise HolidayError(
-                f"Nager.Date does not know the country code {code!r} (or has no data for it); "
-                "check that it is an ISO 3166-1 alpha-2 code (GB, not UK) of a supported country"
-            ) from None
-        holidays = _holiday_list(data)
+        holidays = await _holidays(
+            base_url, f"/api/v3/NextPublicHolidays/{quote(code)}", code, timeout,
+            empty=f"Nager.Date lists no upcoming public holidays for {code}",
+        )
     except HolidayError as error:
         return ToolResponse.error(str(error))
     today = date.today()
