@@ -109,7 +109,8 @@ async def _get_json(base_url: str, path: str, *, timeout: float) -> Any:
         ) from None
 
 
-async def _holidays(base_url: str, path: str, code: str, timeout: float, *, empty: str
+async def _holidays(
+    base_url: str, path: str, code: str, timeout: float, *, empty: str
 ) -> list[dict[str, Any]]:
     """The holidays at a Nager.Date path; 204 → `empty`, 404 → an unknown country code."""
     try:
