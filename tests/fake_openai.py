@@ -14,8 +14,10 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
+
+from tests.loopback import QuietHandler, serve, shut
 
 Body = dict[str, Any]
 
@@ -100,7 +102,6 @@ class FakeOpenAI:
         self._queue: deque[Answer] = deque()
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
 
     @property
     def port(self) -> int:
@@ -142,14 +143,7 @@ class FakeOpenAI:
     def start(self) -> FakeOpenAI:
         fake = self
 
-        class Handler(BaseHTTPRequestHandler):
-            # without this every answer waits ~40 ms on delayed ACKs
-            disable_nagle_algorithm = True
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
+        class Handler(QuietHandler):
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 data = self.rfile.read(length)
@@ -178,20 +172,12 @@ class FakeOpenAI:
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (a timeout test)
 
-        class Server(ThreadingHTTPServer):
-            daemon_threads = True
-            request_queue_size = 512
-
-        self._server = Server(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._thread.start()
+        self._server = serve(Handler)
         return self
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
+        shut(self._server)
+        self._server = None
 
     def __enter__(self) -> FakeOpenAI:
         return self.start()

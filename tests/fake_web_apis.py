@@ -25,9 +25,11 @@ import threading
 from collections import deque
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
+
+from tests.loopback import QuietHandler, serve, shut
 
 
 @dataclass
@@ -125,12 +127,7 @@ class FakeWebAPI:
     def start(self) -> FakeWebAPI:
         fake = self
 
-        class Handler(BaseHTTPRequestHandler):
-            disable_nagle_algorithm = True  # no ~40 ms wait for delayed ACKs
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
+        class Handler(QuietHandler):
 
             def do_GET(self) -> None:
                 parts = urlsplit(self.path)
@@ -151,20 +148,14 @@ class FakeWebAPI:
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (a timeout test)
 
-        class Server(ThreadingHTTPServer):
-            daemon_threads = True
-
         self._stopping.clear()
-        self._server = Server(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True).start()
+        self._server = serve(Handler)
         return self
 
     def stop(self) -> None:
         self._stopping.set()
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
+        shut(self._server)
+        self._server = None
 
     def __enter__(self) -> FakeWebAPI:
         return self.start()

@@ -12,9 +12,10 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from http.server import ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
+
+from tests.loopback import QuietHandler, serve, shut
 
 
 @dataclass
@@ -87,12 +88,7 @@ class FakeWebSites:
     def start(self) -> FakeWebSites:
         fake = self
 
-        class Handler(BaseHTTPRequestHandler):
-            disable_nagle_algorithm = True
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
+        class Handler(QuietHandler):
 
             def do_GET(self) -> None:
                 parts = urlsplit(self.path)
@@ -131,18 +127,12 @@ class FakeWebSites:
                 self.end_headers()
                 self.wfile.write(reply.body)
 
-        class Server(ThreadingHTTPServer):
-            daemon_threads = True
-
-        self._server = Server((self.host, 0), Handler)
-        threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True).start()
+        self._server = serve(Handler, self.host)
         return self
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
+        shut(self._server)
+        self._server = None
 
     def __enter__(self) -> FakeWebSites:
         return self.start()

@@ -14,8 +14,10 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
+
+from tests.loopback import LoopbackServer, QuietHandler, serve, shut
 
 
 @dataclass
@@ -105,12 +107,7 @@ class FakeWebService:
     def start(self) -> FakeWebService:
         fake = self
 
-        class Handler(BaseHTTPRequestHandler):
-            disable_nagle_algorithm = True
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
+        class Handler(QuietHandler):
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
@@ -144,21 +141,16 @@ class FakeWebService:
                 if answer.declared_length is not None:
                     self.close_connection = True
 
-        class Server(ThreadingHTTPServer):
-            daemon_threads = True
-
+        class Server(LoopbackServer):
             def handle_error(self, request: Any, client_address: Any) -> None:
                 pass  # a client that hung up mid-answer (timeout and oversize tests)
 
-        self._server = Server(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        self._server = serve(Handler, server_class=Server)
         return self
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
+        shut(self._server)
+        self._server = None
 
     def __enter__(self) -> FakeWebService:
         return self.start()
