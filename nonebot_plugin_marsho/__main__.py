@@ -98,7 +98,9 @@ async def command_ask(plugin: Any, text: str) -> int:
     await plugin.start_marsho()
     try:
         engine = plugin.runtime.require_engine()
-        reply = await engine.chat("cli:local", text, OWNER_CONTEXT, progress=progress)
+        prompt = plugin.runtime.system_prompt(nickname=None, shared=False)  # with the time
+        reply = await engine.chat("cli:local", text, OWNER_CONTEXT, system_prompt=prompt,
+                                  progress=progress)
     except MarshoError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1

@@ -3,20 +3,37 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, Field, ValidationError, create_model, field_validator
 
+from . import i18n
+from .i18n import Language
 from .llm import ToolMode
 from .session import SessionScope
 from .tools.model import Permission
 
-DEFAULT_SYSTEM_PROMPT = (
-    "You are Marsho, a friendly and helpful assistant chatting in a group chat. "
-    "Answer in the language the user writes in. Keep answers short and plain: "
-    "chat apps do not render markdown. Use the tools you are given when they help, "
-    "and say so honestly when a tool fails."
-)
+DEFAULT_VISION_MODELS = [
+    "gpt-4o*", "chatgpt-4o*", "gpt-4.1*", "gpt-4-turbo*", "gpt-4-vision*", "gpt-5*", "o1", "o1-2*",
+    "o3*", "o4*", "claude-3*", "claude-*-4*", "claude-4*", "gemini-*", "gemma-3*", "grok-*vision*",
+    "grok-4*", "qwen*-vl*", "qvq*", "qwen*-omni*", "glm-4v*", "glm-4.*v*", "*vision*", "*-vl-*",
+    "*-vl", "llava*", "minicpm-v*", "pixtral*", "mistral-medium*", "mistral-small-3*", "doubao-*vision*",
+    "doubao-seed-1*", "step-1v*", "step-1o*", "moonshot-v1-*-vision*", "kimi-k2.5*", "llama-4*",
+    "llama3.2-vision*", "internvl*", "yi-vision*", "hunyuan-vision*", "hunyuan-t1-vision*",
+]
+"""Model names (shell-style patterns, any case) that can read pictures, for MARSHO_VISION_MODELS."""
+
+
+def language_alias(value: Any) -> Any:
+    """`zh`, `zh_CN`, `zh-Hans`, `en-US`... are read as the language they name."""
+    if isinstance(value, str):
+        folded = value.strip().replace("_", "-").casefold()
+        if folded in ("zh", "zh-cn", "zh-hans", "zh-sg", "cn", "chinese", "中文"):
+            return "zh-CN"
+        if folded == "en" or folded.startswith("en-") or folded == "english":
+            return "en"
+    return value
 
 
 class Config(BaseModel):
@@ -40,8 +57,75 @@ class Config(BaseModel):
     marsho_at: bool = False
     """Also answer group messages that @-mention the bot."""
 
-    marsho_system_prompt: str = DEFAULT_SYSTEM_PROMPT
-    """System prompt put before every conversation; empty for none."""
+    marsho_lang: Language = "zh-CN"
+    """Language of every fixed reply and of the default persona: `zh-CN` or `en`."""
+
+    marsho_system_prompt: str | None = None
+    """The persona, put before every conversation; unset for Marsho's own (in MARSHO_LANG),
+    empty for none."""
+
+    marsho_additional_prompt: str = ""
+    """Added after the persona (house rules of the group...)."""
+
+    marsho_time_prompt: bool = True
+    """Tell the model the current date and time (and the lunar date in zh-CN) each turn."""
+
+    marsho_timezone: str = ""
+    """IANA time zone for that, such as `Asia/Shanghai`; empty for the machine's."""
+
+    marsho_praises_file: Path | None = None
+    """"People Marsho likes": JSON `{"like": [{"name": ..., "advantages": ...}]}` (marshoai's
+    praises.json); by default `praises.json` in the plugin's data folder, used when it exists."""
+
+    marsho_nickname_limit: int = Field(default=16, ge=1, le=64)
+    """Characters a nickname set with `marsho.nickname` may have."""
+
+    marsho_poke: Literal["model", "fixed", "off"] = "model"
+    """Answer a poke (OneBot v11): `model` asks the model for a short in-character line (the
+    fixed line when it fails), `fixed` always the fixed line, `off` ignores pokes."""
+
+    marsho_poke_cooldown: float = Field(default=30.0, ge=0)
+    """Seconds before the same person's next poke is answered again (in each chat)."""
+
+    marsho_vision_models: list[str] = Field(default_factory=lambda: list(DEFAULT_VISION_MODELS))
+    """Models that are sent pictures: names or shell-style patterns (`gpt-4o*`), any case; for
+    other models pictures are left out with a short tip."""
+
+    marsho_max_images: int = Field(default=4, ge=0, le=16)
+    """Pictures of one question (quoted message included) sent to the model; 0 for none."""
+
+    marsho_image_max_bytes: int = Field(default=5_000_000, ge=10_000)
+    """Bytes one picture may have; bigger ones are not downloaded."""
+
+    marsho_image_timeout: float = Field(default=10.0, gt=0)
+    """Seconds one picture's download may take."""
+
+    marsho_long_answer: Literal["split", "forward", "single"] = "split"
+    """Long answers: `split` into several messages at paragraph boundaries (a forward message
+    beyond MARSHO_MAX_SPLIT_MESSAGES), `forward` as one forward message, `single` as they are."""
+
+    marsho_split_chars: int = Field(default=800, ge=100)
+    """An answer longer than this many characters is long."""
+
+    marsho_max_split_messages: int = Field(default=4, ge=1, le=20)
+    """Messages a split answer may take; longer ones go as a forward message."""
+
+    marsho_send_reasoning: bool = False
+    """Send a reasoning model's thinking as a forward message before the answer."""
+
+    marsho_tool_progress: bool = False
+    """Say which tools marsho is using while they run ("marsho is using weather …")."""
+
+    marsho_render_latex: bool = True
+    """Send $$...$$ formulas of an answer as pictures (matplotlib's mathtext; a formula it cannot
+    draw stays text)."""
+
+    marsho_render_inline_latex: bool = False
+    """Also draw inline $...$ formulas."""
+
+    marsho_render_markdown_images: bool = True
+    """Send markdown images `![alt](https://...)` of an answer as pictures (public addresses
+    only, size- and time-capped; a failed download stays text)."""
 
     marsho_toolkit_dirs: list[Path] = Field(default_factory=list)
     """Extra toolset folders (JSON list), each holding toolkit folders."""
@@ -144,6 +228,22 @@ class Config(BaseModel):
     def _aliases_not_blank(cls, value: list[str]) -> list[str]:
         return [alias.strip() for alias in value if alias.strip()]
 
+    @field_validator("marsho_lang", mode="before")
+    @classmethod
+    def _language_alias(cls, value: Any) -> Any:
+        return language_alias(value)
+
+    @field_validator("marsho_timezone")
+    @classmethod
+    def _known_timezone(cls, value: str) -> str:
+        value = value.strip()
+        if value:
+            try:
+                ZoneInfo(value)
+            except (ZoneInfoNotFoundError, ValueError):
+                raise ValueError(f"{value!r} is not an IANA time zone such as Asia/Shanghai") from None
+        return value
+
     @field_validator("marsho_base_url")
     @classmethod
     def _base_url_is_http(cls, value: str) -> str:
@@ -182,6 +282,13 @@ LEGACY_KEYS: dict[str, tuple[str, ...]] = {
     "marsho_name": ("marshoai_default_name",),
     "marsho_aliases": ("marshoai_aliases",),
     "marsho_system_prompt": ("marshoai_prompt",),
+    "marsho_additional_prompt": ("marshoai_additional_prompt",),
+    "marsho_time_prompt": ("marshoai_enable_time_prompt",),
+    "marsho_nickname_limit": ("marshoai_nickname_limit",),
+    "marsho_send_reasoning": ("marshoai_send_thinking",),
+    "marsho_render_inline_latex": ("marshoai_single_latex_parse",),
+    "marsho_render_latex": ("marshoai_enable_richtext_parse",),
+    "marsho_render_markdown_images": ("marshoai_enable_richtext_parse",),
     "marsho_at": ("marshoai_at",),
     "marsho_timeout": ("marshoai_timeout",),
     "marsho_toolkit_dirs": ("marshoai_toolset_dir",),
@@ -227,9 +334,24 @@ def read_config() -> tuple[Config, str]:
         if notes:
             config = Config.model_validate(data)
     except ValidationError as error:
+        # the complaint itself in the language asked for, if that setting is fine
+        try:
+            i18n.set_language(get_plugin_config(_LanguageOnly).marsho_lang)
+        except ValidationError:
+            pass
         return Config(), describe_validation_error(error)
     legacy_notes.extend(notes)
+    i18n.set_language(config.marsho_lang)
     return config, ""
+
+
+class _LanguageOnly(BaseModel):
+    marsho_lang: Language = "zh-CN"
+
+    @field_validator("marsho_lang", mode="before")
+    @classmethod
+    def _language_alias(cls, value: Any) -> Any:
+        return language_alias(value)
 
 
 _LegacyKeys = create_model(  # type: ignore[call-overload]

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from nonebot.log import logger
 
 from .exceptions import BudgetError, StoreError
+from .i18n import t
 from .llm import LLMClient
 from .session import History, Message, Turn, fit_current, fit_history
 from .tokens import TokenCounter
@@ -35,6 +37,10 @@ class Reply:
 Progress = Callable[[ToolCall, "ToolResult | None"], None]
 """Told of each tool call before it runs (result None) and again with its result."""
 
+Announce = Callable[[list[ToolCall]], Awaitable[None]]
+"""Told of each round's tool calls before they run (to show "marsho is using ..."); awaited
+alongside the calls, so a slow chat send never delays the tools."""
+
 
 @dataclass
 class TurnOutcome:
@@ -53,6 +59,7 @@ async def answer(
     context: ToolContext | None = None,
     max_tool_rounds: int = 8,
     progress: Progress | None = None,
+    announce: Announce | None = None,
 ) -> TurnOutcome:
     """Ask the model until it answers in text: run each batch of tool calls and send the
     results back, at most `max_tool_rounds` times, then once more without tools.
@@ -73,7 +80,13 @@ async def answer(
         if progress:
             for call in completion.tool_calls:
                 progress(call, None)
-        results = await runner.run(completion.tool_calls, context, on_result=progress)
+        if announce is None:
+            results = await runner.run(completion.tool_calls, context, on_result=progress)
+        else:
+            _, results = await asyncio.gather(
+                _announced(announce, completion.tool_calls),
+                runner.run(completion.tool_calls, context, on_result=progress),
+            )
         for result in results:
             log = logger.info if result.ok else logger.warning
             log(f"marsho: tool {result.name} → {result.status} in {result.seconds:.2f} s")
@@ -87,6 +100,24 @@ async def answer(
     added.append({"role": "assistant", "content": completion.content})
     hit_limit = bool(tools) and rounds > 0 and rounds >= max_tool_rounds
     return TurnOutcome(added, Reply(completion.content, calls, rounds, hit_limit, completion.reasoning))
+
+
+async def _announced(announce: Announce, calls: list[ToolCall]) -> None:
+    try:
+        await announce(calls)
+    except Exception as error:  # telling the chat is a courtesy; the tools run regardless
+        logger.warning(f"marsho: could not announce the tool calls: {error}")
+
+
+def without_pictures(message: Message) -> Message:
+    """The message as history keeps it: pictures replaced by a short placeholder (their base64
+    would fill the database and every later request; they are sent in their own turn only)."""
+    content = message.get("content")
+    if not isinstance(content, list):
+        return message
+    texts = [str(part.get("text", "")) if part.get("type") == "text" else t("image.placeholder")
+             for part in content if isinstance(part, dict)]
+    return {**message, "content": "\n".join(text for text in texts if text)}
 
 
 class Engine:
@@ -126,20 +157,19 @@ class Engine:
         return cached[1]
 
     def request_messages(
-        self, history: list[Turn], current: list[Message], tools: list[dict[str, Any]]
+        self,
+        history: list[Turn],
+        current: list[Message],
+        tools: list[dict[str, Any]],
+        system_prompt: str | None = None,
     ) -> list[Message]:
         """System prompt, the history that fits, and the running turn, within MARSHO_MAX_HISTORY
         messages and MARSHO_HISTORY_TOKENS tokens (tool schemas counted too)."""
-        system: list[Message] = (
-            [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
-        )
+        prompt = self.system_prompt if system_prompt is None else system_prompt
+        system: list[Message] = [{"role": "system", "content": prompt}] if prompt else []
         fixed = sum(map(self.counter.count_message, system)) + self._tools_tokens(tools)
         if fixed >= self.max_tokens * 0.9:
-            raise BudgetError(
-                f"the system prompt and the tool schemas alone take about {fixed} tokens, too "
-                f"close to MARSHO_HISTORY_TOKENS={self.max_tokens}: raise it, or shorten "
-                "MARSHO_SYSTEM_PROMPT, or disable some tools"
-            )
+            raise BudgetError(t("budget.fixed", tokens=fixed, budget=self.max_tokens))
         current = fit_current(current, self.counter, self.max_tokens - fixed)
         room = self.max_tokens - fixed - sum(map(self.counter.count_message, current))
         earlier = fit_history(history, max_messages=self.max_history, max_tokens=max(0, room))
@@ -148,13 +178,18 @@ class Engine:
     async def chat(
         self,
         key: str,
-        text: str,
+        text: str | list[dict[str, Any]],
         context: ToolContext | None = None,
         *,
+        system_prompt: str | None = None,
         progress: Progress | None = None,
+        announce: Announce | None = None,
     ) -> Reply:
         """Answer `text` in session `key` with the tools the asker may use; the turn is stored
         only if it completes, in one transaction.
+
+        `text` may be OpenAI content parts (text and `image_url` pictures); history keeps the
+        pictures as a placeholder. `system_prompt` replaces the engine's for this turn.
 
         Raises EndpointError when the endpoint fails (the history is then unchanged), and
         StoreError when the database fails (with the reply, if there was one).
@@ -167,10 +202,11 @@ class Engine:
             tools = self.toolset.schemas(context)
             outcome = await answer(
                 self.llm, self.runner,
-                lambda added: self.request_messages(history, [question, *added], tools),
+                lambda added: self.request_messages(history, [question, *added], tools, system_prompt),
                 tools, context=context, max_tool_rounds=self.max_tool_rounds, progress=progress,
+                announce=announce,
             )
-            turn = [question, *outcome.added]
+            turn = [without_pictures(question), *outcome.added]
             try:
                 await self.history.append_turn(key, turn, [self.counter.count_message(m) for m in turn])
             except StoreError as error:

@@ -23,7 +23,9 @@ class EndpointError(MarshoError):
 
     def __str__(self) -> str:
         text = super().__str__()
-        return f"{text} {self.hint}".strip()
+        # no space after a Chinese full stop or bracket
+        joint = "" if text.endswith(("。", "！", "？", "）", "」")) else " "
+        return f"{text}{joint}{self.hint}".strip()
 
 
 class StoreError(MarshoError):

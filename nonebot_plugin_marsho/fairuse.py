@@ -7,6 +7,8 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 
+from .i18n import t
+
 
 class RateLimiter:
     """At most `limit` events per key in any `window` seconds (a sliding window); 0 = no limit."""
@@ -46,7 +48,7 @@ class RateLimiter:
 
 def seconds_text(seconds: float) -> str:
     """'try again in N s', rounded up so that trying then works."""
-    return f"{max(1, math.ceil(seconds))} s"
+    return t("seconds", n=max(1, math.ceil(seconds)))
 
 
 def admitted(value: str | None, allowed: Iterable[str], denied: Iterable[str]) -> bool:

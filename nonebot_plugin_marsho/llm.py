@@ -16,6 +16,7 @@ import openai
 from nonebot.log import logger
 
 from .exceptions import EndpointError
+from .i18n import t
 from .tools.model import ToolCall
 from .tools.prompt_mode import parse_tool_calls, system_addendum, to_prompt_messages
 
@@ -179,9 +180,7 @@ class LLMClient:
     ) -> Completion:
         """Send one chat-completions request and read the first choice."""
         if self.needs_key:
-            raise EndpointError(
-                f"No API key is set for {self.base_url}.", hint="Set MARSHO_API_KEY in .env."
-            )
+            raise EndpointError(t("endpoint.no_key", url=self.base_url), hint=t("endpoint.no_key.hint"))
         request: dict[str, Any] = {"model": self.model, "messages": messages}
         if tools:
             request["tools"] = tools
@@ -199,69 +198,53 @@ class LLMClient:
             if time.monotonic() - started < self.timeout * 0.9 and error.__cause__ is not None:
                 raise self._unreachable(error.__cause__) from None
             raise EndpointError(
-                f"The endpoint {self.base_url} did not answer within {self.timeout:g} s.",
-                hint="Try again later, or raise MARSHO_TIMEOUT.",
+                t("endpoint.timeout", url=self.base_url, seconds=f"{self.timeout:g}"),
+                hint=t("endpoint.timeout.hint"),
             ) from None
         except openai.APIStatusError as error:
             raise self._status_error(error) from None
         except openai.APIConnectionError as error:
             raise self._unreachable(error.__cause__ or error) from None
         except openai.OpenAIError as error:
-            raise EndpointError(
-                f"The endpoint {self.base_url} sent an answer that cannot be read: {error}."
-            ) from None
+            raise EndpointError(t("endpoint.unreadable", url=self.base_url, error=error)) from None
         return self._read(response)
 
     def _unreachable(self, cause: BaseException) -> EndpointError:
         return EndpointError(
-            f"Cannot reach the endpoint {self.base_url} ({type(cause).__name__}: {cause}).",
-            hint="Check MARSHO_BASE_URL and that the endpoint is up.",
+            t("endpoint.unreachable", url=self.base_url, error=f"{type(cause).__name__}: {cause}"),
+            hint=t("endpoint.unreachable.hint"),
         )
 
     def _status_error(self, error: openai.APIStatusError) -> EndpointError:
         status = error.status_code
         detail = _error_detail(error)
-        if status == 401:
-            return EndpointError(f"The endpoint rejected the API key (401: {detail}).",
-                                 hint="Check MARSHO_API_KEY.", status=status)
-        if status == 403:
-            return EndpointError(f"The endpoint refused access (403: {detail}).",
-                                 hint="Check MARSHO_API_KEY and the account's permissions.",
-                                 status=status)
-        if status == 404:
+        if status in (401, 403, 404, 429):
             return EndpointError(
-                f"Not found (404: {detail}).",
-                hint=f"Check MARSHO_MODEL ({self.model}) and MARSHO_BASE_URL ({self.base_url}).",
+                t(f"endpoint.{status}", detail=detail),
+                hint=t(f"endpoint.{status}.hint", model=self.model, url=self.base_url),
                 status=status,
             )
-        if status == 429:
-            return EndpointError(f"The endpoint is rate-limiting us (429: {detail}).",
-                                 hint="Try again in a moment.", status=status)
         if status >= 500:
-            return EndpointError(f"The endpoint failed ({status}: {detail}).",
-                                 hint="Try again later.", status=status)
-        return EndpointError(f"The endpoint refused the request ({status}: {detail}).",
-                             status=status)
+            return EndpointError(t("endpoint.5xx", status=status, detail=detail),
+                                 hint=t("endpoint.5xx.hint"), status=status)
+        return EndpointError(t("endpoint.4xx", status=status, detail=detail), status=status)
 
     def _read(self, response: Any) -> Completion:
         """The first choice of a chat completion, read from the JSON body with care: whatever
         the endpoint sent, the result is well-formed or an EndpointError says what was wrong."""
         if not isinstance(response, dict):  # the SDK hands back non-JSON bodies as they are
             start = str(response)[:80]
-            raise EndpointError(
-                f"The endpoint {self.base_url} sent an answer that cannot be read as a chat "
-                f"completion (it starts {start!r}).",
-                hint="Check MARSHO_BASE_URL: it should end where /chat/completions would follow.",
-            )
+            raise EndpointError(t("endpoint.not_completion", url=self.base_url, start=repr(start)),
+                                hint=t("endpoint.not_completion.hint"))
         choices = response.get("choices")
         if not isinstance(choices, list) or not choices:
             detail = _error_detail_of(response)
-            raise EndpointError(f"The endpoint {self.base_url} answered with no choices"
-                                + (f": {detail}" if detail else "."))
+            raise EndpointError(t("endpoint.no_choices", url=self.base_url,
+                                  detail=f": {detail}" if detail else ""))
         choice = choices[0] if isinstance(choices[0], dict) else {}
         message = choice.get("message")
         if not isinstance(message, dict):
-            raise EndpointError(f"The endpoint {self.base_url} answered with an empty choice.")
+            raise EndpointError(t("endpoint.empty_choice", url=self.base_url))
         calls: list[ToolCall] = []
         seen_ids: set[str] = set()
         raw_calls = message.get("tool_calls")

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import nonebot_plugin_localstore as localstore
@@ -22,12 +23,16 @@ from .config import config_error, plugin_config
 from .engine import Engine, Reply
 from .exceptions import EndpointError, MarshoError, NotReadyError, StoreError
 from .fairuse import RateLimiter, admitted, seconds_text
+from .i18n import t
+from .incoming import Limits, read_question, sees_pictures
+from .outgoing import Delivery, send_answer, send_progress, send_reasoning
+from .persona import Nicknames, PraisesFile, base_prompt, check_nickname, clock, turn_prompt
 from .render import calls_text, history_text, reply_text, tools_text, usage_text
 from .session import session_key
 from .tokens import load_counter
-from .tools.model import Role, ToolContext
+from .tools.model import Role, ToolCall, ToolContext
 
-COMMANDS = ("help", "reset", "tools", "calls", "history", "export", "model")
+COMMANDS = ("help", "reset", "tools", "calls", "history", "export", "model", "nickname")
 MODEL_SETTING = "model"
 """The model chosen with `marsho.model`, kept in the database across restarts."""
 MAX_EXPORT_CHARS = 3000
@@ -48,9 +53,21 @@ class Runtime:
     """The engine built at startup, or why there is none."""
 
     engine: Engine | None = None
-    problem: str = "marsho is still starting; try again in a moment."
+    problem: str = field(default_factory=lambda: t("problem.starting"))
     mcp: Any = None
     """The McpManager when MCP servers are configured."""
+    nicknames: Nicknames | None = None
+    praises: PraisesFile | None = None
+    now: Callable[[], datetime] = field(default_factory=lambda: clock(plugin_config.marsho_timezone))
+    """The clock of the time prompt (tests set their own)."""
+
+    def system_prompt(self, *, nickname: str | None, shared: bool) -> str:
+        """This turn's system prompt: persona, additional prompt, liked people, time, nickname."""
+        config = plugin_config
+        likes = self.praises.people() if self.praises else []
+        base = base_prompt(config.marsho_system_prompt, config.marsho_additional_prompt, likes)
+        now = self.now() if config.marsho_time_prompt else None
+        return turn_prompt(base, now=now, nickname=nickname, shared=shared)
 
     def require_engine(self) -> Engine:
         """The engine, or NotReadyError saying what to fix."""
@@ -132,6 +149,18 @@ async def _is_for_marsho(bot: Bot, event: Event, state: T_State) -> bool:
 marsho = on_message(rule=Rule(_is_for_marsho), priority=10, block=True)
 
 
+def delivery() -> Delivery:
+    """How answers go out, from the settings."""
+    config = plugin_config
+    return Delivery(
+        long_answer=config.marsho_long_answer, split_chars=config.marsho_split_chars,
+        max_split_messages=config.marsho_max_split_messages, render_latex=config.marsho_render_latex,
+        render_inline_latex=config.marsho_render_inline_latex,
+        render_images=config.marsho_render_markdown_images, image_max_bytes=config.marsho_image_max_bytes,
+        image_timeout=config.marsho_image_timeout, name=config.marsho_name,
+    )
+
+
 async def _send(text: str, images: Sequence[bytes] = ()) -> None:
     # charts and other pictures the tools made go after the text
     message: UniMessage[Text | Image] = UniMessage([Text(text), *(Image(raw=i) for i in images)])
@@ -160,20 +189,44 @@ def _rate_limited(user_id: str, group_id: str | None, role: Role) -> float:
     return 0.0
 
 
-def _speaker(event: Event, user_id: str) -> str:
+def _speaker(event: Event, user_id: str, nickname: str | None = None) -> str:
+    """How the asker is named to the model: the nickname they chose, else their group card or
+    account name, else their id."""
     sender = getattr(event, "sender", None)
-    return str(getattr(sender, "card", None) or getattr(sender, "nickname", None) or user_id)
+    return str(nickname or getattr(sender, "card", None) or getattr(sender, "nickname", None) or user_id)
+
+
+def user_key(bot: Bot, user_id: str) -> str:
+    """Whose nickname: one per person per platform, in every group and private chat."""
+    return f"{bot.adapter.get_name()}:{user_id}"
+
+
+async def nickname_command(bot: Bot, user_id: str, text: str) -> str:
+    """`marsho.nickname`: show, set, or (`reset`) forget the asker's nickname."""
+    nicknames = runtime.nicknames
+    assert nicknames is not None
+    name, key = plugin_config.marsho_name, user_key(bot, user_id)
+    if not text:
+        current = await nicknames.get(key)
+        return t("nickname.show", nickname=current, name=name) if current else t("nickname.unset", name=name)
+    if text.casefold() in ("reset", "clear", "-", "重置", "清除"):
+        await nicknames.set(key, None)
+        return t("nickname.cleared")
+    try:
+        nickname = check_nickname(text, plugin_config.marsho_nickname_limit)
+    except ValueError as error:
+        return t(str(error), limit=plugin_config.marsho_nickname_limit)
+    await nicknames.set(key, nickname)
+    return t("nickname.set", nickname=nickname)
 
 
 async def _command(engine: Engine, request: Request, key: str, role: Role, shared: bool) -> str:
     """The reply to a `marsho.<command>`."""
     if request.command == "reset":
         if shared and role == "member":
-            return ("This conversation is shared by the whole group: only group admins and "
-                    "superusers can reset it.")
+            return t("reset.shared")
         dropped = await engine.reset(key)
-        return (f"Done: I forgot this conversation ({dropped} turns)." if dropped
-                else "This conversation was already empty.")
+        return t("reset.done", turns=dropped) if dropped else t("reset.empty")
     if request.command == "tools":
         return tools_text(engine.toolset, runtime.mcp.status() if runtime.mcp else None)
     if request.command == "calls":
@@ -182,7 +235,7 @@ async def _command(engine: Engine, request: Request, key: str, role: Role, share
         turns, messages, tokens = await engine.history.stats(key)
         return history_text(turns, messages, tokens, engine.max_tokens, engine.counter.name)
     if role != "superuser":
-        return f"Only the bot's superusers may use {plugin_config.marsho_name}.{request.command}."
+        return t("command.superusers", command=f"{plugin_config.marsho_name}.{request.command}")
     if request.command == "export":
         return await export_session(engine, key)
     return await switch_model(engine, request.text)
@@ -197,20 +250,29 @@ async def export_session(engine: Engine, key: str) -> str:
     stamp = time.strftime("%Y%m%d-%H%M%S") + f"-{time.time_ns() % 10**9:09d}"
     path = folder / f"{re.sub(r'[^A-Za-z0-9_-]+', '_', key)}-{stamp}.json"
     path.write_text(text, encoding="utf-8")
-    shown = text if len(text) <= MAX_EXPORT_CHARS else f"({len(text)} characters: too long to show here)"
-    return f"{len(data['messages'])} messages exported to {path}\n{shown}"
+    shown = text if len(text) <= MAX_EXPORT_CHARS else t("export.too_long", chars=len(text))
+    return t("export.done", count=len(data["messages"]), path=path, shown=shown)
 
 
 async def switch_model(engine: Engine, name: str) -> str:
     """Show the model, or switch to another and keep the choice across restarts."""
     if not name:
-        return f"The model is {engine.llm.model} (at {engine.llm.base_url})."
+        return t("model.show", model=engine.llm.model, url=engine.llm.base_url)
     if not re.fullmatch(r"[\w.:/@+-]{1,128}", name):
-        return f"{name!r} does not look like a model name."
+        return t("model.bad_name", name=name)
     await engine.history.set_setting(MODEL_SETTING, name)
     previous, engine.llm.model = engine.llm.model, name
     engine.counter = await load_counter(name)
-    return f"Switched from {previous} to {name}; kept across restarts."
+    return t("model.switched", previous=previous, model=name)
+
+
+def _announcer(how: Delivery) -> Callable[[list[ToolCall]], Any] | None:
+    if not plugin_config.marsho_tool_progress:
+        return None
+
+    async def announce(calls: list[ToolCall]) -> None:
+        await send_progress([call.name for call in calls], how)
+    return announce
 
 
 @marsho.handle()
@@ -218,10 +280,11 @@ async def handle_request(bot: Bot, event: Event, state: T_State) -> None:
     """Answer one request: a command or a question for the model."""
     request: Request = state[STATE_KEY]
     if config_error:
-        await _send(f"marsho is not configured correctly: {config_error}. Fix .env and restart the bot.")
+        await _send(t("config.broken", error=config_error))
         return
     names = plugin_config.trigger_names
-    if request.command == "help" or (request.command == "chat" and not request.text):
+    has_more = request.text or not _text_only(event)
+    if request.command == "help" or (request.command == "chat" and not has_more):
         await _send(usage_text(names, plugin_config.marsho_at))
         return
     try:
@@ -235,39 +298,87 @@ async def handle_request(bot: Bot, event: Event, state: T_State) -> None:
     shared = bool(group_id) and scope == "group"
     role = await asker_role(bot, event, group_id)
     try:
+        if request.command == "nickname":
+            await _send(await nickname_command(bot, user_id, request.text))
+            return
         if request.command != "chat":
             await _send(await _command(engine, request, key, role, shared))
             return
         wait = _rate_limited(user_id, group_id, role)
         if wait:
-            await _send(f"You are asking a bit fast: try again in {seconds_text(wait)}.")
+            await _send(t("rate.limited", wait=seconds_text(wait)))
             return
-        context = ToolContext(session_key=key, user_id=user_id, group_id=group_id, role=role,
-                              bot=bot, event=event)
-        # in a shared conversation the model must know who is speaking
-        text = f"{_speaker(event, user_id)}: {request.text}" if shared else request.text
-        reply = await engine.chat(key, text, context)
+        reply, tips = await _chat(bot, event, engine, request, key, shared=shared, role=role)
     except EndpointError as error:
         logger.warning(f"marsho: session {key}: {error}")
-        await _send(f"Sorry, I could not get an answer: {error}")
+        await _send(t("error.endpoint", error=error))
         return
     except StoreError as error:
         logger.error(f"marsho: session {key}: {error}")
         if isinstance(error.reply, Reply):  # answered, but not saved: still worth sending
-            await _send(f"{reply_text(error.reply, engine.max_tool_rounds)}\n"
-                        f"(This exchange could not be saved: {error})")
+            await send_answer(bot, f"{reply_text(error.reply, engine.max_tool_rounds)}\n"
+                              + t("error.unsaved", error=error), error.reply.images, delivery())
         else:
-            await _send(f"Sorry, my conversation database failed: {error}")
+            await _send(t("error.database", error=error))
         return
     except MarshoError as error:  # a problem we can name (the token budget...)
         logger.warning(f"marsho: session {key}: {error}")
-        await _send(f"Sorry: {error}")
+        await _send(t("error.named", error=error))
         return
     except Exception as error:
         logger.opt(exception=error).error(f"marsho: session {key}: {request.command} failed")
-        await _send(
-            f"Sorry, something went wrong inside marsho ({type(error).__name__}: {error}). "
-            "Our conversation so far is kept; please try again."
-        )
+        await _send(t("error.internal", error=f"{type(error).__name__}: {error}"))
         return
-    await _send(reply_text(reply, engine.max_tool_rounds), reply.images)
+    if reply is None:  # nothing to ask (a picture for a model that cannot see): the tip says so
+        await _send("\n".join(tips))
+        return
+    how = delivery()
+    if plugin_config.marsho_send_reasoning and reply.reasoning:
+        await send_reasoning(bot, reply.reasoning, how)
+    text = "\n\n".join([reply_text(reply, engine.max_tool_rounds), *tips])
+    await send_answer(bot, text, reply.images, how)
+
+
+def _text_only(event: Event) -> bool:
+    """True when the message has nothing but text (no picture, no quote)."""
+    if getattr(event, "reply", None):
+        return False
+    try:
+        return all(segment.is_text() for segment in event.get_message())
+    except Exception:
+        return True
+
+
+async def _chat(
+    bot: Bot, event: Event, engine: Engine, request: Request, key: str, *, shared: bool, role: Role
+) -> tuple[Reply | None, list[str]]:
+    """Ask the model: the question with its quote and pictures, this turn's system prompt; the
+    reply (None when there is nothing to ask) and tips for the asker."""
+    config = plugin_config
+    group_id, user_id = _ids(event)
+    nickname = await runtime.nicknames.get(user_key(bot, user_id)) if runtime.nicknames else None
+    # in a shared conversation the model must know who is speaking
+    text = request.text
+    if shared:  # even before a picture alone: the system prompt says every message is named
+        text = f"{_speaker(event, user_id, nickname)}: {text}".rstrip()
+    model = engine.llm.model
+    question = await read_question(
+        bot, event, text,
+        vision=sees_pictures(model, config.marsho_vision_models),
+        model=model,
+        limits=Limits(config.marsho_max_images, config.marsho_image_max_bytes, config.marsho_image_timeout),
+        marsho_name=config.marsho_name,
+    )
+    if not request.text and not question.has_pictures and not question.quoted_text:
+        # a picture for a model that cannot see it, or a sticker: nothing to ask
+        tip = t("tip.image_only", model=model) if question.images_seen else usage_text(
+            plugin_config.trigger_names, plugin_config.marsho_at)
+        return None, [tip]
+    context = ToolContext(session_key=key, user_id=user_id, group_id=group_id, role=role,
+                          bot=bot, event=event)
+    reply = await engine.chat(
+        key, question.content(), context,
+        system_prompt=runtime.system_prompt(nickname=nickname, shared=shared),
+        announce=_announcer(delivery()),
+    )
+    return reply, question.tips

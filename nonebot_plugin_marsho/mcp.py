@@ -37,6 +37,7 @@ from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import McpError
 from nonebot.log import logger
 
+from .i18n import t
 from .tools.loader import strip_json_comments
 from .tools.model import PERMISSIONS, SEPARATOR, Permission, Tool, Toolkit, ToolResponse, Toolset
 
@@ -393,12 +394,11 @@ class _Server:
 
     def status(self) -> str:
         if self.state == "connected":
-            count = len(self.toolkit.tools) if self.toolkit else 0
-            return f"connected ({count} tool{'s' if count != 1 else ''})"
+            return t("mcp.connected", count=len(self.toolkit.tools) if self.toolkit else 0)
         if self.state == "retrying":
             wait = max(0.0, self.retry_at - time.monotonic())
-            return f"retrying in {wait:.0f} s: {self.error}"
-        return self.state
+            return t("mcp.retrying", seconds=f"{wait:.0f}", error=self.error)
+        return t(f"mcp.{self.state}")
 
     # -- the connection task --------------------------------------------------------------
 
@@ -773,7 +773,8 @@ class McpManager:
     def status(self) -> dict[str, str]:
         """Each configured server's state: connected (N tools), retrying in N s: why, disabled."""
         if not self._servers:
-            return {name: ("disabled" if c.disabled else "not started") for name, c in self.servers.items()}
+            return {name: t("mcp.disabled") if config.disabled else t("mcp.idle")
+                    for name, config in self.servers.items()}
         return {name: server.status() for name, server in self._servers.items()}
 
 

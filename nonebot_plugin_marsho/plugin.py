@@ -15,8 +15,11 @@ import nonebot_plugin_localstore as localstore  # noqa: E402
 from .config import Config, config_error, legacy_notes, plugin_config  # noqa: E402
 from .engine import Engine  # noqa: E402
 from .exceptions import StoreError  # noqa: E402
+from .i18n import t  # noqa: E402
 from .llm import LLMClient  # noqa: E402
 from .matchers import MODEL_SETTING, runtime  # noqa: E402
+from .persona import Nicknames, PraisesFile, base_prompt  # noqa: E402
+from .poke import poke  # noqa: E402, F401  (registers the poke matcher)
 from .store import SqlStore  # noqa: E402
 from .tokens import load_counter  # noqa: E402
 from .tools import (  # noqa: E402
@@ -37,6 +40,9 @@ __plugin_meta__ = PluginMetadata(
         "marsho.reset: forget this conversation\n"
         "marsho.tools: loaded tools and toolkits that failed to load\n"
         "marsho.calls: the tool calls of the last answer, with their results\n"
+        "marsho.history: how much of this conversation is kept\n"
+        "marsho.nickname <name>: what Marsho calls you\n"
+        "reply to a message with marsho <question>: the quoted message goes with it\n"
         "marsho.help: this help"
     ),
     type="application",
@@ -122,14 +128,14 @@ async def start_marsho() -> None:
     for note in legacy_notes:
         logger.warning(f"marsho: {note}")
     if config_error:
-        runtime.problem = f"marsho is not configured correctly: {config_error}"
+        runtime.problem = t("problem.config", error=config_error)
         logger.error(f"marsho: {config_error}. Fix .env and restart; until then marsho answers "
                      "every chat with this message.")
         return
     try:
         toolset = load_configured_toolset()
     except Exception as error:
-        runtime.problem = f"marsho could not load its toolkits: {type(error).__name__}: {error}"
+        runtime.problem = t("problem.toolkits", error=f"{type(error).__name__}: {error}")
         logger.opt(exception=error).error(f"marsho: {runtime.problem}")
         return
     log_toolset(toolset)
@@ -155,17 +161,24 @@ async def start_marsho() -> None:
         await store.start()
         llm.model = await store.get_setting(MODEL_SETTING) or llm.model
     except StoreError as error:
-        runtime.problem = f"marsho cannot use its database: {error}"
+        runtime.problem = t("problem.database", error=error)
         logger.error(f"marsho: {runtime.problem}. Check MARSHO_DATABASE_URL.")
         await store.close()
         return
     runtime.mcp = await start_mcp(toolset)
+    runtime.nicknames = Nicknames(store)
+    praises = plugin_config.marsho_praises_file or localstore.get_plugin_data_dir() / "praises.json"
+    if plugin_config.marsho_praises_file and not praises.is_file():
+        logger.error(f"marsho: MARSHO_PRAISES_FILE={praises} does not exist")
+    runtime.praises = PraisesFile(praises, lambda problem: logger.error(f"marsho: {problem}"))
     runtime.engine = Engine(
         llm,
         toolset,
         store,
         runner,
-        system_prompt=plugin_config.marsho_system_prompt,
+        # the static part; chats add the time and the asker's nickname each turn
+        system_prompt=base_prompt(plugin_config.marsho_system_prompt,
+                                  plugin_config.marsho_additional_prompt, runtime.praises.people()),
         max_tool_rounds=plugin_config.marsho_max_tool_rounds,
         max_history=plugin_config.marsho_max_history,
         max_tokens=plugin_config.marsho_history_tokens,

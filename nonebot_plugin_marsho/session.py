@@ -79,6 +79,14 @@ class History(Protocol):
         """Persist a setting."""
         ...
 
+    async def get_nickname(self, user_key: str) -> str | None:
+        """The nickname a person set with `marsho.nickname`, or None."""
+        ...
+
+    async def set_nickname(self, user_key: str, nickname: str | None) -> None:
+        """Keep a person's nickname (None forgets it)."""
+        ...
+
 
 class SessionLocks:
     """One lock per session key, so two turns of a session never interleave in this process."""
@@ -152,18 +160,38 @@ def fit_current(messages: list[Message], counter: TokenCounter, max_tokens: int)
     sizes = [counter.count_message(m) for m in fitted]
     stuck: set[int] = set()  # messages that cannot shrink any further
     while sum(sizes) > max_tokens:
-        candidates = [i for i, m in enumerate(fitted)
-                      if i not in stuck and isinstance(m.get("content"), str) and m["content"]]
+        candidates = [i for i, m in enumerate(fitted) if i not in stuck and _longest_text(m)[1]]
         if not candidates:
             break
         index = max(candidates, key=sizes.__getitem__)
-        content = fitted[index]["content"]
+        part, content = _longest_text(fitted[index])
         overflow = sum(sizes) - max_tokens
         keep = max(0, counter.count_text(content) - overflow - 16)
-        shorter = {**fitted[index], "content": counter.truncate(content, keep)}
+        shorter = _with_text(fitted[index], part, counter.truncate(content, keep))
         new_size = counter.count_message(shorter)
         if new_size >= sizes[index]:
             stuck.add(index)
             continue
         fitted[index], sizes[index] = shorter, new_size
     return fitted
+
+
+def _longest_text(message: Message) -> tuple[int | None, str]:
+    """The text that can be cut: the content, or the longest text part of content parts (the
+    pictures of a question stay whole); (its part index or None, the text)."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return None, content
+    if not isinstance(content, list):
+        return None, ""
+    texts = [(i, p.get("text") or "") for i, p in enumerate(content)
+             if isinstance(p, dict) and p.get("type") == "text"]
+    return max(texts, key=lambda item: len(item[1]), default=(None, ""))
+
+
+def _with_text(message: Message, part: int | None, text: str) -> Message:
+    if part is None:
+        return {**message, "content": text}
+    content = list(message["content"])
+    content[part] = {**content[part], "text": text}
+    return {**message, "content": content}

@@ -20,6 +20,11 @@ _ASTRAL = re.compile(r"[\U00010000-\U0010ffff]")
 _NON_ASCII = re.compile(r"[^\x00-\x7f]")
 
 
+IMAGE_TOKENS = 800
+"""What one picture costs a request: OpenAI's models charge 85-1105 tokens a picture by size and
+detail, others similar; counted at a flat, cautious rate (its base64 is never counted as text)."""
+
+
 def estimate_tokens(text: str) -> int:
     """The estimate used when tiktoken does not know the model, cautious on purpose: 1 token
     per 3 ASCII characters, 1.5 per Chinese/Japanese/Korean character, 3 per emoji (or other
@@ -77,7 +82,15 @@ class TokenCounter:
         content = message.get("content")
         if isinstance(content, str):
             total += self.count_text(content)
-        elif content:  # a list of parts (images later): count its JSON, cautiously
+        elif isinstance(content, list):  # content parts: text, and pictures at a flat rate
+            for part in content:
+                if isinstance(part, dict) and part.get("type") == "text":
+                    total += self.count_text(str(part.get("text", "")))
+                elif isinstance(part, dict) and part.get("type") == "image_url":
+                    total += IMAGE_TOKENS
+                else:
+                    total += self.count_text(json.dumps(part, ensure_ascii=False))
+        elif content:
             total += self.count_text(json.dumps(content, ensure_ascii=False))
         for call in message.get("tool_calls") or []:
             function = call.get("function") or {}

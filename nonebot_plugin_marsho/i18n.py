@@ -1,0 +1,366 @@
+"""Every fixed text marsho says, in zh-CN (the default) and en, chosen by MARSHO_LANG.
+
+`t("key", name=...)` formats the text of the current language. Both catalogues hold the same
+keys with the same `{placeholders}` (tests/test_i18n.py checks it), so adding a language is
+adding one dict. Texts the model reads (tool errors, results) stay English: models read it best.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+Language = Literal["zh-CN", "en"]
+LANGUAGES: tuple[Language, ...] = ("zh-CN", "en")
+
+EN: dict[str, str] = {
+    # persona (the default system prompt) and what the prompt tells the model each turn
+    "persona": (
+        "You are Marsho (小棉 in Chinese), a cheerful, kind catgirl who lives in this group chat "
+        "and likes sunbathing, snacks and helping people. Talk warmly and a little playfully, "
+        "now and then with a cat-like touch, but stay honest and helpful: you do not make things "
+        "up, you say so when you do not know, and you decline harmful requests politely. Answer "
+        "in the language the user writes in. Keep answers short and plain: chat apps do not render "
+        "markdown, so no tables or headings; write formulas in LaTeX between $$ and $$. Use the "
+        "tools you are given when they help, and say so honestly when a tool fails."
+    ),
+    "prompt.time": "It is now {now} ({weekday}, time zone {zone}).",
+    "prompt.lunar": "Chinese lunar date: {lunar}.",
+    "prompt.nickname": "The person talking to you asked to be called {nickname}; call them that.",
+    "prompt.speaker_names": (
+        "Several people share this conversation: each user message starts with the speaker's name "
+        "and a colon."
+    ),
+    "prompt.likes": "People you like, and why:",
+    "quote.label": "[Quoted message from {sender}]",
+    "quote.label_unknown": "[Quoted message]",
+    "quote.end": "[End of quote]",
+    "image.placeholder": "[picture]",
+    "image.failed_placeholder": "[a picture that could not be loaded]",
+    "weekday": "Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday",
+    # answers
+    "reply.round_limit": (
+        "I used all {rounds} rounds of tool calls (MARSHO_MAX_TOOL_ROUNDS) without reaching an "
+        "answer. Try asking something narrower."
+    ),
+    "reply.empty": "The model sent an empty answer. Try asking again, perhaps in other words.",
+    "reply.reasoning_title": "How I thought about it",
+    "progress.using": "{name} is using {tools} …",
+    "tip.no_vision": (
+        "(The model {model} cannot see pictures, so I left out {count} picture(s) and read only "
+        "the text.)"
+    ),
+    "tip.image_failed": "(I could not load {count} picture(s): {reasons}.)",
+    "tip.image_too_many": "(I looked at the first {limit} pictures only.)",
+    "tip.images_off": (
+        "(Pictures are not sent to the model here (MARSHO_MAX_IMAGES=0); I read only the text.)"
+    ),
+    "tip.image_only": (
+        "I can't see pictures with the model {model}. Tell me in words what you'd like to know."
+    ),
+    "media.too_large": "too large ({detail})",
+    "media.timeout": "took too long ({detail})",
+    "media.not_image": "not a picture",
+    "media.http": "the server answered {detail}",
+    "media.blocked": "the address is not allowed",
+    "media.network": "network error ({detail})",
+    "media.bad_url": "unusable address",
+    # help
+    "usage.ask": "Ask me anything: {name} <question>",
+    "usage.triggers": "Trigger words: {names} (any case, with or without a command prefix)",
+    "usage.at": "You can also @ me in a group.",
+    "usage.quote": "Reply to a message while asking me, and I read the quoted message too.",
+    "usage.reset": "{name}.reset  forget this conversation",
+    "usage.tools": "{name}.tools  list the tools I can use",
+    "usage.calls": "{name}.calls  show the tool calls of my last answer",
+    "usage.history": "{name}.history  how much of this conversation I keep",
+    "usage.nickname": "{name}.nickname [name]  tell me what to call you (reset: forget it)",
+    "usage.help": "{name}.help   show this help",
+    "usage.model": "{name}.model [name]  show or switch the model (superusers)",
+    "usage.export": "{name}.export  save this conversation as JSON (superusers)",
+    # marsho.tools
+    "tools.loaded": "Loaded toolkits ({toolkits}, {tools} tools):",
+    "tools.none": "No toolkits are loaded.",
+    "tools.admin": "admins only",
+    "tools.superuser": "superusers only",
+    "tools.mcp": "MCP servers: {servers}",
+    "tools.available": "Off until enabled (MARSHO_ENABLED_TOOLKITS): {names}",
+    "tools.disabled": "Disabled (MARSHO_DISABLED_TOOLKITS): {names}",
+    "tools.failed": "Failed to load ({count}):",
+    "tools.toolset_folder": "(toolset folder)",
+    # marsho.calls, marsho.history
+    "calls.none": "No tool calls in this conversation's last answer.",
+    "calls.cut": "…({chars} characters)",
+    "history.empty": "This conversation is empty.",
+    "history.stats": (
+        "This conversation: {turns} turns, {messages} messages, about {tokens} tokens stored "
+        "({counting}). Each request carries the newest turns that fit in {budget} tokens "
+        "(MARSHO_HISTORY_TOKENS)."
+    ),
+    # commands
+    "reset.shared": (
+        "This conversation is shared by the whole group: only group admins and superusers can "
+        "reset it."
+    ),
+    "reset.done": "Done: I forgot this conversation ({turns} turns).",
+    "reset.empty": "This conversation was already empty.",
+    "command.superusers": "Only the bot's superusers may use {command}.",
+    "export.done": "{count} messages exported to {path}\n{shown}",
+    "export.too_long": "({chars} characters: too long to show here)",
+    "model.show": "The model is {model} (at {url}).",
+    "model.bad_name": "{name!r} does not look like a model name.",
+    "model.switched": "Switched from {previous} to {model}; kept across restarts.",
+    "nickname.show": "I call you {nickname}. Change it with {name}.nickname <name>.",
+    "nickname.unset": "You have no nickname yet. Tell me one: {name}.nickname <name>",
+    "nickname.set": "Got it, I'll call you {nickname}!",
+    "nickname.cleared": "Done: I forgot your nickname.",
+    "nickname.too_long": "That nickname is too long: at most {limit} characters, please.",
+    "nickname.invalid": "A nickname is one line of plain text, without @ or brackets.",
+    # refusals and failures
+    "rate.limited": "You are asking a bit fast: try again in {wait}.",
+    "seconds": "{n} s",
+    "list.separator": ", ",
+    "config.broken": "marsho is not configured correctly: {error}. Fix .env and restart the bot.",
+    "problem.starting": "marsho is still starting; try again in a moment.",
+    "problem.config": "marsho is not configured correctly: {error}",
+    "problem.toolkits": "marsho could not load its toolkits: {error}",
+    "problem.database": "marsho cannot use its database: {error}",
+    "error.endpoint": "Sorry, I could not get an answer: {error}",
+    "error.unsaved": "(This exchange could not be saved: {error})",
+    "error.database": "Sorry, my conversation database failed: {error}",
+    "error.named": "Sorry: {error}",
+    "error.internal": (
+        "Sorry, something went wrong inside marsho ({error}). Our conversation so far is kept; "
+        "please try again."
+    ),
+    # the endpoint (llm.py)
+    "endpoint.no_key": "No API key is set for {url}.",
+    "endpoint.no_key.hint": "Set MARSHO_API_KEY in .env.",
+    "endpoint.timeout": "The endpoint {url} did not answer within {seconds} s.",
+    "endpoint.timeout.hint": "Try again later, or raise MARSHO_TIMEOUT.",
+    "endpoint.unreadable": "The endpoint {url} sent an answer that cannot be read: {error}.",
+    "endpoint.unreachable": "Cannot reach the endpoint {url} ({error}).",
+    "endpoint.unreachable.hint": "Check MARSHO_BASE_URL and that the endpoint is up.",
+    "endpoint.401": "The endpoint rejected the API key (401: {detail}).",
+    "endpoint.401.hint": "Check MARSHO_API_KEY.",
+    "endpoint.403": "The endpoint refused access (403: {detail}).",
+    "endpoint.403.hint": "Check MARSHO_API_KEY and the account's permissions.",
+    "endpoint.404": "Not found (404: {detail}).",
+    "endpoint.404.hint": "Check MARSHO_MODEL ({model}) and MARSHO_BASE_URL ({url}).",
+    "endpoint.429": "The endpoint is rate-limiting us (429: {detail}).",
+    "endpoint.429.hint": "Try again in a moment.",
+    "endpoint.5xx": "The endpoint failed ({status}: {detail}).",
+    "endpoint.5xx.hint": "Try again later.",
+    "endpoint.4xx": "The endpoint refused the request ({status}: {detail}).",
+    "endpoint.not_completion": (
+        "The endpoint {url} sent an answer that cannot be read as a chat completion (it starts "
+        "{start})."
+    ),
+    "endpoint.not_completion.hint": (
+        "Check MARSHO_BASE_URL: it should end where /chat/completions would follow."
+    ),
+    "endpoint.no_choices": "The endpoint {url} answered with no choices{detail}.",
+    "endpoint.empty_choice": "The endpoint {url} answered with an empty choice.",
+    "budget.fixed": (
+        "the system prompt and the tool schemas alone take about {tokens} tokens, too close to "
+        "MARSHO_HISTORY_TOKENS={budget}: raise it, or shorten MARSHO_SYSTEM_PROMPT, "
+        "MARSHO_ADDITIONAL_PROMPT or the praises file, or disable some tools"
+    ),
+    # the history database (store.py)
+    "store.newer": (
+        "the database {url} was written by a newer marsho (schema {found}, this one knows {known}): "
+        "upgrade the plugin"
+    ),
+    "store.open": "cannot open the database {url}: {detail}",
+    "store.reach": "cannot reach the database {url}: {detail}",
+    "store.lock": "cannot lock the session in {url}: {detail}",
+    "store.read_history": "cannot read the history from {url}: {detail}",
+    "store.save_turn": "cannot save the turn to {url}: {detail}",
+    "store.clear": "cannot clear the session in {url}: {detail}",
+    "store.read": "cannot read {url}: {detail}",
+    "store.save": "cannot save to {url}: {detail}",
+    # MCP servers' states (marsho.tools)
+    "mcp.connected": "connected ({count} tools)",
+    "mcp.retrying": "retrying in {seconds} s: {error}",
+    "mcp.idle": "not started",
+    "mcp.connecting": "connecting",
+    "mcp.disabled": "disabled",
+    "mcp.stopped": "stopped",
+    # poke
+    "poke.someone": "Someone",
+    "poke.fallback": "Meow? You poked me! Ask me something with {name} <question>.",
+    "poke.prompt": (
+        "{who} just poked you in the chat. Answer with one short, playful, in-character line "
+        "(no more than 30 words)."
+    ),
+}
+
+ZH: dict[str, str] = {
+    "persona": (
+        "你是 Marsho（中文名小棉），住在这个群聊里的一只开朗、善良的猫娘，喜欢晒太阳、吃零食和帮助大家。"
+        "说话亲切又带点俏皮，偶尔加一点猫咪的口癖，但始终诚实、乐于助人：不编造事实，不知道就直说，"
+        "礼貌地拒绝有害的请求。用户用什么语言提问就用什么语言回答。回答简短朴素："
+        "聊天软件不显示 markdown，所以不要用表格和标题；公式用 LaTeX 写在 $$ 和 $$ 之间。"
+        "需要时使用提供给你的工具，工具出错时如实说明。"
+    ),
+    "prompt.time": "现在是 {now}（{weekday}，时区 {zone}）。",
+    "prompt.lunar": "农历：{lunar}。",
+    "prompt.nickname": "和你说话的人希望被称为「{nickname}」，请这样称呼对方。",
+    "prompt.speaker_names": "这个对话由多人共享：每条用户消息以说话人的名字和冒号开头。",
+    "prompt.likes": "你喜欢的人，以及喜欢的理由：",
+    "quote.label": "[引用 {sender} 的消息]",
+    "quote.label_unknown": "[引用的消息]",
+    "quote.end": "[引用结束]",
+    "image.placeholder": "[图片]",
+    "image.failed_placeholder": "[一张无法加载的图片]",
+    "weekday": "星期一|星期二|星期三|星期四|星期五|星期六|星期日",
+    "reply.round_limit": (
+        "我用完了全部 {rounds} 轮工具调用（MARSHO_MAX_TOOL_ROUNDS）也没得出答案。试着问得具体一点吧。"
+    ),
+    "reply.empty": "模型返回了空白的回答。换个说法再问一次吧。",
+    "reply.reasoning_title": "我的思考过程",
+    "progress.using": "{name} 正在使用 {tools} …",
+    "tip.no_vision": "（模型 {model} 看不到图片，我略过了 {count} 张图片，只读了文字。）",
+    "tip.image_failed": "（有 {count} 张图片没能加载：{reasons}。）",
+    "tip.image_too_many": "（我只看了前 {limit} 张图片。）",
+    "tip.images_off": "（这里不会把图片发给模型（MARSHO_MAX_IMAGES=0），我只读了文字。）",
+    "tip.image_only": "当前模型 {model} 看不到图片哦。请用文字告诉我你想知道什么。",
+    "media.too_large": "太大了（{detail}）",
+    "media.timeout": "下载超时（{detail}）",
+    "media.not_image": "不是图片",
+    "media.http": "服务器返回 {detail}",
+    "media.blocked": "不允许访问该地址",
+    "media.network": "网络错误（{detail}）",
+    "media.bad_url": "地址无法使用",
+    "usage.ask": "有问题就问我：{name} <问题>",
+    "usage.triggers": "触发词：{names}（不分大小写，可带命令前缀）",
+    "usage.at": "在群里也可以直接 @ 我。",
+    "usage.quote": "回复一条消息再叫我，我也会读被引用的消息。",
+    "usage.reset": "{name}.reset  忘掉这段对话",
+    "usage.tools": "{name}.tools  列出我能用的工具",
+    "usage.calls": "{name}.calls  查看我上一个回答调用了哪些工具",
+    "usage.history": "{name}.history  查看我记住了多少对话",
+    "usage.nickname": "{name}.nickname [昵称]  告诉我怎么称呼你（reset：忘掉昵称）",
+    "usage.help": "{name}.help   显示这条帮助",
+    "usage.model": "{name}.model [模型名]  查看或切换模型（仅超级用户）",
+    "usage.export": "{name}.export  把这段对话导出为 JSON（仅超级用户）",
+    "tools.loaded": "已加载的工具包（{toolkits} 个，共 {tools} 个工具）：",
+    "tools.none": "没有加载任何工具包。",
+    "tools.admin": "仅管理员",
+    "tools.superuser": "仅超级用户",
+    "tools.mcp": "MCP 服务器：{servers}",
+    "tools.available": "启用后才可用（MARSHO_ENABLED_TOOLKITS）：{names}",
+    "tools.disabled": "已禁用（MARSHO_DISABLED_TOOLKITS）：{names}",
+    "tools.failed": "加载失败（{count} 个）：",
+    "tools.toolset_folder": "（工具集文件夹）",
+    "calls.none": "这段对话的上一个回答没有调用工具。",
+    "calls.cut": "…（共 {chars} 个字符）",
+    "history.empty": "这段对话还是空的。",
+    "history.stats": (
+        "这段对话：{turns} 轮，{messages} 条消息，约 {tokens} 个 token（{counting}）。"
+        "每次请求带上能放进 {budget} 个 token 的最新几轮（MARSHO_HISTORY_TOKENS）。"
+    ),
+    "reset.shared": "这段对话由全群共享：只有群管理员和超级用户可以重置。",
+    "reset.done": "好了：我忘掉了这段对话（{turns} 轮）。",
+    "reset.empty": "这段对话本来就是空的。",
+    "command.superusers": "只有机器人的超级用户可以使用 {command}。",
+    "export.done": "已导出 {count} 条消息到 {path}\n{shown}",
+    "export.too_long": "（共 {chars} 个字符，太长了，不在这里显示）",
+    "model.show": "当前模型是 {model}（{url}）。",
+    "model.bad_name": "{name!r} 看起来不像模型名。",
+    "model.switched": "已从 {previous} 切换到 {model}，重启后依然有效。",
+    "nickname.show": "我叫你「{nickname}」。用 {name}.nickname <昵称> 修改。",
+    "nickname.unset": "你还没有设置昵称。告诉我吧：{name}.nickname <昵称>",
+    "nickname.set": "好的，以后我就叫你「{nickname}」啦！",
+    "nickname.cleared": "好了：我忘掉了你的昵称。",
+    "nickname.too_long": "昵称太长了：最多 {limit} 个字符。",
+    "nickname.invalid": "昵称只能是一行普通文字，不能包含 @ 或括号。",
+    "rate.limited": "你问得有点快啦：请 {wait}后再试。",
+    "seconds": "{n} 秒",
+    "list.separator": "、",
+    "config.broken": "marsho 的配置有误：{error}。请修改 .env 并重启机器人。",
+    "problem.starting": "marsho 还在启动，请稍后再试。",
+    "problem.config": "marsho 的配置有误：{error}",
+    "problem.toolkits": "marsho 无法加载工具包：{error}",
+    "problem.database": "marsho 无法使用数据库：{error}",
+    "error.endpoint": "抱歉，没能得到回答：{error}",
+    "error.unsaved": "（这次对话没能保存：{error}）",
+    "error.database": "抱歉，对话数据库出错了：{error}",
+    "error.named": "抱歉：{error}",
+    "error.internal": "抱歉，marsho 内部出错了（{error}）。之前的对话都还在，请再试一次。",
+    "endpoint.no_key": "没有为 {url} 设置 API 密钥。",
+    "endpoint.no_key.hint": "请在 .env 中设置 MARSHO_API_KEY。",
+    "endpoint.timeout": "接口 {url} 在 {seconds} 秒内没有回应。",
+    "endpoint.timeout.hint": "请稍后再试，或调大 MARSHO_TIMEOUT。",
+    "endpoint.unreadable": "接口 {url} 返回的内容无法读取：{error}。",
+    "endpoint.unreachable": "无法连接接口 {url}（{error}）。",
+    "endpoint.unreachable.hint": "请检查 MARSHO_BASE_URL，以及接口是否在运行。",
+    "endpoint.401": "接口拒绝了 API 密钥（401：{detail}）。",
+    "endpoint.401.hint": "请检查 MARSHO_API_KEY。",
+    "endpoint.403": "接口拒绝访问（403：{detail}）。",
+    "endpoint.403.hint": "请检查 MARSHO_API_KEY 和账号权限。",
+    "endpoint.404": "找不到（404：{detail}）。",
+    "endpoint.404.hint": "请检查 MARSHO_MODEL（{model}）和 MARSHO_BASE_URL（{url}）。",
+    "endpoint.429": "接口正在限流（429：{detail}）。",
+    "endpoint.429.hint": "请稍后再试。",
+    "endpoint.5xx": "接口出错了（{status}：{detail}）。",
+    "endpoint.5xx.hint": "请稍后再试。",
+    "endpoint.4xx": "接口拒绝了请求（{status}：{detail}）。",
+    "endpoint.not_completion": "接口 {url} 返回的内容不是对话补全（开头是 {start}）。",
+    "endpoint.not_completion.hint": "请检查 MARSHO_BASE_URL：它应当在 /chat/completions 之前结束。",
+    "endpoint.no_choices": "接口 {url} 的回答里没有 choices{detail}。",
+    "endpoint.empty_choice": "接口 {url} 的回答里 choice 是空的。",
+    "budget.fixed": (
+        "系统提示词和工具定义就占了约 {tokens} 个 token，太接近 MARSHO_HISTORY_TOKENS={budget}："
+        "请调大它，或缩短 MARSHO_SYSTEM_PROMPT、MARSHO_ADDITIONAL_PROMPT 或 praises 文件，或禁用一些工具"
+    ),
+    "store.newer": (
+        "数据库 {url} 由更新版本的 marsho 写入（schema {found}，本版本只认识 {known}）：请升级插件"
+    ),
+    "store.open": "无法打开数据库 {url}：{detail}",
+    "store.reach": "无法连接数据库 {url}：{detail}",
+    "store.lock": "无法在 {url} 中锁定会话：{detail}",
+    "store.read_history": "无法从 {url} 读取历史：{detail}",
+    "store.save_turn": "无法把这一轮对话保存到 {url}：{detail}",
+    "store.clear": "无法清空 {url} 中的会话：{detail}",
+    "store.read": "无法读取 {url}：{detail}",
+    "store.save": "无法保存到 {url}：{detail}",
+    "mcp.connected": "已连接（{count} 个工具）",
+    "mcp.retrying": "{seconds} 秒后重试：{error}",
+    "mcp.idle": "未启动",
+    "mcp.connecting": "连接中",
+    "mcp.disabled": "已禁用",
+    "mcp.stopped": "已停止",
+    "poke.someone": "有人",
+    "poke.fallback": "喵？你戳我干嘛！有问题就用 {name} <问题> 问我吧。",
+    "poke.prompt": "{who}刚刚在聊天里戳了戳你。用一句简短、俏皮、符合你人设的话回应（不超过 30 个字）。",
+}
+
+CATALOGUES: dict[Language, dict[str, str]] = {"zh-CN": ZH, "en": EN}
+
+_language: Language = "zh-CN"
+
+
+def set_language(language: Language) -> None:
+    """Choose the language of every later text (MARSHO_LANG, set when the config is read)."""
+    if language not in CATALOGUES:
+        raise ValueError(f"unknown language {language!r}; known: {', '.join(LANGUAGES)}")
+    global _language
+    _language = language
+
+
+def language() -> Language:
+    """The language in use."""
+    return _language
+
+
+def t(key: str, /, **params: Any) -> str:
+    """The text `key` in the current language, formatted with `params`."""
+    text = CATALOGUES[_language].get(key)
+    if text is None:  # a key missing from one catalogue is a bug (the tests check), not a crash
+        text = EN[key]
+    return text.format(**params) if params else text
+
+
+def weekday(index: int) -> str:
+    """Monday is 0, as in datetime.weekday()."""
+    return t("weekday").split("|")[index]

@@ -1,0 +1,180 @@
+"""A question as the model gets it: the asker's text, the quoted message (labelled), and the
+pictures of both, downloaded within caps for vision models or left out with a tip for others."""
+
+from __future__ import annotations
+
+import asyncio
+import fnmatch
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from nonebot.adapters import Bot, Event
+from nonebot.log import logger
+from nonebot_plugin_alconna.uniseg import Image, Reply, UniMessage
+
+from .i18n import t
+from .media import MediaError, data_url, download_image, sniff_image
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How many pictures, how big, how long to wait for each (MARSHO_MAX_IMAGES...)."""
+
+    max_images: int = 4
+    max_bytes: int = 5_000_000
+    timeout: float = 10.0
+
+
+@dataclass
+class Question:
+    """What goes to the model as the user's message, and tips for the asker."""
+
+    parts: list[dict[str, Any]] = field(default_factory=list)
+    """OpenAI content parts: text and `image_url` (pictures as data URLs)."""
+    tips: list[str] = field(default_factory=list)
+    images_seen: int = 0
+    """Pictures in the message and the quote (sent or not)."""
+    quoted_text: str = ""
+    """The quoted message's text, if the asker replied to one."""
+
+    @property
+    def text(self) -> str:
+        return "\n".join(p["text"] for p in self.parts if p["type"] == "text").strip()
+
+    @property
+    def has_pictures(self) -> bool:
+        return any(p["type"] == "image_url" for p in self.parts)
+
+    def content(self) -> str | list[dict[str, Any]]:
+        """A plain string when there is no picture (what every endpoint accepts), else parts."""
+        return self.parts if self.has_pictures else self.text
+
+
+def sees_pictures(model: str, patterns: Iterable[str]) -> bool:
+    """Whether MARSHO_VISION_MODELS names `model` (shell-style patterns, any case)."""
+    name = model.casefold()
+    return any(fnmatch.fnmatchcase(name, pattern.casefold()) for pattern in patterns)
+
+
+def _only_text(event: Event) -> bool:
+    try:
+        return all(segment.is_text() for segment in event.get_message())
+    except Exception:  # not a message event
+        return True
+
+
+def _sender_name(bot: Bot, origin: Any, marsho_name: str) -> str | None:
+    sender = getattr(origin, "sender", None)
+    user_id = getattr(sender, "user_id", None)
+    if user_id is not None and str(user_id) == str(bot.self_id):
+        return marsho_name
+    name = getattr(sender, "card", None) or getattr(sender, "nickname", None) or user_id
+    return str(name) if name else None
+
+
+async def _fetch(image: Image, limits: Limits) -> tuple[bytes, str]:
+    """A picture's bytes and type: given inline, or downloaded from the adapter's address."""
+    if image.raw is not None:
+        data = image.raw_bytes
+        if len(data) > limits.max_bytes:
+            raise MediaError("too_large", f"{len(data) / 1e6:.1f} MB, the limit is "
+                                          f"{limits.max_bytes / 1e6:.1f} MB")
+        mime = sniff_image(data)
+        if mime is None:
+            raise MediaError("not_image")
+        return data, mime
+    if not image.url:
+        raise MediaError("bad_url", "the picture has no address")
+    # the address comes from the bot's own OneBot implementation (often on 127.0.0.1), not from
+    # a user or the model: no SSRF guard here, but size and time caps
+    return await download_image(image.url, max_bytes=limits.max_bytes, timeout=limits.timeout)
+
+
+async def read_question(
+    bot: Bot,
+    event: Event,
+    text: str,
+    *,
+    vision: bool,
+    model: str,
+    limits: Limits,
+    marsho_name: str,
+) -> Question:
+    """The user's message for the model: the quoted message first (labelled, with its
+    pictures), then `text` (the question, already prefixed with the speaker in shared chats),
+    then the asker's own pictures."""
+    question = Question()
+    own: list[Image] = []
+    quoted_text, quoted_images, quoted_by = "", [], None
+    quoted = False
+    if not _only_text(event) or getattr(event, "reply", None):
+        try:
+            message = await UniMessage.of(event.get_message(), bot=bot).attach_reply(event, bot)
+        except Exception as error:  # an adapter alconna cannot read: the text is enough
+            logger.warning(f"marsho: could not read the message's pictures or quote: {error}")
+            message = UniMessage()
+        own = list(message[Image])
+        for reply in message[Reply]:
+            if reply.msg is None:  # the implementation could not find it (get_msg failed)
+                continue
+            quoted = True
+            quoted_by = _sender_name(bot, reply.origin, marsho_name)
+            if isinstance(reply.msg, str):
+                quoted_text = reply.msg
+            elif reply.msg is not None:
+                try:
+                    body = UniMessage.of(reply.msg, bot=bot)
+                except Exception:
+                    quoted_text = str(reply.msg)
+                else:
+                    quoted_text = body.extract_plain_text()
+                    quoted_images = list(body[Image])
+            break
+    question.images_seen = len(own) + len(quoted_images)
+    question.quoted_text = quoted_text.strip()
+    pictures: dict[int, str] = {}  # id(image) -> data URL
+    wanted = [*quoted_images, *own]
+    tried = {id(image) for image in wanted[: limits.max_images]} if vision else set()
+    if wanted and limits.max_images == 0:
+        vision = False
+        question.tips.append(t("tip.images_off"))
+    elif wanted and not vision:
+        question.tips.append(t("tip.no_vision", model=model, count=len(wanted)))
+    elif wanted:
+        kept = wanted[: limits.max_images]
+        if len(wanted) > len(kept):
+            question.tips.append(t("tip.image_too_many", limit=limits.max_images))
+        results = await asyncio.gather(*(_fetch(image, limits) for image in kept), return_exceptions=True)
+        failures: list[str] = []
+        for image, result in zip(kept, results, strict=True):
+            if isinstance(result, MediaError):
+                failures.append(t(f"media.{result.kind}", detail=result.detail))
+                logger.warning(f"marsho: picture {image.url or image.id}: {result.kind} {result.detail}")
+            elif isinstance(result, BaseException):
+                failures.append(t("media.network", detail=type(result).__name__))
+                logger.opt(exception=result).warning("marsho: could not read a picture")
+            else:
+                pictures[id(image)] = data_url(*result)
+        if failures:
+            reasons = t("list.separator").join(failures)
+            question.tips.append(t("tip.image_failed", count=len(failures), reasons=reasons))
+
+    def add_images(images: list[Image]) -> None:
+        for image in images:
+            if id(image) in pictures:
+                question.parts.append({"type": "image_url", "image_url": {"url": pictures[id(image)]}})
+            elif id(image) in tried:
+                question.parts.append({"type": "text", "text": t("image.failed_placeholder")})
+            else:
+                question.parts.append({"type": "text", "text": t("image.placeholder")})
+
+    if quoted:
+        label = t("quote.label", sender=quoted_by) if quoted_by else t("quote.label_unknown")
+        question.parts.append({"type": "text", "text": f"{label}\n{quoted_text.strip()}".strip()})
+        add_images(quoted_images)
+        question.parts.append({"type": "text", "text": t("quote.end")})
+    if text.strip():  # no empty text part: some OpenAI-compatible endpoints refuse one
+        question.parts.append({"type": "text", "text": text})
+    add_images(own)
+    return question

@@ -1,0 +1,153 @@
+"""An answer as the chat gets it: split at paragraphs or sent as one forward message, formulas
+and markdown images drawn as pictures when they can be, the thinking in a forward message of
+its own when asked for, and tool progress lines."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from nonebot.adapters import Bot
+from nonebot.log import logger
+from nonebot_plugin_alconna.uniseg import CustomNode, Image, Reference, Segment, Text, UniMessage
+
+from .i18n import t
+from .media import MediaError, download_image
+from .richtext import FormulaPart, ImageLinkPart, TextPart, find_rich, render_formula, split_paragraphs
+
+MAX_FORMULAS = 8
+"""Formulas of one answer drawn as pictures; the rest stay text."""
+MAX_LINKED_IMAGES = 4
+"""Markdown images of one answer downloaded; the rest stay text."""
+REASONING_NODE_CHARS = 3000
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """How answers go out (MARSHO_LONG_ANSWER and the rendering settings)."""
+
+    long_answer: Literal["split", "forward", "single"] = "split"
+    split_chars: int = 800
+    max_split_messages: int = 4
+    render_latex: bool = True
+    render_inline_latex: bool = False
+    render_images: bool = True
+    image_max_bytes: int = 5_000_000
+    image_timeout: float = 10.0
+    name: str = "marsho"
+
+
+async def _send(message: UniMessage[Segment], *, reply: bool) -> bool:
+    """Send; a failure is logged (the turn is already stored), never raised."""
+    try:
+        await message.send(reply_to=reply)
+        return True
+    except Exception as error:
+        logger.opt(exception=error).error(f"marsho: could not send the reply: {error}")
+        return False
+
+
+async def _linked_image(url: str, delivery: Delivery) -> bytes | None:
+    try:
+        # the address comes from the model: only public addresses (SSRF guard), capped
+        data, _ = await download_image(url, max_bytes=delivery.image_max_bytes,
+                                       timeout=delivery.image_timeout, guarded=True)
+        return data
+    except MediaError as error:
+        logger.info(f"marsho: markdown image {url} left as text: {error.kind} {error.detail}")
+    except Exception as error:
+        logger.opt(exception=error).warning(f"marsho: markdown image {url} left as text")
+    return None
+
+
+@dataclass
+class Allowance:
+    """Formulas still to draw and markdown images still to fetch for one answer: an answer split
+    into chunks shares one, so the caps hold for the whole answer, not for each chunk."""
+
+    formulas: int = MAX_FORMULAS
+    links: int = MAX_LINKED_IMAGES
+
+
+async def rich_segments(text: str, delivery: Delivery, allowance: Allowance | None = None) -> list[Segment]:
+    """Text with formulas and markdown images as pictures where they can be drawn or fetched;
+    whatever cannot stays as the text it was. At most MAX_FORMULAS formulas and MAX_LINKED_IMAGES
+    images are tried (those of `allowance` when given, which this call uses up)."""
+    if not (delivery.render_latex or delivery.render_images):
+        return [Text(text)]
+    allowance = allowance if allowance is not None else Allowance()
+    parts = find_rich(text, inline_formulas=delivery.render_latex and delivery.render_inline_latex)
+    formulas = [p for p in parts if isinstance(p, FormulaPart)] if delivery.render_latex else []
+    links = [p for p in parts if isinstance(p, ImageLinkPart)] if delivery.render_images else []
+    # taken before the first await: chunks gathered in order use the allowance in order
+    formulas, links = formulas[:max(0, allowance.formulas)], links[:max(0, allowance.links)]
+    allowance.formulas -= len(formulas)
+    allowance.links -= len(links)
+    if not formulas and not links:
+        return [Text(text)]
+    drawn = await asyncio.gather(
+        *(asyncio.to_thread(render_formula, p.source) for p in formulas),
+        *(_linked_image(p.url, delivery) for p in links),
+    )
+    pictures = dict(zip(map(id, [*formulas, *links]), drawn, strict=True))
+    segments: list[Segment] = []
+    for part in parts:
+        picture = pictures.get(id(part))
+        if picture is not None:
+            # a display formula or an image stands on its own line
+            if segments and isinstance(segments[-1], Text):
+                segments[-1] = Text(segments[-1].text.rstrip(" \t"))
+            segments.append(Image(raw=picture))
+        else:
+            piece = part.text if isinstance(part, TextPart) else part.raw
+            if segments and isinstance(segments[-1], Text):
+                segments[-1] = Text(segments[-1].text + piece)
+            else:
+                segments.append(Text(piece.lstrip("\n") if segments else piece))
+    return [s for s in segments if not (isinstance(s, Text) and not s.text.strip())]
+
+
+def _forward(bot: Bot, name: str, contents: Sequence[list[Segment]]) -> UniMessage[Segment]:
+    nodes = [CustomNode(uid=str(bot.self_id), name=name, content=list(content)) for content in contents]
+    return UniMessage[Segment]([Reference(nodes=nodes)])
+
+
+async def send_reasoning(bot: Bot, reasoning: str, delivery: Delivery) -> None:
+    """The model's thinking as a forward message of its own (skipped, with a log line, where
+    the chat cannot take forward messages)."""
+    reasoning = reasoning.strip()
+    if not reasoning:
+        return
+    chunks = split_paragraphs(reasoning, REASONING_NODE_CHARS)
+    title = f"{delivery.name}: {t('reply.reasoning_title')}"
+    if not await _send(_forward(bot, title, [[Text(c)] for c in chunks]), reply=False):
+        logger.warning("marsho: the reasoning was not sent (MARSHO_SEND_REASONING)")
+
+
+async def send_answer(bot: Bot, text: str, images: Sequence[bytes], delivery: Delivery) -> None:
+    """Send an answer: the first message quotes the question; pictures the tools made go last."""
+    pictures: list[Segment] = [Image(raw=i) for i in images]
+    long = len(text) > delivery.split_chars
+    if not long or delivery.long_answer == "single":
+        await _send(UniMessage([*await rich_segments(text, delivery), *pictures]), reply=True)
+        return
+    chunks = split_paragraphs(text, delivery.split_chars)
+    allowance = Allowance()
+    contents = list(await asyncio.gather(*(rich_segments(c, delivery, allowance) for c in chunks)))
+    if delivery.long_answer == "forward" or len(chunks) > delivery.max_split_messages:
+        nodes = [*contents, pictures] if pictures else contents
+        if await _send(_forward(bot, delivery.name, nodes), reply=False):
+            return
+        logger.info("marsho: the forward message failed; sending the answer in parts")
+    for index, content in enumerate(contents):
+        last = index == len(contents) - 1
+        await _send(UniMessage([*content, *(pictures if last else [])]), reply=index == 0)
+
+
+async def send_progress(tool_names: Sequence[str], delivery: Delivery) -> None:
+    """"marsho is using weather__forecast …", once per round of tool calls."""
+    shown = list(dict.fromkeys(tool_names))
+    names = t("list.separator").join(shown)
+    await _send(UniMessage([Text(t("progress.using", name=delivery.name, tools=names))]), reply=False)
