@@ -113,9 +113,9 @@ async def endpoint_median_ms(fake: FakeOpenAI, bodies: list[dict]) -> float:
 
 
 async def measure(label: str, url: str, fake: FakeOpenAI) -> None:
-    from nonebot_plugin_marsho.config import DEFAULT_SYSTEM_PROMPT
     from nonebot_plugin_marsho.engine import Engine
     from nonebot_plugin_marsho.llm import LLMClient
+    from nonebot_plugin_marsho.persona import base_prompt
     from nonebot_plugin_marsho.store import SqlStore
     from nonebot_plugin_marsho.tools import BUILTIN_TOOLSET, ToolRunner, ToolsetSource, load_toolset
 
@@ -124,7 +124,7 @@ async def measure(label: str, url: str, fake: FakeOpenAI) -> None:
     llm = LLMClient(base_url=fake.base_url, api_key="k", model="fake-model", timeout=30)
     runner = ToolRunner(toolset)
     store = SqlStore(url)
-    engine = Engine(llm, toolset, store, runner, system_prompt=DEFAULT_SYSTEM_PROMPT)
+    engine = Engine(llm, toolset, store, runner, system_prompt=base_prompt(None))
     try:
         await store.start()
         fill_turns, fill_seconds = await fill(store, engine.counter, FULL_KEY, STORED, seed=1)

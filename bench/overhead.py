@@ -75,9 +75,9 @@ async def in_process(fake: FakeOpenAI) -> tuple[list[float], list[dict]]:
             nonebot.load_plugin("nonebot_plugin_marsho")
     finally:
         os.chdir(here)
-    from nonebot_plugin_marsho.config import DEFAULT_SYSTEM_PROMPT
     from nonebot_plugin_marsho.engine import Engine
     from nonebot_plugin_marsho.llm import LLMClient
+    from nonebot_plugin_marsho.persona import base_prompt
     from nonebot_plugin_marsho.store import SqlStore
     from nonebot_plugin_marsho.tools import BUILTIN_TOOLSET, ToolRunner, ToolsetSource, load_toolset
 
@@ -85,7 +85,7 @@ async def in_process(fake: FakeOpenAI) -> tuple[list[float], list[dict]]:
                             ToolsetSource(CHAT_TOOLSET, "bench")])
     llm = LLMClient(base_url=fake.base_url, api_key="k", model="fake-model", timeout=30)
     runner = ToolRunner(toolset)
-    engine = Engine(llm, toolset, SqlStore("sqlite://"), runner, system_prompt=DEFAULT_SYSTEM_PROMPT)
+    engine = Engine(llm, toolset, SqlStore("sqlite://"), runner, system_prompt=base_prompt(None))
     try:
         for i in range(WARMUP):
             await engine.chat("bench:group:1", f"warm-up {i}")

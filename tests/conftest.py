@@ -46,6 +46,8 @@ def pytest_configure(config: pytest.Config) -> None:
         superusers={SUPERUSER_ID},
         marsho_tool_timeout=5,
         marsho_timeout=5,
+        # the tests read the English texts; tests/test_i18n.py checks zh-CN, the default
+        marsho_lang="en",
     )
     nonebot.get_driver().register_adapter(OneBotV11Adapter)
     nonebot.load_plugin("nonebot_plugin_marsho")
@@ -99,11 +101,13 @@ def fake() -> Iterator[FakeOpenAI]:
 async def plugin_engine():
     """The plugin's running engine, with an empty history for this test."""
     from nonebot_plugin_marsho.matchers import runtime
+    from nonebot_plugin_marsho.persona import Nicknames
     from nonebot_plugin_marsho.store import SqlStore
 
     engine = runtime.require_engine()
-    saved = engine.history
+    saved, saved_nicknames = engine.history, runtime.nicknames
     engine.history = store = SqlStore("sqlite://")
+    runtime.nicknames = Nicknames(store)
     yield engine
-    engine.history = saved
+    engine.history, runtime.nicknames = saved, saved_nicknames
     await store.close()

@@ -11,8 +11,11 @@ benchmarks talk to a real `bot.py` through this simulator instead:
 
 The simulator connects to the bot's reverse WebSocket like go-cqhttp or NapCat would
 (`X-Self-ID`, `X-Client-Role: Universal`, optional `Authorization: Bearer`), pushes `message`
-events, answers every action the bot calls with `{"status": "ok", "retcode": 0, "data": ...,
-"echo": ...}`, and records each action with the time it arrived.
+events (text, @, `reply` and `image` segments...) and `poke` notices, answers every action the bot
+calls with `{"status": "ok", "retcode": 0, "data": ..., "echo": ...}` (`get_msg` with a message
+pushed or sent earlier, as the adapter asks for the message a `reply` segment quotes), and records
+each action with the time it arrived. Forward messages (`send_group_forward_msg`...) count as
+sends too: `Action.nodes` and `Action.node_texts` read their nodes.
 """
 
 from __future__ import annotations
@@ -39,7 +42,9 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 BOT_PY = REPO_ROOT / "bot.py"
 
 Segment = dict[str, Any]
-SEND_ACTIONS = frozenset({"send_msg", "send_group_msg", "send_private_msg"})
+FORWARD_ACTIONS = frozenset({"send_group_forward_msg", "send_private_forward_msg"})
+"""Actions that send a forward message (a list of `node` segments in `messages`)."""
+SEND_ACTIONS = frozenset({"send_msg", "send_group_msg", "send_private_msg", *FORWARD_ACTIONS})
 """Actions that send a chat message; `wait_send` and `reply_to` look at these."""
 
 _message_ids = itertools.count(int(time.time()) % 1_000_000 * 1000 + 1)
@@ -62,6 +67,19 @@ def at(qq: int | str) -> Segment:
 def text_segment(text: str) -> Segment:
     """A text segment."""
     return {"type": "text", "data": {"text": text}}
+
+
+def reply_segment(message_id: int | str | Mapping[str, Any]) -> Segment:
+    """A `reply` segment quoting a message (its id, or the event pushed earlier)."""
+    if isinstance(message_id, Mapping):
+        message_id = message_id["message_id"]
+    return {"type": "reply", "data": {"id": str(message_id)}}
+
+
+def image_segment(url: str, *, file: str | None = None, **data: Any) -> Segment:
+    """An `image` segment as go-cqhttp / NapCat push it: a `file` name and the `url` to fetch."""
+    name = file or url.rstrip("/").rsplit("/", 1)[-1] or "image.png"
+    return {"type": "image", "data": {"file": name, "url": url, **data}}
 
 
 def _cq_escape(text: str, *, in_param: bool = False) -> str:
@@ -107,6 +125,30 @@ class Action:
         return "".join(
             str((s.get("data") or {}).get("text", "")) for s in self.message if s.get("type") == "text"
         )
+
+    @property
+    def is_forward(self) -> bool:
+        """A forward message (send_group_forward_msg / send_private_forward_msg)."""
+        return self.action in FORWARD_ACTIONS
+
+    @property
+    def nodes(self) -> list[Segment]:
+        """The `node` segments of a forward message (`messages`), else []."""
+        messages = self.params.get("messages") or []
+        if isinstance(messages, Mapping):
+            messages = [messages]
+        return [dict(m) for m in messages if isinstance(m, Mapping) and m.get("type") == "node"]
+
+    @property
+    def node_texts(self) -> list[str]:
+        """The text of each node of a forward message (its text segments joined)."""
+        texts = []
+        for node in self.nodes:
+            content = (node.get("data") or {}).get("content", [])
+            content = segments(content) if isinstance(content, (str, Mapping)) else list(content)
+            texts.append("".join(str((s.get("data") or {}).get("text", ""))
+                                 for s in content if s.get("type") == "text"))
+        return texts
 
     @property
     def reply_id(self) -> int | None:
@@ -245,13 +287,18 @@ class OneBotSim:
         if action.action in SEND_ACTIONS:
             message_id = next(_message_ids)
             message_type = params.get("message_type") or (
-                "group" if action.action == "send_group_msg" or params.get("group_id") else "private"
+                "group" if action.action in ("send_group_msg", "send_group_forward_msg")
+                or params.get("group_id") else "private"
             )
             self._sent_messages[message_id] = {
                 "time": int(time.time()), "message_type": message_type, "message_id": message_id,
-                "real_id": message_id, "message": action.message,
+                "real_id": message_id,
+                "message": ([{"type": "forward", "data": {"id": str(message_id)}}]
+                            if action.is_forward else action.message),
                 "sender": {"user_id": self.self_id, "nickname": self.nickname},
             }
+            if action.is_forward:
+                return {"message_id": message_id, "forward_id": str(message_id)}
             return {"message_id": message_id}
         if action.action == "get_msg":
             message_id = int(params.get("message_id", 0))
@@ -296,6 +343,43 @@ class OneBotSim:
                 except asyncio.TimeoutError:
                     pass
 
+    async def wait_action(
+        self, name: str, *, timeout: float = 15.0, where: Callable[[Action], bool] | None = None
+    ) -> Action:
+        """The first recorded action called `name` (any action, sends too) that matches `where`,
+        waiting for it if it has not come yet; unlike `wait_send` it claims nothing."""
+        assert self._changed is not None, "connect() first"
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        async with self._changed:
+            while True:
+                for action in self.actions:
+                    if action.action == name and (where is None or where(action)):
+                        return action
+                if self._reader is None or self._reader.done():
+                    raise ConnectionError(f"no {name} came: {self._closed_reason}")
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    seen = "\n  ".join(str(a) for a in self.actions[-10:]) or "(none)"
+                    raise TimeoutError(
+                        f"no matching {name} within {timeout:g} s; last actions seen:\n  {seen}"
+                    )
+                try:
+                    await asyncio.wait_for(self._changed.wait(), remaining)
+                except asyncio.TimeoutError:
+                    pass
+
+    async def expect_no_send(
+        self, seconds: float, *, where: Callable[[Action], bool] | None = None
+    ) -> None:
+        """Wait `seconds`; raise AssertionError if a send (not yet returned by `wait_send`)
+        matching `where` came by then."""
+        try:
+            action = await self.wait_send(timeout=seconds, where=where)
+        except TimeoutError:
+            return
+        raise AssertionError(f"the bot sent something it should not have: {action}")
+
     async def next_send_msg(self, timeout: float = 15.0) -> Action:
         """The next message the bot sends, whatever it answers."""
         return await self.wait_send(timeout=timeout)
@@ -319,10 +403,11 @@ class OneBotSim:
         group_id: int = 20001,
         user_id: int = 10001,
         nickname: str | None = None,
+        card: str = "",
         role: str = "member",
         message_id: int | None = None,
     ) -> dict[str, Any]:
-        """A OneBot v11 group `message` event, as JSON-ready data."""
+        """A OneBot v11 group `message` event, as JSON-ready data (`card`: the group card)."""
         message = segments(message)
         message_id = next(_message_ids) if message_id is None else message_id
         return {
@@ -331,7 +416,7 @@ class OneBotSim:
             "group_id": int(group_id), "user_id": int(user_id), "anonymous": None,
             "message": message, "raw_message": raw_message(message), "font": 0,
             "sender": {
-                "user_id": int(user_id), "nickname": nickname or f"user{user_id}", "card": "",
+                "user_id": int(user_id), "nickname": nickname or f"user{user_id}", "card": card,
                 "sex": "unknown", "age": 0, "area": "", "level": "1", "role": role, "title": "",
             },
         }
@@ -355,6 +440,28 @@ class OneBotSim:
             "sender": {"user_id": int(user_id), "nickname": nickname or f"user{user_id}",
                        "sex": "unknown", "age": 0},
         }
+
+    def poke_event(
+        self,
+        *,
+        user_id: int = 10001,
+        group_id: int | None = 20001,
+        target_id: int | None = None,
+    ) -> dict[str, Any]:
+        """A OneBot v11 `poke` notice: `user_id` poked `target_id` (the bot unless given), in a
+        group, or in a private chat when `group_id` is None."""
+        event: dict[str, Any] = {
+            "time": int(time.time()), "self_id": self.self_id, "post_type": "notice",
+            "notice_type": "notify", "sub_type": "poke", "user_id": int(user_id),
+            "target_id": int(self.self_id if target_id is None else target_id),
+        }
+        if group_id is not None:
+            event["group_id"] = int(group_id)
+        return event
+
+    async def poke(self, **kwargs: Any) -> dict[str, Any]:
+        """Push a poke notice (see `poke_event` for the keywords); returns the event."""
+        return await self.push(self.poke_event(**kwargs))
 
     async def push(self, event: dict[str, Any]) -> dict[str, Any]:
         """Send an event to the bot; returns it (keep it to match the reply)."""
@@ -437,6 +544,8 @@ class BotProcess:
             "LOCALSTORE_CACHE_DIR": str(self.workdir / "cache"),
             "LOCALSTORE_CONFIG_DIR": str(self.workdir / "config"),
             "PYTHONUNBUFFERED": "1",
+            # the tests read the English texts; zh-CN (the default) is checked where it matters
+            "MARSHO_LANG": "en",
         }
         if access_token:
             self.env["ONEBOT_ACCESS_TOKEN"] = access_token

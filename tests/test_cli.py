@@ -13,6 +13,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -350,7 +351,10 @@ def test_ask_prints_each_call_and_result_as_it_happens_then_the_answer(
     first, second = cli_fake.requests
     assert first["model"] == "cli-model"
     assert first["_headers"]["authorization"] == "Bearer cli-key"
-    assert first["messages"][0] == {"role": "system", "content": "You are a CLI test."}
+    system = first["messages"][0]
+    # the configured prompt, then (as in chats) the date and time of the turn
+    assert system["role"] == "system" and system["content"].startswith("You are a CLI test.\n\n")
+    assert time.strftime("%Y-") in system["content"]
     assert first["messages"][-1] == {"role": "user", "content": "what is 2+3? then rest"}
     offered = {tool["function"]["name"] for tool in first["tools"]}
     assert {"calc__add", "calc__nap", "calc__vault", "weather__today", "clock__now"} <= offered

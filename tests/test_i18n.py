@@ -1,0 +1,301 @@
+"""Languages: every fixed reply in zh-CN (the default) and en, chosen by MARSHO_LANG.
+
+The rest of the suite runs in English (tests/conftest.py sets marsho_lang="en"); the Chinese
+tests here switch with the `chinese` fixture, which puts the previous language back.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from nonebug import App
+from pydantic import ValidationError
+
+from nonebot_plugin_marsho import i18n, matchers
+from nonebot_plugin_marsho.config import Config, describe_validation_error, plugin_config
+from nonebot_plugin_marsho.exceptions import EndpointError
+from nonebot_plugin_marsho.fairuse import seconds_text
+from nonebot_plugin_marsho.i18n import EN, ZH, t
+from tests.fake_openai import FakeOpenAI, error
+from tests.onebot import group_message, onebot_bot, private_message, reply_call
+
+PACKAGE = Path(__file__).resolve().parent.parent / "nonebot_plugin_marsho"
+
+LITERAL_CALL = re.compile(r"""(?<!def )\bt\(\s*(["'])([^"'\\]+)\1\s*[,)]""")
+"""`t("key")`, `t('key', name=...)`: a key spelled out in the code."""
+ANY_CALL = re.compile(r"""(?<!def )\bt\(\s*([^,)]+)""")
+"""Any `t(` call, with (the start of) its first argument."""
+
+COMMANDS = ("reset", "tools", "calls", "history", "nickname", "help", "model", "export")
+DYNAMIC_KEYS: dict[str, list[str]] = {
+    # the first argument as written -> every key it can name
+    'f"usage.{command}"': [f"usage.{c}" for c in COMMANDS],
+    'f"endpoint.{status}"': [f"endpoint.{s}" for s in (401, 403, 404, 429)],
+    'f"endpoint.{status}.hint"': [f"endpoint.{s}.hint" for s in (401, 403, 404, 429)],
+    'f"media.{result.kind}"': [f"media.{k}" for k in (
+        "too_large", "timeout", "not_image", "http", "blocked", "network", "bad_url")],
+    "'tools.' + tool.permission": ["tools.admin", "tools.superuser"],
+    "str(error": ["nickname.invalid", "nickname.too_long"],  # persona.check_nickname's ValueError
+    'f"mcp.{self.state}"': [f"mcp.{state}" for state in (
+        "idle", "connecting", "connected", "retrying", "disabled", "stopped")],
+}
+
+
+def _sources() -> dict[str, str]:
+    """Every module's source; i18n.py without its docstring (whose `t("key", ...)` is an example)."""
+    sources = {str(path.relative_to(PACKAGE)): path.read_text(encoding="utf-8")
+               for path in sorted(PACKAGE.rglob("*.py"))}
+    sources["i18n.py"] = sources["i18n.py"].split('"""', 2)[2]
+    return sources
+
+
+def literal_keys() -> dict[str, set[str]]:
+    """Each key spelled out in a `t(...)` call, with the files that use it."""
+    used: dict[str, set[str]] = {}
+    for name, source in _sources().items():
+        for match in LITERAL_CALL.finditer(source):
+            used.setdefault(match.group(2), set()).add(name)
+    return used
+
+
+def dynamic_calls() -> dict[str, set[str]]:
+    """The first argument of each `t(...)` call whose key is computed, with its files."""
+    found: dict[str, set[str]] = {}
+    for name, source in _sources().items():
+        for match in ANY_CALL.finditer(source):
+            argument = match.group(1).strip()
+            if not re.fullmatch(r"""(["'])[^"'\\]+\1""", argument):
+                found.setdefault(argument, set()).add(name)
+    return found
+
+
+def placeholders(text: str) -> set[tuple[str, str | None, str | None]]:
+    return {(field, conversion, spec) for _, field, spec, conversion in string.Formatter().parse(text)
+            if field is not None}
+
+
+@pytest.fixture
+def chinese() -> Iterator[None]:
+    """Marsho speaks zh-CN for this test; the suite's language comes back afterwards."""
+    before = i18n.language()
+    i18n.set_language("zh-CN")
+    yield
+    i18n.set_language(before)
+
+
+# the catalogues
+
+
+def test_both_catalogues_hold_the_same_keys() -> None:
+    assert sorted(set(EN) - set(ZH)) == [], "missing from ZH"
+    assert sorted(set(ZH) - set(EN)) == [], "missing from EN"
+    assert set(i18n.CATALOGUES) == set(i18n.LANGUAGES) == {"zh-CN", "en"}
+
+
+@pytest.mark.parametrize("key", sorted(EN))
+def test_each_text_has_the_same_placeholders_in_both_languages(key: str) -> None:
+    assert placeholders(EN[key]) == placeholders(ZH[key])
+
+
+@pytest.mark.parametrize("catalogue", [EN, ZH], ids=["en", "zh-CN"])
+def test_no_text_is_empty_or_escapes_braces(catalogue: dict[str, str]) -> None:
+    assert [key for key, value in catalogue.items() if not value.strip()] == []
+    # t() formats only when given parameters, so an escaped {{ would show doubled in some texts
+    assert [key for key, value in catalogue.items() if "{{" in value or "}}" in value] == []
+
+
+def test_seven_weekdays_monday_first() -> None:
+    assert len(EN["weekday"].split("|")) == len(ZH["weekday"].split("|")) == 7
+    assert all(day.strip() for day in EN["weekday"].split("|") + ZH["weekday"].split("|"))
+    assert i18n.weekday(0) == "Monday" and i18n.weekday(6) == "Sunday"
+
+
+def test_weekday_in_chinese(chinese: None) -> None:
+    assert i18n.weekday(0) == "星期一" and i18n.weekday(6) == "星期日"
+
+
+# the code against the catalogues
+
+
+def test_the_scan_finds_the_calls() -> None:
+    """The regexes still match the code (a silent scan would make the next tests vacuous)."""
+    used = literal_keys()
+    assert len(used) > 50
+    assert "render.py" in used["reply.empty"] and "fairuse.py" in used["seconds"]
+    assert "outgoing.py" in used["reply.reasoning_title"]  # t('...') in an f-string
+    assert "i18n.py" in used["weekday"] and "key" not in used  # the docstring's example is skipped
+
+
+def test_every_literal_key_used_in_the_code_exists() -> None:
+    missing = {key: sorted(files) for key, files in literal_keys().items() if key not in EN}
+    assert missing == {}
+
+
+def test_every_computed_key_is_known_and_exists() -> None:
+    unknown = {arg: sorted(files) for arg, files in dynamic_calls().items() if arg not in DYNAMIC_KEYS}
+    assert unknown == {}, "a t() call computes its key: add its expansions to DYNAMIC_KEYS"
+    missing = [key for keys in DYNAMIC_KEYS.values() for key in keys if key not in EN]
+    assert missing == []
+
+
+def test_the_known_expansions_match_the_code() -> None:
+    """DYNAMIC_KEYS follows the values the code can produce."""
+    from nonebot_plugin_marsho import matchers as matcher_module
+    from nonebot_plugin_marsho.media import KINDS
+    from nonebot_plugin_marsho.tools.model import PERMISSIONS
+
+    assert set(COMMANDS) == set(matcher_module.COMMANDS)
+    assert {f"media.{k}" for k in KINDS} == set(DYNAMIC_KEYS['f"media.{result.kind}"'])
+    assert {f"tools.{p}" for p in PERMISSIONS if p != "everyone"} == set(
+        DYNAMIC_KEYS["'tools.' + tool.permission"])
+    persona = (PACKAGE / "persona.py").read_text(encoding="utf-8")
+    assert set(re.findall(r'ValueError\("(nickname\.[a-z_]+)"\)', persona)) == set(
+        DYNAMIC_KEYS["str(error"])
+
+
+KNOWN_UNUSED: set[str] = set()
+"""Keys no code uses yet, kept on purpose (a title for the answer's forward message)."""
+
+
+def test_no_catalogue_key_is_unused() -> None:
+    used = set(literal_keys()) | {key for keys in DYNAMIC_KEYS.values() for key in keys}
+    assert sorted(set(EN) - used - KNOWN_UNUSED) == []
+    assert sorted(KNOWN_UNUSED & used) == [], "now used: take it out of KNOWN_UNUSED"
+    assert KNOWN_UNUSED <= set(EN)
+
+
+# MARSHO_LANG
+
+
+def test_chinese_is_the_default() -> None:
+    assert Config().marsho_lang == "zh-CN"
+
+
+@pytest.mark.parametrize(
+    ("value", "language"),
+    [("zh_CN", "zh-CN"), ("zh", "zh-CN"), ("ZH-hans", "zh-CN"), (" zh-cn ", "zh-CN"),
+     ("zh-CN", "zh-CN"), ("en-US", "en"), ("english", "en"), ("EN", "en"), ("en_GB", "en")],
+)
+def test_language_aliases_are_read(value: str, language: str) -> None:
+    assert Config.model_validate({"marsho_lang": value}).marsho_lang == language
+
+
+@pytest.mark.parametrize("value", ["fr", "", "zh-TW-ish", 1])
+def test_an_unknown_language_names_marsho_lang(value: object) -> None:
+    with pytest.raises(ValidationError) as caught:
+        Config.model_validate({"marsho_lang": value})
+    assert "MARSHO_LANG=" in describe_validation_error(caught.value)
+
+
+def test_set_language_refuses_unknown_languages() -> None:
+    before = i18n.language()
+    with pytest.raises(ValueError, match="fr"):
+        i18n.set_language("fr")  # type: ignore[arg-type]
+    assert i18n.language() == before
+
+
+def test_reading_the_config_sets_the_language(chinese: None) -> None:
+    from nonebot_plugin_marsho.config import read_config
+
+    config, problem = read_config()  # conftest's settings: marsho_lang="en"
+    assert (config.marsho_lang, problem, i18n.language()) == ("en", "", "en")
+
+
+def test_a_bad_setting_is_reported_in_the_language_asked_for(
+    chinese: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from nonebot import get_driver
+
+    from nonebot_plugin_marsho.config import read_config
+
+    monkeypatch.setattr(get_driver().config, "marsho_timeout", "soon")  # marsho_lang is still "en"
+    config, problem = read_config()
+    assert "MARSHO_TIMEOUT='soon'" in problem
+    assert i18n.language() == "en"
+
+
+def test_a_chinese_hint_follows_its_message_without_a_space(chinese: None) -> None:
+    failure = EndpointError(t("endpoint.429", detail="x"), hint=t("endpoint.429.hint"))
+    assert str(failure) == "接口正在限流（429：x）。请稍后再试。"
+    i18n.set_language("en")
+    failure = EndpointError(t("endpoint.429", detail="x"), hint=t("endpoint.429.hint"))
+    assert str(failure) == "The endpoint is rate-limiting us (429: x). Try again in a moment."
+
+
+# t()
+
+
+def test_texts_follow_the_language(chinese: None) -> None:
+    assert t("reset.empty") == "这段对话本来就是空的。"
+    assert t("reset.done", turns=3) == "好了：我忘掉了这段对话（3 轮）。"
+    assert seconds_text(12.1) == "13 秒" and seconds_text(0.2) == "1 秒"
+    i18n.set_language("en")
+    assert t("reset.empty") == "This conversation was already empty."
+    assert seconds_text(12.1) == "13 s"
+
+
+def test_a_key_missing_from_chinese_falls_back_to_english(
+    chinese: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delitem(ZH, "reset.done")
+    assert t("reset.done", turns=2) == "Done: I forgot this conversation (2 turns)."
+    assert t("reset.empty") == "这段对话本来就是空的。"
+    with pytest.raises(KeyError):
+        t("no.such.key")
+
+
+# end to end, in Chinese
+
+
+async def test_the_name_alone_answers_with_chinese_usage(app: App, fake: FakeOpenAI, chinese: None) -> None:
+    usage = matchers.usage_text(plugin_config.trigger_names, plugin_config.marsho_at)
+    assert usage.startswith("有问题就问我：marsho <问题>")
+    assert "marsho.reset  忘掉这段对话" in usage
+    async with app.test_matcher() as ctx:
+        bot = onebot_bot(ctx)
+        event = group_message("marsho")
+        ctx.receive_event(bot, event)
+        ctx.should_call_api(*reply_call(event, usage), result={"message_id": 1})
+    assert fake.requests == []
+
+
+async def test_resetting_an_empty_private_chat_in_chinese(
+    app: App, fake: FakeOpenAI, plugin_engine, chinese: None
+) -> None:
+    async with app.test_matcher() as ctx:
+        bot = onebot_bot(ctx)
+        event = private_message("marsho.reset")
+        ctx.receive_event(bot, event)
+        ctx.should_call_api(*reply_call(event, "这段对话本来就是空的。"), result={"message_id": 1})
+    assert fake.requests == []
+
+
+async def test_an_endpoint_error_is_explained_in_chinese(
+    app: App, fake: FakeOpenAI, plugin_engine, chinese: None
+) -> None:
+    fake.push(error(429, "slow down"))
+    async with app.test_matcher() as ctx:
+        bot = onebot_bot(ctx)
+        event = group_message("marsho 你好")
+        ctx.receive_event(bot, event)
+        # the hint follows the message as EndpointError.__str__ joins them (a space, for now:
+        # see test_a_chinese_hint_follows_its_message_without_a_space)
+        joined = str(EndpointError("接口正在限流（429：slow down）。", hint="请稍后再试。"))
+        assert joined.startswith("接口正在限流（429：slow down）。") and joined.endswith("请稍后再试。")
+        ctx.should_call_api(*reply_call(event, f"抱歉，没能得到回答：{joined}"), result={"message_id": 1})
+    assert len(fake.requests) == 1
+
+
+async def test_english_is_back_after_the_chinese_tests(app: App, fake: FakeOpenAI, plugin_engine) -> None:
+    assert i18n.language() == "en"
+    async with app.test_matcher() as ctx:
+        bot = onebot_bot(ctx)
+        event = private_message("marsho.reset")
+        ctx.receive_event(bot, event)
+        ctx.should_call_api(*reply_call(event, "This conversation was already empty."),
+                            result={"message_id": 1})
+    assert matchers.usage_text(["marsho"], False).startswith("Ask me anything: marsho <question>")
