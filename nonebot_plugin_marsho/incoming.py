@@ -57,7 +57,11 @@ def sees_pictures(model: str, patterns: Iterable[str]) -> bool:
     return any(fnmatch.fnmatchcase(name, pattern.casefold()) for pattern in patterns)
 
 
-def _only_text(event: Event) -> bool:
+def text_only(event: Event) -> bool:
+    """True when the message has nothing but text: no picture, no quote (the cheap check that
+    spares plain questions alconna's message conversion)."""
+    if getattr(event, "reply", None):
+        return False
     try:
         return all(segment.is_text() for segment in event.get_message())
     except Exception:  # not a message event
@@ -108,7 +112,7 @@ async def read_question(
     own: list[Image] = []
     quoted_text, quoted_images, quoted_by = "", [], None
     quoted = False
-    if not _only_text(event) or getattr(event, "reply", None):
+    if not text_only(event):
         try:
             message = await UniMessage.of(event.get_message(), bot=bot).attach_reply(event, bot)
         except Exception as error:  # an adapter alconna cannot read: the text is enough

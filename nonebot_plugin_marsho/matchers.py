@@ -24,7 +24,7 @@ from .engine import Engine, Reply
 from .exceptions import EndpointError, MarshoError, NotReadyError, StoreError
 from .fairuse import RateLimiter, admitted, seconds_text
 from .i18n import t
-from .incoming import Limits, read_question, sees_pictures
+from .incoming import Limits, read_question, sees_pictures, text_only
 from .outgoing import Delivery, send_answer, send_progress, send_reasoning
 from .persona import Nicknames, PraisesFile, base_prompt, check_nickname, clock, turn_prompt
 from .render import calls_text, history_text, reply_text, tools_text, usage_text
@@ -283,7 +283,7 @@ async def handle_request(bot: Bot, event: Event, state: T_State) -> None:
         await _send(t("config.broken", error=config_error))
         return
     names = plugin_config.trigger_names
-    has_more = request.text or not _text_only(event)
+    has_more = request.text or not text_only(event)
     if request.command == "help" or (request.command == "chat" and not has_more):
         await _send(usage_text(names, plugin_config.marsho_at))
         return
@@ -337,16 +337,6 @@ async def handle_request(bot: Bot, event: Event, state: T_State) -> None:
         await send_reasoning(bot, reply.reasoning, how)
     text = "\n\n".join([reply_text(reply, engine.max_tool_rounds), *tips])
     await send_answer(bot, text, reply.images, how)
-
-
-def _text_only(event: Event) -> bool:
-    """True when the message has nothing but text (no picture, no quote)."""
-    if getattr(event, "reply", None):
-        return False
-    try:
-        return all(segment.is_text() for segment in event.get_message())
-    except Exception:
-        return True
 
 
 async def _chat(
