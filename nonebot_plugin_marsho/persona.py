@@ -3,6 +3,7 @@ turn adds to it (the date and time, the asker's nickname), and nicknames kept pe
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from collections.abc import Callable
@@ -137,10 +138,16 @@ def zone_name(now: datetime) -> str:
 
 def lunar_date(now: datetime) -> str:
     """二〇二六年十月廿一 for a date, or "" if lunar-python is missing or out of range."""
+    return _lunar_day(now.year, now.month, now.day)
+
+
+@functools.lru_cache(maxsize=8)
+def _lunar_day(year: int, month: int, day: int) -> str:
+    # computed once a day, not each turn (lunar-python takes about half a millisecond)
     try:
         from lunar_python import Solar
 
-        lunar = Solar.fromYmdHms(now.year, now.month, now.day, now.hour, now.minute, 0).getLunar()
+        lunar = Solar.fromYmd(year, month, day).getLunar()
         return f"{lunar.getYearInChinese()}年{lunar.getMonthInChinese()}月{lunar.getDayInChinese()}"
     except Exception:  # lunar-python missing or the date out of its range: leave it out
         return ""
