@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, Field, ValidationError, create_model, field_validator
+from pydantic import BaseModel, Field, ValidationError, create_model, field_validator, model_validator
 
 from . import i18n
 from .i18n import Language
@@ -99,6 +99,11 @@ class Config(BaseModel):
 
     marsho_image_timeout: float = Field(default=10.0, gt=0)
     """Seconds one picture's download may take."""
+
+    marsho_image_allow_private: bool = False
+    """Download pictures of messages from private and loopback addresses too: for an OneBot
+    implementation that serves them itself (http://127.0.0.1:...). Off, only public addresses
+    are fetched, so a crafted message cannot reach the bot's own network."""
 
     marsho_long_answer: Literal["split", "forward", "single"] = "split"
     """Long answers: `split` into several messages at paragraph boundaries (a forward message
@@ -256,6 +261,32 @@ class Config(BaseModel):
             )
         return value
 
+    @field_validator("marsho_praises_file", mode="before")
+    @classmethod
+    def _praises_file(cls, value: Any) -> Any:
+        if isinstance(value, str) and not value.strip():
+            return None  # `MARSHO_PRAISES_FILE=` means the default
+        return value
+
+    @field_validator("marsho_praises_file")
+    @classmethod
+    def _praises_not_a_folder(cls, value: Path | None) -> Path | None:
+        if value is not None and value.is_dir():
+            raise ValueError(f"{str(value)!r} is a folder; give the JSON file, e.g. {value / 'praises.json'}")
+        return value
+
+    @model_validator(mode="after")
+    def _pictures_fit_the_budget(self) -> Config:
+        from .tokens import IMAGE_TOKENS
+
+        if self.marsho_max_images * IMAGE_TOKENS > self.marsho_history_tokens // 2:
+            raise ValueError(
+                f"MARSHO_MAX_IMAGES={self.marsho_max_images} pictures take about "
+                f"{self.marsho_max_images * IMAGE_TOKENS} tokens, more than half of "
+                f"MARSHO_HISTORY_TOKENS={self.marsho_history_tokens}: lower the one or raise the other"
+            )
+        return self
+
     @property
     def trigger_names(self) -> list[str]:
         """The trigger word followed by its aliases, without duplicates."""
@@ -270,9 +301,12 @@ def describe_validation_error(error: ValidationError) -> str:
     """Turn pydantic's error into lines naming each bad `.env` key and what is wrong."""
     lines = []
     for item in error.errors():
-        key = str(item["loc"][0]).upper() if item["loc"] else "?"
-        lines.append(f"{key}={item.get('input')!r}: {item['msg']}")
-    return "invalid settings in .env: " + "; ".join(lines)
+        message = item["msg"].removeprefix("Value error, ")
+        if item["loc"]:
+            lines.append(f"{str(item['loc'][0]).upper()}={item.get('input')!r}: {message}")
+        else:  # a rule between settings: the message names them
+            lines.append(message)
+    return i18n.t("config.invalid", problems="; ".join(lines))
 
 
 LEGACY_KEYS: dict[str, tuple[str, ...]] = {

@@ -38,8 +38,11 @@ Progress = Callable[[ToolCall, "ToolResult | None"], None]
 """Told of each tool call before it runs (result None) and again with its result."""
 
 Announce = Callable[[list[ToolCall]], Awaitable[None]]
-"""Told of each round's tool calls before they run (to show "marsho is using ..."); awaited
-alongside the calls, so a slow chat send never delays the tools."""
+"""Told of each round's tool calls before they run (to show "marsho is using ..."); it runs
+beside the calls, so a slow chat send never delays the tools, and is given at most
+ANNOUNCE_GRACE seconds after them before it is dropped."""
+
+ANNOUNCE_GRACE = 2.0
 
 
 @dataclass
@@ -80,13 +83,14 @@ async def answer(
         if progress:
             for call in completion.tool_calls:
                 progress(call, None)
-        if announce is None:
+        told = asyncio.ensure_future(_announced(announce, completion.tool_calls)) if announce else None
+        try:
             results = await runner.run(completion.tool_calls, context, on_result=progress)
-        else:
-            _, results = await asyncio.gather(
-                _announced(announce, completion.tool_calls),
-                runner.run(completion.tool_calls, context, on_result=progress),
-            )
+            if told is not None:  # said before the answer comes, unless the chat is that slow
+                await asyncio.wait({told}, timeout=ANNOUNCE_GRACE)
+        finally:
+            if told is not None and not told.done():
+                told.cancel()
         for result in results:
             log = logger.info if result.ok else logger.warning
             log(f"marsho: tool {result.name} → {result.status} in {result.seconds:.2f} s")

@@ -24,6 +24,8 @@ class Limits:
     max_images: int = 4
     max_bytes: int = 5_000_000
     timeout: float = 10.0
+    allow_private: bool = False
+    """Fetch from private and loopback addresses too (MARSHO_IMAGE_ALLOW_PRIVATE)."""
 
 
 @dataclass
@@ -49,6 +51,10 @@ class Question:
     def content(self) -> str | list[dict[str, Any]]:
         """A plain string when there is no picture (what every endpoint accepts), else parts."""
         return self.parts if self.has_pictures else self.text
+
+
+def _megabytes(count: int) -> str:
+    return f"{count / 1_000_000:.3g} MB"
 
 
 def sees_pictures(model: str, patterns: Iterable[str]) -> bool:
@@ -82,17 +88,18 @@ async def _fetch(image: Image, limits: Limits) -> tuple[bytes, str]:
     if image.raw is not None:
         data = image.raw_bytes
         if len(data) > limits.max_bytes:
-            raise MediaError("too_large", f"{len(data) / 1e6:.1f} MB, the limit is "
-                                          f"{limits.max_bytes / 1e6:.1f} MB")
+            raise MediaError("too_large", f"{len(data)} bytes, the limit is {limits.max_bytes}")
         mime = sniff_image(data)
         if mime is None:
             raise MediaError("not_image")
         return data, mime
     if not image.url:
         raise MediaError("bad_url", "the picture has no address")
-    # the address comes from the bot's own OneBot implementation (often on 127.0.0.1), not from
-    # a user or the model: no SSRF guard here, but size and time caps
-    return await download_image(image.url, max_bytes=limits.max_bytes, timeout=limits.timeout)
+    # the address comes from the chat platform (QQ's picture servers) through the adapter; an
+    # address in a message is still not trusted with the bot's network: private and loopback
+    # addresses only when the owner allows them (an implementation serving files locally)
+    return await download_image(image.url, max_bytes=limits.max_bytes, timeout=limits.timeout,
+                                guarded=not limits.allow_private)
 
 
 async def read_question(
@@ -104,10 +111,11 @@ async def read_question(
     model: str,
     limits: Limits,
     marsho_name: str,
+    speaker: str = "",
 ) -> Question:
-    """The user's message for the model: the quoted message first (labelled, with its
-    pictures), then `text` (the question, already prefixed with the speaker in shared chats),
-    then the asker's own pictures."""
+    """The user's message for the model: `speaker` ("Alice", in shared chats: every message
+    starts with who speaks), the quoted message (labelled, with its pictures), then `text` (the
+    question), then the asker's own pictures."""
     question = Question()
     own: list[Image] = []
     quoted_text, quoted_images, quoted_by = "", [], None
@@ -153,10 +161,12 @@ async def read_question(
         failures: list[str] = []
         for image, result in zip(kept, results, strict=True):
             if isinstance(result, MediaError):
-                failures.append(t(f"media.{result.kind}", detail=result.detail))
+                # the kind only: the details (hosts, addresses) are for the log, not the chat
+                failures.append(t(f"media.{result.kind}", limit=_megabytes(limits.max_bytes),
+                                  seconds=f"{limits.timeout:g}"))
                 logger.warning(f"marsho: picture {image.url or image.id}: {result.kind} {result.detail}")
             elif isinstance(result, BaseException):
-                failures.append(t("media.network", detail=type(result).__name__))
+                failures.append(t("media.network"))
                 logger.opt(exception=result).warning("marsho: could not read a picture")
             else:
                 pictures[id(image)] = data_url(*result)
@@ -173,12 +183,14 @@ async def read_question(
             else:
                 question.parts.append({"type": "text", "text": t("image.placeholder")})
 
+    prefix = f"{speaker}: " if speaker else ""
     if quoted:
         label = t("quote.label", sender=quoted_by) if quoted_by else t("quote.label_unknown")
-        question.parts.append({"type": "text", "text": f"{label}\n{quoted_text.strip()}".strip()})
+        question.parts.append({"type": "text", "text": f"{prefix}{label}\n{quoted_text.strip()}".strip()})
         add_images(quoted_images)
         question.parts.append({"type": "text", "text": t("quote.end")})
-    if text.strip():  # no empty text part: some OpenAI-compatible endpoints refuse one
-        question.parts.append({"type": "text", "text": text})
+        prefix = ""
+    if (prefix + text).strip():  # no empty text part: some OpenAI-compatible endpoints refuse one
+        question.parts.append({"type": "text", "text": (prefix + text).rstrip()})
     add_images(own)
     return question

@@ -213,7 +213,7 @@ async def nickname_command(bot: Bot, user_id: str, text: str) -> str:
         await nicknames.set(key, None)
         return t("nickname.cleared")
     try:
-        nickname = check_nickname(text, plugin_config.marsho_nickname_limit)
+        nickname = check_nickname(text, plugin_config.marsho_nickname_limit, plugin_config.trigger_names)
     except ValueError as error:
         return t(str(error), limit=plugin_config.marsho_nickname_limit)
     await nicknames.set(key, nickname)
@@ -347,23 +347,26 @@ async def _chat(
     config = plugin_config
     group_id, user_id = _ids(event)
     nickname = await runtime.nicknames.get(user_key(bot, user_id)) if runtime.nicknames else None
-    # in a shared conversation the model must know who is speaking
-    text = request.text
-    if shared:  # even before a picture alone: the system prompt says every message is named
-        text = f"{_speaker(event, user_id, nickname)}: {text}".rstrip()
     model = engine.llm.model
+    vision = sees_pictures(model, config.marsho_vision_models)
     question = await read_question(
-        bot, event, text,
-        vision=sees_pictures(model, config.marsho_vision_models),
+        bot, event, request.text,
+        # in a shared conversation the model must know who is speaking, even for a picture alone
+        speaker=_speaker(event, user_id, nickname) if shared else "",
+        vision=vision,
         model=model,
-        limits=Limits(config.marsho_max_images, config.marsho_image_max_bytes, config.marsho_image_timeout),
+        limits=Limits(config.marsho_max_images, config.marsho_image_max_bytes, config.marsho_image_timeout,
+                      config.marsho_image_allow_private),
         marsho_name=config.marsho_name,
     )
     if not request.text and not question.has_pictures and not question.quoted_text:
-        # a picture for a model that cannot see it, or a sticker: nothing to ask
-        tip = t("tip.image_only", model=model) if question.images_seen else usage_text(
-            plugin_config.trigger_names, plugin_config.marsho_at)
-        return None, [tip]
+        # nothing to ask: a picture the model cannot have (it cannot see, or the download
+        # failed, or pictures are off: the tips say which), or a sticker
+        if not question.images_seen:
+            return None, [usage_text(plugin_config.trigger_names, plugin_config.marsho_at)]
+        if vision and question.tips:
+            return None, question.tips
+        return None, [t("tip.image_only", model=model)]
     context = ToolContext(session_key=key, user_id=user_id, group_id=group_id, role=role,
                           bot=bot, event=event)
     reply = await engine.chat(

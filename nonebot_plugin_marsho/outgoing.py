@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from nonebot.adapters import Bot
+from nonebot.exception import ActionFailed
 from nonebot.log import logger
 from nonebot_plugin_alconna.uniseg import CustomNode, Image, Reference, Segment, Text, UniMessage
 
@@ -39,14 +40,19 @@ class Delivery:
     name: str = "marsho"
 
 
-async def _send(message: UniMessage[Segment], *, reply: bool) -> bool:
-    """Send; a failure is logged (the turn is already stored), never raised."""
+async def _send(message: UniMessage[Segment], *, reply: bool) -> bool | None:
+    """Send; a failure is logged (the turn is already stored), never raised. True: sent;
+    False: refused (ActionFailed: not delivered); None: unknown (a network error or a timeout,
+    after which the message may well have arrived)."""
     try:
         await message.send(reply_to=reply)
         return True
-    except Exception as error:
-        logger.opt(exception=error).error(f"marsho: could not send the reply: {error}")
+    except ActionFailed as error:
+        logger.opt(exception=error).error(f"marsho: the chat refused the message: {error}")
         return False
+    except Exception as error:
+        logger.opt(exception=error).error(f"marsho: could not send the message: {error}")
+        return None
 
 
 async def _linked_image(url: str, delivery: Delivery) -> bytes | None:
@@ -122,7 +128,7 @@ async def send_reasoning(bot: Bot, reasoning: str, delivery: Delivery) -> None:
         return
     chunks = split_paragraphs(reasoning, REASONING_NODE_CHARS)
     title = f"{delivery.name}: {t('reply.reasoning_title')}"
-    if not await _send(_forward(bot, title, [[Text(c)] for c in chunks]), reply=False):
+    if await _send(_forward(bot, title, [[Text(c)] for c in chunks]), reply=False) is not True:
         logger.warning("marsho: the reasoning was not sent (MARSHO_SEND_REASONING)")
 
 
@@ -138,9 +144,9 @@ async def send_answer(bot: Bot, text: str, images: Sequence[bytes], delivery: De
     contents = list(await asyncio.gather(*(rich_segments(c, delivery, allowance) for c in chunks)))
     if delivery.long_answer == "forward" or len(chunks) > delivery.max_split_messages:
         nodes = [*contents, pictures] if pictures else contents
-        if await _send(_forward(bot, delivery.name, nodes), reply=False):
-            return
-        logger.info("marsho: the forward message failed; sending the answer in parts")
+        if await _send(_forward(bot, delivery.name, nodes), reply=False) is not False:
+            return  # sent, or perhaps sent: sending it again in parts could post it twice
+        logger.info("marsho: the chat refused the forward message; sending the answer in parts")
     for index, content in enumerate(contents):
         last = index == len(contents) - 1
         await _send(UniMessage([*content, *(pictures if last else [])]), reply=index == 0)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, tzinfo
 from pathlib import Path
@@ -16,8 +16,10 @@ from zoneinfo import ZoneInfo
 from .i18n import language, t, weekday
 from .session import History
 
-NICKNAME_FORBIDDEN = set("@[]<>{}\r\n\t")
-"""Characters a nickname cannot hold: no mentions, no CQ-code or markup brackets, one line."""
+NICKNAME_FORBIDDEN = set("@[]<>{}\r\n\t:：\"「」『』【】")
+"""Characters a nickname cannot hold: no mentions, no CQ-code or markup brackets, one line, no
+colon (a nickname names the speaker, `Alice: ...`, so it must not fake a second speaker) and no
+quotes (it is quoted in the system prompt)."""
 
 
 class PraisesError(ValueError):
@@ -177,13 +179,16 @@ def clock(timezone: str = "") -> Callable[[], datetime]:
     return lambda: datetime.now(zone).astimezone(zone)
 
 
-def check_nickname(text: str, limit: int) -> str:
-    """The nickname to keep, or ValueError with the i18n key of what is wrong."""
+def check_nickname(text: str, limit: int, reserved: Iterable[str] = ()) -> str:
+    """The nickname to keep, or ValueError with the i18n key of what is wrong; `reserved`: names
+    nobody may take (Marsho's own: a member called "Marsho" would speak as the bot)."""
     name = " ".join(text.split())
     if any(c in NICKNAME_FORBIDDEN for c in text.strip()) or not name.isprintable():
         raise ValueError("nickname.invalid")
     if len(name) > limit:
         raise ValueError("nickname.too_long")
+    if name.casefold() in {r.casefold() for r in reserved}:
+        raise ValueError("nickname.reserved")
     return name
 
 

@@ -91,10 +91,14 @@ async def handle_poke(bot: Bot, event: PokeNotifyEvent) -> None:
     chat = f"{bot.self_id}:group:{event.group_id}" if event.group_id else f"{bot.self_id}:private:{user}"
     if not cooldown.ready(chat, user):
         return
-    # pokes do not count against the question rate limits, but one over them gets the fixed
-    # line: poking cannot be a way around the limits' cost
-    over = matchers.user_limits.wait(user) > 0 or bool(
-        event.group_id and matchers.group_limits.wait(str(event.group_id)))
+    # a poke the model answers costs like a question: it counts against the rate limits, and
+    # one over them gets the fixed line, so poking is no way around the limits' cost
+    group = str(event.group_id) if event.group_id else None
+    over = matchers.user_limits.wait(user) > 0 or bool(group and matchers.group_limits.wait(group))
+    if not over and plugin_config.marsho_poke == "model":
+        matchers.user_limits.take(user)
+        if group:
+            matchers.group_limits.take(group)
     try:
         nickname = await runtime.nicknames.get(user_key(bot, user)) if runtime.nicknames else None
     except MarshoError as error:  # the database is down: poke back all the same

@@ -9,6 +9,9 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from nonebot.log import logger
+
+from .i18n import t
 from .tokens import TokenCounter
 
 Message = dict[str, Any]
@@ -153,27 +156,59 @@ def fit_history(turns: list[Turn], *, max_messages: int, max_tokens: int) -> lis
     return [without_reasoning(m) for turn in reversed(chosen) for m in turn.messages]
 
 
+KEPT_TEXT_TOKENS = 256
+"""Tokens of a text that pictures give way to: a text is cut down to this before the running
+turn's pictures are left out, and below it only once they are."""
+
+
 def fit_current(messages: list[Message], counter: TokenCounter, max_tokens: int) -> list[Message]:
     """The running turn's messages within `max_tokens`: the biggest contents are cut (with a
-    note) until it fits; nothing is dropped, so every tool call keeps its answer."""
+    note) down to KEPT_TEXT_TOKENS, then pictures give way (the last first, each to a
+    placeholder), then contents are cut further; no message is dropped, so every tool call
+    keeps its answer and a question never loses its words to its pictures."""
     fitted = list(messages)
     sizes = [counter.count_message(m) for m in fitted]
+    _cut(fitted, sizes, counter, max_tokens, floor=KEPT_TEXT_TOKENS)
+    for index in range(len(fitted)):
+        while sum(sizes) > max_tokens and _has_picture(fitted[index]):
+            fitted[index] = _without_last_picture(fitted[index])
+            sizes[index] = counter.count_message(fitted[index])
+            logger.warning("marsho: a picture was left out to fit MARSHO_HISTORY_TOKENS")
+    _cut(fitted, sizes, counter, max_tokens, floor=0)
+    return fitted
+
+
+def _cut(fitted: list[Message], sizes: list[int], counter: TokenCounter, max_tokens: int,
+         *, floor: int) -> None:
+    """Cut the biggest texts (in place) until the messages fit or none can go below `floor`."""
     stuck: set[int] = set()  # messages that cannot shrink any further
     while sum(sizes) > max_tokens:
         candidates = [i for i, m in enumerate(fitted) if i not in stuck and _longest_text(m)[1]]
         if not candidates:
-            break
+            return
         index = max(candidates, key=sizes.__getitem__)
         part, content = _longest_text(fitted[index])
         overflow = sum(sizes) - max_tokens
-        keep = max(0, counter.count_text(content) - overflow - 16)
+        keep = max(floor, counter.count_text(content) - overflow - 16)
         shorter = _with_text(fitted[index], part, counter.truncate(content, keep))
         new_size = counter.count_message(shorter)
         if new_size >= sizes[index]:
             stuck.add(index)
             continue
         fitted[index], sizes[index] = shorter, new_size
-    return fitted
+
+
+def _has_picture(message: Message) -> bool:
+    content = message.get("content")
+    return isinstance(content, list) and any(
+        isinstance(p, dict) and p.get("type") == "image_url" for p in content)
+
+
+def _without_last_picture(message: Message) -> Message:
+    content = list(message["content"])
+    last = max(i for i, p in enumerate(content) if isinstance(p, dict) and p.get("type") == "image_url")
+    content[last] = {"type": "text", "text": t("image.placeholder")}
+    return {**message, "content": content}
 
 
 def _longest_text(message: Message) -> tuple[int | None, str]:

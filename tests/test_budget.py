@@ -402,3 +402,37 @@ async def test_reasoning_beside_tool_calls_goes_back_within_its_turn_only(fake: 
     assert "I should look up" not in everything_sent(fake, 2)
     assert "final thoughts" not in everything_sent(fake)
     assert "final thoughts" not in json.dumps(await stored(engine))
+
+
+def _picture_question(words: str, pictures: int) -> Message:
+    parts: list[dict[str, Any]] = [{"type": "text", "text": words}]
+    parts += [{"type": "image_url", "image_url": {"url": f"data:image/png;base64,{i}"}}
+              for i in range(pictures)]
+    return {"role": "user", "content": parts}
+
+
+def test_pictures_give_way_before_the_question_loses_its_words() -> None:
+    from nonebot_plugin_marsho.session import fit_current
+    from nonebot_plugin_marsho.tokens import IMAGE_TOKENS
+
+    counter = TokenCounter()
+    words = "what do these three pictures have in common? " * 3
+    fitted = fit_current([_picture_question(words, 3)], counter, 2 * IMAGE_TOKENS + 200)
+    parts = fitted[0]["content"]
+    assert parts[0]["text"] == words  # the question whole
+    assert [p["type"] for p in parts] == ["text", "image_url", "image_url", "text"]
+    assert parts[-1]["text"] == "[picture]"  # the last picture gave way
+    assert counter.count_message(fitted[0]) <= 2 * IMAGE_TOKENS + 200
+
+
+def test_a_long_text_is_cut_before_its_picture_is_left_out() -> None:
+    from nonebot_plugin_marsho.session import KEPT_TEXT_TOKENS, fit_current
+    from nonebot_plugin_marsho.tokens import IMAGE_TOKENS
+
+    counter = TokenCounter()
+    budget = IMAGE_TOKENS + KEPT_TEXT_TOKENS + 100
+    fitted = fit_current([_picture_question("word " * 5000, 1)], counter, budget)
+    parts = fitted[0]["content"]
+    assert parts[1]["type"] == "image_url"  # the picture kept, the long text cut instead
+    assert KEPT_TEXT_TOKENS // 2 < counter.count_text(parts[0]["text"]) < 5000
+    assert counter.count_message(fitted[0]) <= budget

@@ -82,3 +82,22 @@ def test_read_config_applies_the_marshoai_keys(monkeypatch: pytest.MonkeyPatch) 
         "MARSHOAI_AT (from nonebot-plugin-marshoai) is read as MARSHO_AT; rename it in .env",
         "MARSHOAI_DEFAULT_NAME (from nonebot-plugin-marshoai) is read as MARSHO_NAME; rename it in .env",
     ]
+
+
+def test_pictures_that_would_fill_the_token_budget_are_refused_with_both_keys_named() -> None:
+    from nonebot_plugin_marsho.config import describe_validation_error
+
+    with pytest.raises(ValidationError) as caught:
+        Config(marsho_max_images=16)
+    text = describe_validation_error(caught.value)
+    assert "MARSHO_MAX_IMAGES=16" in text and "MARSHO_HISTORY_TOKENS=8000" in text
+    assert Config(marsho_max_images=16, marsho_history_tokens=32000).marsho_max_images == 16
+
+
+def test_an_empty_praises_file_setting_means_the_default_and_a_folder_is_refused(tmp_path) -> None:
+    from nonebot_plugin_marsho.config import describe_validation_error
+
+    assert Config(marsho_praises_file="").marsho_praises_file is None
+    with pytest.raises(ValidationError) as caught:
+        Config(marsho_praises_file=str(tmp_path))
+    assert "MARSHO_PRAISES_FILE" in describe_validation_error(caught.value)

@@ -144,6 +144,8 @@ def bot(endpoint: FakeOpenAI, data_dir: Path, request: pytest.FixtureRequest) ->
             "LOCALSTORE_DATA_DIR": str(data_dir),
             "MARSHO_TIMEOUT": "15",
             "MARSHO_VISION_MODELS": json.dumps(["fake-*"]),
+            # the pictures are served from 127.0.0.1, as by an implementation serving files itself
+            "MARSHO_IMAGE_ALLOW_PRIVATE": "true",
             "MARSHO_POKE_COOLDOWN": "600",
             "MARSHO_SPLIT_CHARS": "200",
             "MARSHO_MAX_SPLIT_MESSAGES": "1",
@@ -200,7 +202,7 @@ async def test_a_quoted_message_reaches_the_model(endpoint: FakeOpenAI, sim: One
     [question] = user_messages(request)
     assert isinstance(question, str), question  # no picture: plain text for any endpoint
     assert question == (
-        "[Quoted message from Alice]\nthe password is swordfish\n[End of quote]\nBob: what did they say?"
+        "Bob: [Quoted message from Alice]\nthe password is swordfish\n[End of quote]\nwhat did they say?"
     )
 
 
@@ -218,9 +220,9 @@ async def test_quoting_the_bot_is_labelled_with_its_name(endpoint: FakeOpenAI, s
     )
     assert reply.text == "Because I said so."
     question = user_messages(endpoint.requests[-1])[-1]
-    assert question.startswith("[Quoted message from marsho]\n"), question
+    assert question.startswith("user10202: [Quoted message from marsho]\n"), question
     assert "The answer is 42." in question
-    assert question.endswith("[End of quote]\nuser10202: why?"), question
+    assert question.endswith("[End of quote]\nwhy?"), question
 
 
 # pictures ----------------------------------------------------------------------------------------
@@ -261,10 +263,10 @@ async def test_a_quoted_picture_goes_to_the_model_too(
     assert "/cat.png" in pictures.paths
     [question] = user_messages(endpoint.requests[0])
     assert parts_of(question) == [
-        {"type": "text", "text": "[Quoted message from Alice]\nlook at my cat"},
+        {"type": "text", "text": "Bob: [Quoted message from Alice]\nlook at my cat"},
         {"type": "image_url", "image_url": {"url": PNG_DATA_URL}},
         {"type": "text", "text": "[End of quote]"},
-        {"type": "text", "text": "Bob: what is in the picture?"},
+        {"type": "text", "text": "what is in the picture?"},
     ]
 
 
@@ -292,7 +294,7 @@ async def test_a_picture_that_cannot_be_loaded_is_a_placeholder_and_a_tip(
     )
     assert "/missing.png" in pictures.paths
     assert reply.text.startswith("I cannot see it.\n\n"), reply.text
-    assert "(I could not load 1 picture(s): the server answered HTTP 404.)" in reply.text
+    assert "(I could not load 1 picture(s): the server refused it.)" in reply.text
     [question] = user_messages(endpoint.requests[0])
     assert question == "user10202: what is this?\n[a picture that could not be loaded]"
 

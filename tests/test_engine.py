@@ -323,3 +323,40 @@ async def test_a_budget_the_system_prompt_alone_fills_is_refused_with_what_to_ch
         await engine.chat(KEY, "hi")
     assert fake.requests == []
     assert await stored_turns(engine) == []
+
+
+async def test_a_slow_announcement_does_not_hold_up_the_tools_or_the_turn(fake: FakeOpenAI) -> None:
+    from nonebot_plugin_marsho import engine as engine_module
+
+    fake.push(tool_calls(("wx__get_weather", {"location": "A"})), text("done"))
+    engine = make_engine(fake)
+    told = []
+
+    async def announce(calls: list) -> None:
+        told.append([call.name for call in calls])
+        await asyncio.sleep(30)  # a chat send stuck until its API timeout
+
+    started = time.monotonic()
+    reply = await engine.chat(KEY, "weather?", announce=announce)
+    assert reply.text == "done" and told == [["wx__get_weather"]]
+    # the tools ran at once; the turn waited ANNOUNCE_GRACE at most for the announcement
+    assert time.monotonic() - started < engine_module.ANNOUNCE_GRACE + 5
+
+
+async def test_an_announcement_does_not_outlive_a_failed_turn(fake: FakeOpenAI) -> None:
+    fake.push(tool_calls(("wx__get_weather", {"location": "A"})), text("done"))
+    engine = make_engine(fake)
+    announced = []
+
+    async def announce(calls: list) -> None:
+        await asyncio.sleep(0.3)
+        announced.append("late")
+
+    async def broken_runner(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("runner bug")
+
+    engine.runner.run = broken_runner  # type: ignore[method-assign]
+    with pytest.raises(RuntimeError):
+        await engine.chat(KEY, "weather?", announce=announce)
+    await asyncio.sleep(0.6)
+    assert announced == []  # cancelled with the turn: no "using ..." after the error reply

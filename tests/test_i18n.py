@@ -39,7 +39,7 @@ DYNAMIC_KEYS: dict[str, list[str]] = {
     'f"media.{result.kind}"': [f"media.{k}" for k in (
         "too_large", "timeout", "not_image", "http", "blocked", "network", "bad_url")],
     "'tools.' + tool.permission": ["tools.admin", "tools.superuser"],
-    "str(error": ["nickname.invalid", "nickname.too_long"],  # persona.check_nickname's ValueError
+    "str(error": ["nickname.invalid", "nickname.too_long", "nickname.reserved"],  # persona.check_nickname's ValueError
     'f"mcp.{self.state}"': [f"mcp.{state}" for state in (
         "idle", "connecting", "connected", "retrying", "disabled", "stopped")],
 }

@@ -180,6 +180,14 @@ def vision(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(plugin_config, "marsho_vision_models", ["fake-*"])
 
 
+@pytest.fixture(autouse=True)
+def local_pictures(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The picture host of these tests is on 127.0.0.1, like an implementation serving files
+    itself: allowed here (test_a_picture_on_a_private_address_is_refused_by_default checks the
+    default)."""
+    monkeypatch.setattr(plugin_config, "marsho_image_allow_private", True)
+
+
 # --- which models see pictures ------------------------------------------------------------------
 
 
@@ -301,10 +309,10 @@ async def test_a_picture_alone_in_a_shared_group_still_names_the_speaker(
 @pytest.mark.parametrize(
     ("name", "setting", "value", "reason"),
     [
-        ("big.png", "marsho_image_max_bytes", 4096, "too large (12"),
-        ("missing.png", None, None, "the server answered HTTP 404"),
+        ("big.png", "marsho_image_max_bytes", 4096, "too large (the limit is 0.0041 MB)"),
+        ("missing.png", None, None, "the server refused it"),
         ("text.png", None, None, "not a picture"),
-        ("never.png", "marsho_image_timeout", 0.5, "took too long"),
+        ("never.png", "marsho_image_timeout", 0.5, "not downloaded within 0.5 s"),
     ],
     ids=["too-large", "404", "not-an-image", "never-answers"],
 )
@@ -326,6 +334,22 @@ async def test_a_picture_that_cannot_be_had_is_left_out_and_the_tip_says_why(
     assert time.monotonic() - started < 15
     assert user_content(fake) == "user10001: what is this\n[a picture that could not be loaded]"
     assert host.hits == [f"/{name}"]
+
+
+async def test_a_picture_on_a_private_address_is_refused_by_default(
+    app: App, fake: FakeOpenAI, plugin_engine, host: PictureServer, vision: None,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # a message's picture address is not trusted with the bot's own network
+    monkeypatch.setattr(plugin_config, "marsho_image_allow_private", False)
+    fake.push(text("Words only."))
+    async with app.test_matcher() as ctx:
+        bot = onebot_bot(ctx)
+        event = asking("marsho what is this", picture(url(host, "red.png")))
+        ctx.receive_event(bot, event)
+        ctx.should_call_api(*reply_call(event, "Words only.\n\n(I could not load 1 picture(s): "
+                                               "the address is not allowed.)"), result={"message_id": 1})
+    assert host.hits == []
 
 
 async def test_a_non_image_body_labelled_png_is_refused() -> None:
@@ -404,11 +428,11 @@ async def test_a_quoted_message_comes_labelled_before_the_question(
         event = quoting(group_message("marsho sure?"), "the sky is green", card="")
         ctx.receive_event(bot, event)
         ctx.should_call_api(*reply_call(event, "Still blue."), result={"message_id": 2})
-    # the speaker prefix of the shared group is on the question, not on the quote
+    # the speaker comes first, before the quote: every message of a shared group starts with who speaks
     assert user_content(fake, 0) == (
-        "[Quoted message from Bobby]\nthe sky is green\n[End of quote]\nuser10001: is this true?")
+        "user10001: [Quoted message from Bobby]\nthe sky is green\n[End of quote]\nis this true?")
     assert user_content(fake, 1) == (
-        "[Quoted message from bob]\nthe sky is green\n[End of quote]\nuser10001: sure?")
+        "user10001: [Quoted message from bob]\nthe sky is green\n[End of quote]\nsure?")
 
 
 async def test_quoting_the_bots_own_message_names_it_marsho(
@@ -422,8 +446,8 @@ async def test_quoting_the_bots_own_message_names_it_marsho(
         ctx.receive_event(bot, event)
         ctx.should_call_api(*reply_call(event, "I said that, yes."), result={"message_id": 1})
     assert user_content(fake) == (
-        f"[Quoted message from {plugin_config.marsho_name}]\nCats purr when content.\n[End of quote]\n"
-        "user10001: why?")
+        f"user10001: [Quoted message from {plugin_config.marsho_name}]\nCats purr when content.\n"
+        "[End of quote]\nwhy?")
 
 
 async def test_a_quote_whose_sender_is_unknown_is_labelled_without_a_name(
@@ -437,7 +461,7 @@ async def test_a_quote_whose_sender_is_unknown_is_labelled_without_a_name(
         event.reply.sender.user_id = None
         ctx.receive_event(bot, event)
         ctx.should_call_api(*reply_call(event, "Unknown."), result={"message_id": 1})
-    assert user_content(fake) == "[Quoted message]\nsomething\n[End of quote]\nuser10001: who said it?"
+    assert user_content(fake) == "user10001: [Quoted message]\nsomething\n[End of quote]\nwho said it?"
 
 
 async def test_the_trigger_alone_replying_to_a_message_asks_about_the_quote(
@@ -451,7 +475,7 @@ async def test_the_trigger_alone_replying_to_a_message_asks_about_the_quote(
         ctx.should_call_api(*reply_call(event, "It means hello."), result={"message_id": 1})
     assert len(fake.requests) == 1
     # the asker is named even without a question: the system prompt says every message is
-    assert user_content(fake) == "[Quoted message from Bobby]\nbonjour\n[End of quote]\nuser10001:"
+    assert user_content(fake) == "user10001: [Quoted message from Bobby]\nbonjour\n[End of quote]"
 
 
 async def test_quoted_pictures_go_to_a_vision_model_inside_the_quote(
@@ -466,15 +490,15 @@ async def test_quoted_pictures_go_to_a_vision_model_inside_the_quote(
         ctx.should_call_api(*reply_call(event, "Two squares."), result={"message_id": 1})
     content = user_content(fake)
     assert [p["type"] for p in content] == ["text", "image_url", "text", "text", "image_url"]
-    assert content[0]["text"] == "[Quoted message from Bobby]\nlook"
+    assert content[0]["text"] == "user10001: [Quoted message from Bobby]\nlook"
     assert decoded(content[1]) == PNGS[2]
     assert content[2]["text"] == "[End of quote]"
-    assert content[3]["text"] == "user10001: same colour?"
+    assert content[3]["text"] == "same colour?"
     assert decoded(content[4]) == PNGS[1]
     stored = await plugin_engine.history.export(GROUP_KEY)
     assert "base64" not in json.dumps(stored)
     assert stored[0]["message"]["content"] == (
-        "[Quoted message from Bobby]\nlook\n[picture]\n[End of quote]\nuser10001: same colour?\n[picture]")
+        "user10001: [Quoted message from Bobby]\nlook\n[picture]\n[End of quote]\nsame colour?\n[picture]")
 
 
 async def test_a_quoted_picture_for_a_model_that_cannot_see_becomes_a_placeholder(
@@ -489,7 +513,7 @@ async def test_a_quoted_picture_for_a_model_that_cannot_see_becomes_a_placeholde
         answer = "I cannot see it.\n\n" + NO_VISION_TIP.format(n=1)
         ctx.should_call_api(*reply_call(event, answer), result={"message_id": 1})
     assert user_content(fake) == (
-        "[Quoted message from Bobby]\nlook\n[picture]\n[End of quote]\nuser10001: what is it?")
+        "user10001: [Quoted message from Bobby]\nlook\n[picture]\n[End of quote]\nwhat is it?")
     assert host.hits == []
 
 
@@ -562,3 +586,16 @@ async def test_a_long_quote_with_a_picture_is_cut_to_the_token_budget_too(
     content = await _ask_with_a_long_quote(app, fake, host)
     assert any(part["type"] == "image_url" for part in content)
     assert _request_tokens(fake, plugin_engine) <= plugin_engine.max_tokens
+
+
+async def test_a_picture_alone_that_cannot_be_downloaded_gets_the_reason_not_the_vision_tip(
+    app: App, fake: FakeOpenAI, plugin_engine, host: PictureServer, vision: None
+) -> None:
+    async with app.test_matcher() as ctx:
+        bot = onebot_bot(ctx)
+        event = asking("marsho", picture(url(host, "missing.png")))
+        ctx.receive_event(bot, event)
+        # the model could see it; the download failed: say that, and ask the model nothing
+        ctx.should_call_api(*reply_call(event, "(I could not load 1 picture(s): the server refused it.)"),
+                            result={"message_id": 1})
+    assert fake.requests == []

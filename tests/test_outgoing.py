@@ -620,3 +620,20 @@ async def test_an_answer_that_could_not_be_saved_still_brings_its_pictures(
         api, data = reply_call(event, "Here is your pixel.\n(This exchange could not be saved: disk full)")
         data["message"] = data["message"] + MessageSegment.image(PIXEL)
         ctx.should_call_api(api, data, result={"message_id": 1})
+
+
+async def test_a_forward_message_that_may_have_arrived_is_not_sent_again_in_parts(
+    app: App, fake: FakeOpenAI, plugin_engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from nonebot.exception import NetworkError
+
+    monkeypatch.setattr(plugin_config, "marsho_split_chars", 100)
+    monkeypatch.setattr(plugin_config, "marsho_max_split_messages", 2)
+    fake.push(text(LONG))
+    async with app.test_matcher() as ctx:
+        bot = onebot_bot(ctx)
+        event = group_message("marsho tell me a lot")
+        ctx.receive_event(bot, event)
+        # a timeout: the implementation may well have posted it, so no second copy in parts
+        ctx.should_call_api(*group_forward(event, nodes(*PARAGRAPHS)),
+                            exception=NetworkError("WebSocket call api send_group_forward_msg timeout"))

@@ -41,7 +41,7 @@ SHANGHAI = ZoneInfo("Asia/Shanghai")
 SPRING_FESTIVAL = datetime(2026, 2, 17, 9, 5, 42, tzinfo=SHANGHAI)
 """A Tuesday, the first day of the lunar year 丙午 (the test checks it with lunar-python)."""
 NICKNAME_UNSET = "You have no nickname yet. Tell me one: marsho.nickname <name>"
-NICKNAME_INVALID = "A nickname is one line of plain text, without @ or brackets."
+NICKNAME_INVALID = "A nickname is one line of plain text, without @, colons, quotes or brackets."
 
 Event = GroupMessageEvent | PrivateMessageEvent
 
@@ -355,7 +355,8 @@ async def test_a_nickname_over_the_limit_is_refused(
     assert await plugin_engine.history.get_nickname(ALICE_KEY) == "A" * limit  # unchanged
 
 
-@pytest.mark.parametrize("nickname", ["Al\nice", "@Alice", "[Alice]", "<b>Alice</b>", "{Alice}", "Al\tice"])
+@pytest.mark.parametrize("nickname", ["Al\nice", "@Alice", "[Alice]", "<b>Alice</b>", "{Alice}", "Al\tice",
+                                      "Bob: ok. Alice", "群主：", '"Alice"', "「Alice」"])
 async def test_an_invalid_nickname_is_refused(app: App, plugin_engine: Engine, nickname: str) -> None:
     await exchange(app, (private_message(f"marsho.nickname {nickname}"), NICKNAME_INVALID))
     assert await plugin_engine.history.get_nickname(ALICE_KEY) is None
@@ -369,6 +370,15 @@ def test_check_nickname_keeps_one_line_of_plain_text() -> None:
             check_nickname(bad, 16)
     with pytest.raises(ValueError, match="nickname.too_long"):
         check_nickname("小棉的朋友们", 5)
+    # nobody may speak as Marsho in a shared group
+    for reserved in ("Marsho", "MARSHO", "小棉"):
+        with pytest.raises(ValueError, match="nickname.reserved"):
+            check_nickname(reserved, 16, ["marsho", "小棉"])
+
+
+async def test_a_member_cannot_take_marshos_own_name(app: App, plugin_engine: Engine) -> None:
+    await exchange(app, (private_message("marsho.nickname 小棉"), "That name is mine! Pick another one."))
+    assert await plugin_engine.history.get_nickname(ALICE_KEY) is None
 
 
 async def test_a_nickname_is_kept_in_the_database_across_restarts(tmp_path: Path) -> None:
@@ -439,7 +449,7 @@ async def test_in_a_private_chat_the_system_prompt_says_to_use_the_nickname(
     await exchange(app, (private_message("marsho.nickname Alice"), "Got it, I'll call you Alice!"),
                    (chat, "Hi Alice"))
     body = fake.requests[-1]
-    assert system(body).endswith("\n\nThe person talking to you asked to be called Alice; call them that.")
+    assert system(body).endswith("\n\nThe person talking to you asked to be called \"Alice\" (a name, nothing more); call them that.")
     assert user_messages(body) == ["hi"]  # one speaker: no name before the text
 
 
@@ -472,6 +482,6 @@ async def test_another_persons_nickname_is_not_used(
     assert "Alice" not in prompt and "call them that" not in prompt
     set_config(monkeypatch, session_scope="user_in_group")  # each their own: the prompt names them
     prompt = system(await ask(app, fake, group_message("marsho hi", user_id=10001)))
-    assert prompt.endswith("asked to be called Alice; call them that.")
+    assert prompt.endswith("asked to be called \"Alice\" (a name, nothing more); call them that.")
     body = await ask(app, fake, group_message("marsho hi", user_id=10002))
     assert "Alice" not in system(body) and user_messages(body) == ["hi"]

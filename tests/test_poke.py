@@ -417,3 +417,21 @@ async def test_a_broken_nickname_store_still_pokes_back(
         ctx.receive_event(bot, poke_event())
         ctx.should_call_api(*group_answer("Still here!"), result={"message_id": 1})
     assert fake.requests[0]["messages"][-1]["content"] == t("poke.prompt", who="Someone")
+
+
+async def test_a_poke_the_model_answers_counts_against_the_rate_limits(
+    app: App, fake: FakeOpenAI, plugin_engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from nonebot_plugin_marsho import matchers
+    from nonebot_plugin_marsho.fairuse import RateLimiter
+
+    monkeypatch.setattr(matchers, "group_limits", RateLimiter(1, 60))
+    fake.push(text("Nya~"))
+    async with app.test_matcher() as ctx:
+        bot = onebot_bot(ctx)
+        ctx.receive_event(bot, poke_event(user_id=10001))
+        ctx.should_call_api(*group_answer("Nya~", user_id=10001), result={"message_id": 1})
+        # another member of the same group: the group's one model answer is spent
+        ctx.receive_event(bot, poke_event(user_id=10002))
+        ctx.should_call_api(*group_answer(FIXED, user_id=10002), result={"message_id": 2})
+    assert len(fake.requests) == 1
