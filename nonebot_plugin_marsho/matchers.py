@@ -121,7 +121,7 @@ async def asker_role(bot: Bot, event: Event, group_id: str | None) -> Role:
     return role if role in ("owner", "admin") else "member"
 
 
-async def _admitted(bot: Bot, event: Event) -> bool:
+async def admitted_here(bot: Bot, event: Event) -> bool:
     """Allow- and deny-lists of groups and users (superusers are always admitted)."""
     group_id, user_id = _ids(event)
     config = plugin_config
@@ -133,7 +133,7 @@ async def _admitted(bot: Bot, event: Event) -> bool:
 
 
 async def _is_for_marsho(bot: Bot, event: Event, state: T_State) -> bool:
-    if event.get_type() != "message" or not await _admitted(bot, event):
+    if event.get_type() != "message" or not await admitted_here(bot, event):
         return False
     request = parse_request(
         event.get_plaintext(), plugin_config.trigger_names, set(get_driver().config.command_start)

@@ -16,7 +16,7 @@ from . import matchers
 from .config import config_error, plugin_config
 from .exceptions import MarshoError
 from .i18n import t
-from .matchers import _admitted, runtime, user_key
+from .matchers import admitted_here, runtime, user_key
 
 MAX_POKE_CHARS = 200
 """A poke answer longer than this is cut (the model was asked for one short line)."""
@@ -54,7 +54,7 @@ async def _poked_me(bot: Bot, event: Event) -> bool:
         and not config_error
         and str(event.target_id) == str(bot.self_id)
         and str(event.user_id) != str(bot.self_id)
-        and await _admitted(bot, event)
+        and await admitted_here(bot, event)
     )
 
 
