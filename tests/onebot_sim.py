@@ -322,47 +322,44 @@ class OneBotSim:
         self, *, timeout: float = 15.0, where: Callable[[Action], bool] | None = None
     ) -> Action:
         """The first send action (send_msg & co.) not yet returned that matches `where`."""
-        assert self._changed is not None, "connect() first"
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        async with self._changed:
-            while True:
-                for index, action in enumerate(self._unclaimed):
-                    if where is None or where(action):
-                        return self._unclaimed.pop(index)
-                if self._reader is None or self._reader.done():
-                    raise ConnectionError(f"no send_msg came: {self._closed_reason}")
-                remaining = deadline - loop.time()
-                if remaining <= 0:
-                    seen = "\n  ".join(str(a) for a in self.actions[-10:]) or "(none)"
-                    raise TimeoutError(
-                        f"no matching send_msg within {timeout:g} s; last actions seen:\n  {seen}"
-                    )
-                try:
-                    await asyncio.wait_for(self._changed.wait(), remaining)
-                except asyncio.TimeoutError:
-                    pass
+
+        def claim(action: Action) -> bool:
+            if where is None or where(action):
+                self._unclaimed.remove(action)
+                return True
+            return False
+
+        return await self._wait_for(lambda: list(self._unclaimed), claim, "send_msg", timeout)
 
     async def wait_action(
         self, name: str, *, timeout: float = 15.0, where: Callable[[Action], bool] | None = None
     ) -> Action:
         """The first recorded action called `name` (any action, sends too) that matches `where`,
         waiting for it if it has not come yet; unlike `wait_send` it claims nothing."""
+        return await self._wait_for(
+            lambda: [a for a in self.actions if a.action == name],
+            lambda action: where is None or where(action), name, timeout)
+
+    async def _wait_for(
+        self, candidates: Callable[[], list[Action]], take: Callable[[Action], bool], what: str,
+        timeout: float,
+    ) -> Action:
+        """The first of `candidates()` that `take` accepts, waiting for new actions until then."""
         assert self._changed is not None, "connect() first"
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         async with self._changed:
             while True:
-                for action in self.actions:
-                    if action.action == name and (where is None or where(action)):
+                for action in candidates():
+                    if take(action):
                         return action
                 if self._reader is None or self._reader.done():
-                    raise ConnectionError(f"no {name} came: {self._closed_reason}")
+                    raise ConnectionError(f"no {what} came: {self._closed_reason}")
                 remaining = deadline - loop.time()
                 if remaining <= 0:
                     seen = "\n  ".join(str(a) for a in self.actions[-10:]) or "(none)"
                     raise TimeoutError(
-                        f"no matching {name} within {timeout:g} s; last actions seen:\n  {seen}"
+                        f"no matching {what} within {timeout:g} s; last actions seen:\n  {seen}"
                     )
                 try:
                     await asyncio.wait_for(self._changed.wait(), remaining)
