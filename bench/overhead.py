@@ -75,10 +75,10 @@ async def in_process(fake: FakeOpenAI) -> tuple[list[float], list[dict]]:
             nonebot.load_plugin("nonebot_plugin_marsho")
     finally:
         os.chdir(here)
-    from nonebot_plugin_marsho.engine import Engine
-    from nonebot_plugin_marsho.llm import LLMClient
-    from nonebot_plugin_marsho.persona import base_prompt
-    from nonebot_plugin_marsho.store import SqlStore
+    from nonebot_plugin_marsho.agent.engine import Engine
+    from nonebot_plugin_marsho.agent.llm import LLMClient
+    from nonebot_plugin_marsho.agent.persona import base_prompt
+    from nonebot_plugin_marsho.store.sql import SqlStore
     from nonebot_plugin_marsho.tools import BUILTIN_TOOLSET, ToolRunner, ToolsetSource, load_toolset
 
     toolset = load_toolset([ToolsetSource(BUILTIN_TOOLSET, "built-in", must_exist=False),

@@ -38,7 +38,7 @@ WARMUP_SECONDS = 1.0
 
 def turn_pool(size: int = 500) -> list[tuple[list[dict[str, Any]], list[int]]]:
     """Ready-made turns with their token counts, so the timed loop only writes."""
-    from nonebot_plugin_marsho.tokens import TokenCounter
+    from nonebot_plugin_marsho.agent.tokens import TokenCounter
 
     counter = TokenCounter()
     rng = random.Random(3)
@@ -105,7 +105,7 @@ def report(label: str, sessions: int, result: dict[str, Any]) -> float:
 
 
 async def measure(label: str, url: str, pool: list) -> None:
-    from nonebot_plugin_marsho.store import SqlStore
+    from nonebot_plugin_marsho.store.sql import SqlStore
 
     store = SqlStore(url)
     try:

@@ -7,7 +7,7 @@ offers only the public API below.
 
 from nonebot import get_driver
 
-from .conversation import Conversation
+from .agent.conversation import Conversation
 from .exceptions import EndpointError, MarshoError
 from .tools import Tool, Toolbox, ToolCall, ToolContext, ToolResponse, ToolResult
 

@@ -84,8 +84,8 @@ async def command_call(plugin: Any, name: str, arguments: str) -> int:
 
 async def command_ask(plugin: Any, text: str) -> int:
     """One turn against the configured endpoint, showing each tool call and result."""
+    from nonebot_plugin_marsho.chat.render import reply_text
     from nonebot_plugin_marsho.exceptions import MarshoError
-    from nonebot_plugin_marsho.render import reply_text
     from nonebot_plugin_marsho.tools import OWNER_CONTEXT
 
     def progress(call: Any, result: Any) -> None:

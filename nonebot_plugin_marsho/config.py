@@ -9,9 +9,9 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import BaseModel, Field, ValidationError, create_model, field_validator, model_validator
 
 from . import i18n
+from .agent.llm import ToolMode
 from .i18n import Language
-from .llm import ToolMode
-from .session import SessionScope
+from .store.session import SessionScope
 from .tools.model import Permission
 
 DEFAULT_VISION_MODELS = [
@@ -277,7 +277,7 @@ class Config(BaseModel):
 
     @model_validator(mode="after")
     def _pictures_fit_the_budget(self) -> Config:
-        from .tokens import IMAGE_TOKENS
+        from .agent.tokens import IMAGE_TOKENS
 
         if self.marsho_max_images * IMAGE_TOKENS > self.marsho_history_tokens // 2:
             raise ValueError(

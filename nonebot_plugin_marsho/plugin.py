@@ -12,16 +12,16 @@ require("nonebot_plugin_alconna")
 
 import nonebot_plugin_localstore as localstore  # noqa: E402
 
+from .agent.engine import Engine  # noqa: E402
+from .agent.llm import LLMClient  # noqa: E402
+from .agent.persona import Nicknames, PraisesFile, base_prompt  # noqa: E402
+from .agent.tokens import load_counter  # noqa: E402
+from .chat.matchers import MODEL_SETTING, runtime  # noqa: E402
+from .chat.poke import poke  # noqa: E402, F401  (registers the poke matcher)
 from .config import Config, config_error, legacy_notes, plugin_config  # noqa: E402
-from .engine import Engine  # noqa: E402
 from .exceptions import StoreError  # noqa: E402
 from .i18n import t  # noqa: E402
-from .llm import LLMClient  # noqa: E402
-from .matchers import MODEL_SETTING, runtime  # noqa: E402
-from .persona import Nicknames, PraisesFile, base_prompt  # noqa: E402
-from .poke import poke  # noqa: E402, F401  (registers the poke matcher)
-from .store import SqlStore  # noqa: E402
-from .tokens import load_counter  # noqa: E402
+from .store.sql import SqlStore  # noqa: E402
 from .tools import (  # noqa: E402
     BUILTIN_TOOLSET,
     LoadProblem,
@@ -30,7 +30,7 @@ from .tools import (  # noqa: E402
     ToolsetSource,
     load_toolset,
 )
-from .webservices import load_webservices  # noqa: E402
+from .tools.webservices import load_webservices  # noqa: E402
 
 __plugin_meta__ = PluginMetadata(
     name="Marsho",
@@ -204,7 +204,7 @@ async def start_mcp(toolset: Toolset) -> Any:
         if plugin_config.marsho_mcp_file:
             logger.error(f"marsho: MARSHO_MCP_FILE={path} does not exist")
         return None
-    from .mcp import McpManager, read_mcp_config  # the MCP SDK is loaded only when used
+    from .tools.mcp import McpManager, read_mcp_config  # the MCP SDK is loaded only when used
 
     servers, problems = read_mcp_config(path)
     for problem in problems:

@@ -73,7 +73,7 @@ OPEN_CLIENTS: list = []
 
 def llm_client(endpoint: FakeOpenAI | str, **options):
     """An LLMClient on the fake endpoint (or a base URL), closed when the test ends."""
-    from nonebot_plugin_marsho.llm import LLMClient
+    from nonebot_plugin_marsho.agent.llm import LLMClient
 
     options = {"api_key": "k", "model": "fake-model", "timeout": 5, **options}
     base_url = endpoint if isinstance(endpoint, str) else endpoint.base_url
@@ -100,9 +100,9 @@ def fake() -> Iterator[FakeOpenAI]:
 @pytest.fixture
 async def plugin_engine():
     """The plugin's running engine, with an empty history for this test."""
-    from nonebot_plugin_marsho.matchers import runtime
-    from nonebot_plugin_marsho.persona import Nicknames
-    from nonebot_plugin_marsho.store import SqlStore
+    from nonebot_plugin_marsho.agent.persona import Nicknames
+    from nonebot_plugin_marsho.chat.matchers import runtime
+    from nonebot_plugin_marsho.store.sql import SqlStore
 
     engine = runtime.require_engine()
     saved, saved_nicknames = engine.history, runtime.nicknames

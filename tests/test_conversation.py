@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from nonebot_plugin_marsho import Conversation, MarshoError, Toolbox, ToolContext
+from nonebot_plugin_marsho.agent.llm import LLMClient
 from nonebot_plugin_marsho.exceptions import EndpointError
-from nonebot_plugin_marsho.llm import LLMClient
 from tests.conftest import llm_client
 from tests.fake_openai import FakeOpenAI, error, text, tool_calls
 
@@ -547,7 +547,7 @@ async def test_a_tool_taking_the_context_receives_the_conversations(fake: FakeOp
 # --- the default endpoint: the running plugin's ------------------------------------------------
 
 async def test_the_default_llm_is_the_running_plugins(fake: FakeOpenAI) -> None:
-    from nonebot_plugin_marsho.matchers import runtime
+    from nonebot_plugin_marsho.chat.matchers import runtime
 
     conv = Conversation(system_prompt="short answers")
     assert conv.llm is runtime.require_engine().llm

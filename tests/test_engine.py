@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from nonebot_plugin_marsho.engine import Engine
+from nonebot_plugin_marsho.agent.engine import Engine
+from nonebot_plugin_marsho.agent.llm import LLMClient
 from nonebot_plugin_marsho.exceptions import BudgetError, EndpointError
-from nonebot_plugin_marsho.llm import LLMClient
-from nonebot_plugin_marsho.session import Turn, fit_history
-from nonebot_plugin_marsho.store import SqlStore
+from nonebot_plugin_marsho.store.session import Turn, fit_history
+from nonebot_plugin_marsho.store.sql import SqlStore
 from nonebot_plugin_marsho.tools import Tool, Toolkit, ToolRunner, Toolset
 from tests.conftest import llm_client
 from tests.fake_openai import FakeOpenAI, error, raw, text, tool_calls
@@ -326,7 +326,7 @@ async def test_a_budget_the_system_prompt_alone_fills_is_refused_with_what_to_ch
 
 
 async def test_a_slow_announcement_does_not_hold_up_the_tools_or_the_turn(fake: FakeOpenAI) -> None:
-    from nonebot_plugin_marsho import engine as engine_module
+    from nonebot_plugin_marsho.agent import engine as engine_module
 
     fake.push(tool_calls(("wx__get_weather", {"location": "A"})), text("done"))
     engine = make_engine(fake)

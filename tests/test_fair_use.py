@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from nonebug import App
 
-from nonebot_plugin_marsho import matchers
+from nonebot_plugin_marsho.chat import matchers
+from nonebot_plugin_marsho.chat.fairuse import RateLimiter, admitted, seconds_text
 from nonebot_plugin_marsho.config import plugin_config
-from nonebot_plugin_marsho.fairuse import RateLimiter, admitted, seconds_text
 from tests.conftest import SUPERUSER_ID
 from tests.fake_openai import FakeOpenAI, text
 from tests.onebot import group_message, onebot_bot, reply_call

@@ -11,12 +11,12 @@ import pytest
 from nonebot.adapters.onebot.v11 import GroupMessageEvent, Message, PrivateMessageEvent
 from nonebug import App
 
+from nonebot_plugin_marsho.agent.engine import Engine
+from nonebot_plugin_marsho.chat.matchers import MODEL_SETTING
+from nonebot_plugin_marsho.chat.render import history_text
 from nonebot_plugin_marsho.config import plugin_config
-from nonebot_plugin_marsho.engine import Engine
 from nonebot_plugin_marsho.exceptions import StoreError
-from nonebot_plugin_marsho.matchers import MODEL_SETTING
-from nonebot_plugin_marsho.render import history_text
-from nonebot_plugin_marsho.session import session_key
+from nonebot_plugin_marsho.store.session import session_key
 from tests.conftest import DATA_DIR, SUPERUSER_ID
 from tests.fake_openai import FakeOpenAI, text, tool_calls
 from tests.onebot import group_message, onebot_bot, private_message, reply_call

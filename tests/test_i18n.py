@@ -15,10 +15,11 @@ import pytest
 from nonebug import App
 from pydantic import ValidationError
 
-from nonebot_plugin_marsho import i18n, matchers
+from nonebot_plugin_marsho import i18n
+from nonebot_plugin_marsho.chat import matchers
+from nonebot_plugin_marsho.chat.fairuse import seconds_text
 from nonebot_plugin_marsho.config import Config, describe_validation_error, plugin_config
 from nonebot_plugin_marsho.exceptions import EndpointError
-from nonebot_plugin_marsho.fairuse import seconds_text
 from nonebot_plugin_marsho.i18n import EN, ZH, t
 from tests.fake_openai import FakeOpenAI, error
 from tests.onebot import group_message, onebot_bot, private_message, reply_call
@@ -125,8 +126,8 @@ def test_the_scan_finds_the_calls() -> None:
     """The regexes still match the code (a silent scan would make the next tests vacuous)."""
     used = literal_keys()
     assert len(used) > 50
-    assert "render.py" in used["reply.empty"] and "fairuse.py" in used["seconds"]
-    assert "outgoing.py" in used["reply.reasoning_title"]  # t('...') in an f-string
+    assert "chat/render.py" in used["reply.empty"] and "chat/fairuse.py" in used["seconds"]
+    assert "chat/outgoing.py" in used["reply.reasoning_title"]  # t('...') in an f-string
     assert "i18n.py" in used["weekday"] and "key" not in used  # the docstring's example is skipped
 
 
@@ -144,15 +145,15 @@ def test_every_computed_key_is_known_and_exists() -> None:
 
 def test_the_known_expansions_match_the_code() -> None:
     """DYNAMIC_KEYS follows the values the code can produce."""
-    from nonebot_plugin_marsho import matchers as matcher_module
-    from nonebot_plugin_marsho.media import KINDS
+    from nonebot_plugin_marsho.chat import matchers as matcher_module
+    from nonebot_plugin_marsho.chat.media import KINDS
     from nonebot_plugin_marsho.tools.model import PERMISSIONS
 
     assert set(COMMANDS) == set(matcher_module.COMMANDS)
     assert {f"media.{k}" for k in KINDS} == set(DYNAMIC_KEYS['f"media.{result.kind}"'])
     assert {f"tools.{p}" for p in PERMISSIONS if p != "everyone"} == set(
         DYNAMIC_KEYS["'tools.' + tool.permission"])
-    persona = (PACKAGE / "persona.py").read_text(encoding="utf-8")
+    persona = (PACKAGE / "agent" / "persona.py").read_text(encoding="utf-8")
     assert set(re.findall(r'ValueError\("(nickname\.[a-z_]+)"\)', persona)) == set(
         DYNAMIC_KEYS["str(error"])
 

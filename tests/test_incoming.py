@@ -1,4 +1,4 @@
-"""Questions as the model gets them (nonebot_plugin_marsho.incoming): the asker's pictures and the
+"""Questions as the model gets them (nonebot_plugin_marsho.chat.incoming): the asker's pictures and the
 quoted message, through nonebug with a loopback server playing the OneBot implementation's
 picture host."""
 
@@ -20,10 +20,10 @@ from nonebot.adapters.onebot.v11.event import Reply as OneBotReply
 from nonebot.adapters.onebot.v11.event import Sender
 from nonebug import App
 
+from nonebot_plugin_marsho.chat.incoming import Limits, read_question, sees_pictures
+from nonebot_plugin_marsho.chat.media import MediaError, download_image
 from nonebot_plugin_marsho.config import DEFAULT_VISION_MODELS, plugin_config
-from nonebot_plugin_marsho.incoming import Limits, read_question, sees_pictures
-from nonebot_plugin_marsho.media import MediaError, download_image
-from nonebot_plugin_marsho.session import session_key
+from nonebot_plugin_marsho.store.session import session_key
 from tests.fake_openai import FakeOpenAI, text
 from tests.loopback import LoopbackServer, QuietHandler, serve, shut
 from tests.onebot import SELF_ID, group_message, onebot_bot, reply_call
@@ -545,8 +545,8 @@ async def test_read_question_without_a_quote_or_pictures_is_the_plain_text(app: 
 
 
 def test_a_picture_costs_a_flat_count_never_its_base64() -> None:
-    from nonebot_plugin_marsho.media import data_url
-    from nonebot_plugin_marsho.tokens import IMAGE_TOKENS, TokenCounter
+    from nonebot_plugin_marsho.agent.tokens import IMAGE_TOKENS, TokenCounter
+    from nonebot_plugin_marsho.chat.media import data_url
 
     huge = data_url(make_png(256, 256, noise=True), "image/png")  # ~260 KB of base64
     message = {"role": "user", "content": [{"type": "text", "text": "hi"},

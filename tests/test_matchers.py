@@ -7,10 +7,10 @@ import json
 import pytest
 from nonebug import App
 
-from nonebot_plugin_marsho import matchers
+from nonebot_plugin_marsho.agent.llm import split_reasoning
+from nonebot_plugin_marsho.chat import matchers
+from nonebot_plugin_marsho.chat.matchers import Request, parse_request
 from nonebot_plugin_marsho.config import plugin_config
-from nonebot_plugin_marsho.llm import split_reasoning
-from nonebot_plugin_marsho.matchers import Request, parse_request
 from tests.fake_openai import FakeOpenAI, error, text, tool_calls
 from tests.onebot import group_message, onebot_bot, private_message, reply_call
 

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from nonebot_plugin_marsho.mcp import McpManager, ServerConfig, read_mcp_config
 from nonebot_plugin_marsho.tools import ToolCall, ToolRunner, Toolset
+from nonebot_plugin_marsho.tools.mcp import McpManager, ServerConfig, read_mcp_config
 from nonebot_plugin_marsho.tools.model import ToolContext, ToolResult
 
 SERVER = Path(__file__).resolve().parent / "mcp_server.py"

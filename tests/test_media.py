@@ -1,4 +1,4 @@
-"""Image downloads (nonebot_plugin_marsho.media): size and time caps, sniffing, redirects, the SSRF
+"""Image downloads (nonebot_plugin_marsho.chat.media): size and time caps, sniffing, redirects, the SSRF
 guard for URLs from a model, and inline base64:// / data: images. A loopback HTTP server plays
 every kind of server, good and bad."""
 
@@ -17,8 +17,8 @@ from typing import Any
 import httpx
 import pytest
 
-from nonebot_plugin_marsho.media import MediaError, data_url, download_image, sniff_image
-from nonebot_plugin_marsho.toolkits.web import guard
+from nonebot_plugin_marsho.chat.media import MediaError, data_url, download_image, sniff_image
+from nonebot_plugin_marsho.net import guard
 from tests.loopback import LoopbackServer, QuietHandler, serve, shut
 
 LIMIT = 64 * 1024

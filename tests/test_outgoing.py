@@ -16,11 +16,11 @@ from nonebot.adapters.onebot.v11 import (
 from nonebot_plugin_alconna.uniseg import Image, Segment, Text
 from nonebug import App
 
-from nonebot_plugin_marsho import outgoing
+from nonebot_plugin_marsho.chat import outgoing
+from nonebot_plugin_marsho.chat.media import MediaError
+from nonebot_plugin_marsho.chat.outgoing import Delivery, rich_segments
+from nonebot_plugin_marsho.chat.richtext import render_formula
 from nonebot_plugin_marsho.config import plugin_config
-from nonebot_plugin_marsho.media import MediaError
-from nonebot_plugin_marsho.outgoing import Delivery, rich_segments
-from nonebot_plugin_marsho.richtext import render_formula
 from tests.fake_openai import FakeOpenAI, text, tool_calls
 from tests.onebot import SELF_ID, group_message, onebot_bot, private_message, reply_call
 
@@ -404,7 +404,7 @@ async def test_formulas_stay_text_when_render_latex_is_off(
 async def test_a_markdown_image_on_loopback_stays_text(
     app: App, fake: FakeOpenAI, plugin_engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from nonebot_plugin_marsho import media
+    from nonebot_plugin_marsho.chat import media
 
     fetched: list[str] = []
     real = media.download_image
@@ -572,8 +572,8 @@ async def test_the_caps_hold_for_a_whole_split_answer(monkeypatch: pytest.Monkey
 
 
 async def test_the_delivery_defaults_match_the_settings() -> None:
+    from nonebot_plugin_marsho.chat.matchers import delivery
     from nonebot_plugin_marsho.config import Config
-    from nonebot_plugin_marsho.matchers import delivery
 
     config = Config()
     defaults = Delivery()

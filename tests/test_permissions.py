@@ -111,7 +111,7 @@ async def test_a_preset_secret_is_not_shown_by_marsho_calls(
 
 
 async def test_tools_listing_marks_restricted_tools(app: App, plugin_engine) -> None:
-    from nonebot_plugin_marsho.render import tools_text
+    from nonebot_plugin_marsho.chat.render import tools_text
 
     listing = tools_text(plugin_engine.toolset)
     assert f"{PURGE} [superusers only]" in listing

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from nonebot_plugin_marsho.store import SqlStore
+from nonebot_plugin_marsho.store.sql import SqlStore
 from tests.fake_openai import Answer, FakeOpenAI, text, tool_calls
 from tests.onebot_sim import BotProcess, OneBotSim
 from tests.postgres_server import PostgresServer

@@ -17,11 +17,8 @@ from nonebug import App
 from pydantic import ValidationError
 
 from nonebot_plugin_marsho import i18n
-from nonebot_plugin_marsho.config import Config, describe_validation_error, plugin_config
-from nonebot_plugin_marsho.engine import Engine
-from nonebot_plugin_marsho.i18n import EN, ZH
-from nonebot_plugin_marsho.matchers import runtime
-from nonebot_plugin_marsho.persona import (
+from nonebot_plugin_marsho.agent.engine import Engine
+from nonebot_plugin_marsho.agent.persona import (
     Liked,
     Nicknames,
     PraisesError,
@@ -31,7 +28,10 @@ from nonebot_plugin_marsho.persona import (
     read_praises,
     zone_name,
 )
-from nonebot_plugin_marsho.store import SqlStore
+from nonebot_plugin_marsho.chat.matchers import runtime
+from nonebot_plugin_marsho.config import Config, describe_validation_error, plugin_config
+from nonebot_plugin_marsho.i18n import EN, ZH
+from nonebot_plugin_marsho.store.sql import SqlStore
 from tests.fake_openai import FakeOpenAI, text
 from tests.onebot import group_message, onebot_bot, private_message, reply_call
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from nonebot_plugin_marsho import plugin
-from nonebot_plugin_marsho.render import tools_text
+from nonebot_plugin_marsho.chat.render import tools_text
 from nonebot_plugin_marsho.tools import Toolset
 
 SERVER = Path(__file__).resolve().parent / "mcp_server.py"

@@ -12,12 +12,12 @@ from nonebot.adapters.onebot.v11 import Message, MessageSegment, PokeNotifyEvent
 from nonebot.log import logger
 from nonebug import App
 
-from nonebot_plugin_marsho import poke
+from nonebot_plugin_marsho.chat import poke
+from nonebot_plugin_marsho.chat.matchers import runtime
 from nonebot_plugin_marsho.config import plugin_config
 from nonebot_plugin_marsho.exceptions import StoreError
 from nonebot_plugin_marsho.i18n import t
-from nonebot_plugin_marsho.matchers import runtime
-from nonebot_plugin_marsho.store import messages_table
+from nonebot_plugin_marsho.store.sql import messages_table
 from tests.conftest import SUPERUSER_ID
 from tests.fake_openai import FakeOpenAI, error, text
 from tests.onebot import SELF_ID, onebot_bot
@@ -422,8 +422,8 @@ async def test_a_broken_nickname_store_still_pokes_back(
 async def test_a_poke_the_model_answers_counts_against_the_rate_limits(
     app: App, fake: FakeOpenAI, plugin_engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from nonebot_plugin_marsho import matchers
-    from nonebot_plugin_marsho.fairuse import RateLimiter
+    from nonebot_plugin_marsho.chat import matchers
+    from nonebot_plugin_marsho.chat.fairuse import RateLimiter
 
     monkeypatch.setattr(matchers, "group_limits", RateLimiter(1, 60))
     fake.push(text("Nya~"))

@@ -29,10 +29,10 @@ from typing import Any
 
 import pytest
 
-from nonebot_plugin_marsho.engine import Engine
+from nonebot_plugin_marsho.agent.engine import Engine
+from nonebot_plugin_marsho.agent.llm import LLMClient
 from nonebot_plugin_marsho.exceptions import StoreError
-from nonebot_plugin_marsho.llm import LLMClient
-from nonebot_plugin_marsho.store import SCHEMA_VERSION, SqlStore
+from nonebot_plugin_marsho.store.sql import SCHEMA_VERSION, SqlStore
 from nonebot_plugin_marsho.tools import Tool, Toolkit, ToolRunner, Toolset
 from tests.fake_openai import Answer, FakeOpenAI, text, tool_calls
 from tests.postgres_server import PostgresServer, Unavailable

@@ -67,7 +67,7 @@ async def test_the_web_service_example_answers_with_a_chart(tmp_path: Path) -> N
     import sys
     import time
 
-    from nonebot_plugin_marsho.webservices import load_webservices
+    from nonebot_plugin_marsho.tools.webservices import load_webservices
 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

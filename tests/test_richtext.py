@@ -1,4 +1,4 @@
-"""Answers going out (nonebot_plugin_marsho.richtext): cutting long answers into chunks, finding
+"""Answers going out (nonebot_plugin_marsho.chat.richtext): cutting long answers into chunks, finding
 formulas and images in them, and drawing formulas."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from nonebot_plugin_marsho.richtext import (
+from nonebot_plugin_marsho.chat.richtext import (
     MAX_FORMULA_CHARS,
     FormulaPart,
     ImageLinkPart,

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from nonebot_plugin_marsho.exceptions import StoreError
-from nonebot_plugin_marsho.session import Turn
-from nonebot_plugin_marsho.store import SCHEMA_VERSION, SqlStore, async_url
+from nonebot_plugin_marsho.store.session import Turn
+from nonebot_plugin_marsho.store.sql import SCHEMA_VERSION, SqlStore, async_url
 
 KEY = "test:group:1"
 EVERYTHING = {"max_messages": 10**6, "max_tokens": 10**9}

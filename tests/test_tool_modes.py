@@ -8,16 +8,16 @@ from typing import Any
 
 import pytest
 
-from nonebot_plugin_marsho.engine import Engine
-from nonebot_plugin_marsho.exceptions import EndpointError
-from nonebot_plugin_marsho.llm import ToolMode
-from nonebot_plugin_marsho.store import SqlStore
-from nonebot_plugin_marsho.tools import Toolbox, Toolkit, ToolRunner, Toolset
-from nonebot_plugin_marsho.tools.prompt_mode import (
+from nonebot_plugin_marsho.agent.engine import Engine
+from nonebot_plugin_marsho.agent.llm import ToolMode
+from nonebot_plugin_marsho.agent.prompt_mode import (
     parse_tool_calls,
     to_prompt_messages,
     tools_instruction,
 )
+from nonebot_plugin_marsho.exceptions import EndpointError
+from nonebot_plugin_marsho.store.sql import SqlStore
+from nonebot_plugin_marsho.tools import Toolbox, Toolkit, ToolRunner, Toolset
 from tests.conftest import llm_client
 from tests.fake_openai import FakeOpenAI, error, text, tool_calls
 

@@ -10,6 +10,7 @@ machine: every address a test lets through is on loopback.
 from __future__ import annotations
 
 import json
+import sys
 import time
 import types
 from collections.abc import Iterator
@@ -88,9 +89,8 @@ async def call(toolset: Toolset, name: str, **arguments: Any) -> ToolResult:
 
 
 def guard_of(toolset: Toolset) -> types.ModuleType:
-    """The `guard` module of the web toolkit as this toolset imported it (a later load imports
-    the toolkit afresh, so sys.modules may hold a newer copy)."""
-    guard = toolset.tools["web__fetch_page"].func.__globals__["guard"]
+    """The address guard the web toolkit of this toolset checks with (the plugin's one)."""
+    guard = sys.modules[toolset.tools["web__fetch_page"].func.__globals__["GuardedTransport"].__module__]
     assert isinstance(guard, types.ModuleType)
     return guard
 

@@ -15,10 +15,9 @@ from typing import Any
 import pytest
 from nonebot.log import logger
 
-from nonebot_plugin_marsho import charts
-from nonebot_plugin_marsho.tools import ToolCall, ToolResult, ToolRunner, Toolset
+from nonebot_plugin_marsho.tools import ToolCall, ToolResult, ToolRunner, Toolset, charts
 from nonebot_plugin_marsho.tools.model import Toolkit
-from nonebot_plugin_marsho.webservices import fill_defaults, load_webservices, resolve_headers
+from nonebot_plugin_marsho.tools.webservices import fill_defaults, load_webservices, resolve_headers
 from tests.fake_web_apis import unreachable_url
 from tests.fake_webservice import Answer, FakeWebService, chart, json_answer, markdown, raw
 
@@ -555,7 +554,7 @@ def test_charts_use_a_font_that_has_the_cjk_characters() -> None:
     from matplotlib.font_manager import FontProperties, findfont
     from matplotlib.ft2font import FT2Font
 
-    from nonebot_plugin_marsho import charts
+    from nonebot_plugin_marsho.tools import charts
 
     family = charts.cjk_font_family()
     if family is None:

@@ -22,10 +22,16 @@ import re
 import anyio
 import httpx
 
+from nonebot_plugin_marsho.net.guard import (
+    BlockedAddress,
+    GuardedTransport,
+    HostNotFound,
+    ssl_context,
+    tls_problem,
+)
 from nonebot_plugin_marsho.tools import Toolbox, ToolResponse
 
 from .extract import html_to_text
-from .guard import BlockedAddress, GuardedTransport, HostNotFound, ssl_context, tls_problem
 from .providers import Result, SearchError, brave, duckduckgo, searxng
 
 tools = Toolbox()

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from .i18n import language, t, weekday
-from .session import History
+from ..i18n import language, t, weekday
+from ..store.session import History
 
 NICKNAME_FORBIDDEN = set("@[]<>{}\r\n\t:：\"「」『』【】")
 """Characters a nickname cannot hold: no mentions, no CQ-code or markup brackets, one line, no

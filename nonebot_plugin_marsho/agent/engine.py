@@ -9,13 +9,13 @@ from typing import Any
 
 from nonebot.log import logger
 
-from .exceptions import BudgetError, StoreError
-from .i18n import t
+from ..exceptions import BudgetError, StoreError
+from ..i18n import t
+from ..store.session import History, Message, Turn, fit_current, fit_history
+from ..tools.model import ToolCall, ToolContext, ToolResult, Toolset
+from ..tools.runner import ToolRunner
 from .llm import LLMClient
-from .session import History, Message, Turn, fit_current, fit_history
 from .tokens import TokenCounter
-from .tools.model import ToolCall, ToolContext, ToolResult, Toolset
-from .tools.runner import ToolRunner
 
 
 @dataclass(frozen=True)

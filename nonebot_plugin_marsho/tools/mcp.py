@@ -37,9 +37,9 @@ from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import McpError
 from nonebot.log import logger
 
-from .i18n import t
-from .tools.loader import strip_json_comments
-from .tools.model import PERMISSIONS, SEPARATOR, Permission, Tool, Toolkit, ToolResponse, Toolset
+from ..i18n import t
+from .loader import strip_json_comments
+from .model import PERMISSIONS, SEPARATOR, Permission, Tool, Toolkit, ToolResponse, Toolset
 
 try:  # the SDK's current client (1.2x); the older one is deprecated but still there
     from mcp.client.streamable_http import streamable_http_client as _new_http_client

@@ -12,10 +12,10 @@ from nonebot.log import logger
 from nonebot.rule import Rule
 from nonebot_plugin_alconna.uniseg import At, Segment, Text, UniMessage
 
+from ..config import config_error, plugin_config
+from ..exceptions import MarshoError
+from ..i18n import t
 from . import matchers
-from .config import config_error, plugin_config
-from .exceptions import MarshoError
-from .i18n import t
 from .matchers import admitted_here, runtime, user_key
 
 MAX_POKE_CHARS = 200

@@ -19,18 +19,18 @@ from nonebot.rule import Rule
 from nonebot.typing import T_State
 from nonebot_plugin_alconna.uniseg import Image, Text, UniMessage
 
-from .config import config_error, plugin_config
-from .engine import Engine, Reply
-from .exceptions import EndpointError, MarshoError, NotReadyError, StoreError
+from ..agent.engine import Engine, Reply
+from ..agent.persona import Nicknames, PraisesFile, base_prompt, check_nickname, clock, turn_prompt
+from ..agent.tokens import load_counter
+from ..config import config_error, plugin_config
+from ..exceptions import EndpointError, MarshoError, NotReadyError, StoreError
+from ..i18n import t
+from ..store.session import session_key
+from ..tools.model import Role, ToolCall, ToolContext
 from .fairuse import RateLimiter, admitted, seconds_text
-from .i18n import t
 from .incoming import Limits, read_question, sees_pictures, text_only
 from .outgoing import Delivery, send_answer, send_progress, send_reasoning
-from .persona import Nicknames, PraisesFile, base_prompt, check_nickname, clock, turn_prompt
 from .render import calls_text, history_text, reply_text, tools_text, usage_text
-from .session import session_key
-from .tokens import load_counter
-from .tools.model import Role, ToolCall, ToolContext
 
 COMMANDS = ("help", "reset", "tools", "calls", "history", "export", "model", "nickname")
 MODEL_SETTING = "model"

@@ -11,8 +11,8 @@ from typing import Any, Literal, Protocol
 
 from nonebot.log import logger
 
-from .i18n import t
-from .tokens import TokenCounter
+from ..agent.tokens import TokenCounter
+from ..i18n import t
 
 Message = dict[str, Any]
 SessionScope = Literal["group", "user_in_group", "user"]

@@ -15,10 +15,10 @@ from urllib.parse import urlsplit
 import openai
 from nonebot.log import logger
 
-from .exceptions import EndpointError
-from .i18n import t
-from .tools.model import ToolCall
-from .tools.prompt_mode import parse_tool_calls, system_addendum, to_prompt_messages
+from ..exceptions import EndpointError
+from ..i18n import t
+from ..tools.model import ToolCall
+from .prompt_mode import parse_tool_calls, system_addendum, to_prompt_messages
 
 NO_KEY_PLACEHOLDER = "no-key"
 """Sent when MARSHO_API_KEY is empty: local endpoints accept anything, the SDK insists on a key."""

@@ -36,8 +36,8 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import StaticPool
 
-from .exceptions import StoreError
-from .i18n import t
+from ..exceptions import StoreError
+from ..i18n import t
 from .session import Message, SessionLocks, Turn
 
 _held_connection: ContextVar[tuple[SqlStore, AsyncConnection] | None] = ContextVar(

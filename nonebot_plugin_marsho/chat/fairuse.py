@@ -7,7 +7,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 
-from .i18n import t
+from ..i18n import t
 
 
 class RateLimiter:

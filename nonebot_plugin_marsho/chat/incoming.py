@@ -13,7 +13,7 @@ from nonebot.adapters import Bot, Event
 from nonebot.log import logger
 from nonebot_plugin_alconna.uniseg import Image, Reply, UniMessage
 
-from .i18n import t
+from ..i18n import t
 from .media import MediaError, data_url, download_image, sniff_image
 
 

@@ -14,7 +14,7 @@ from nonebot.exception import ActionFailed
 from nonebot.log import logger
 from nonebot_plugin_alconna.uniseg import CustomNode, Image, Reference, Segment, Text, UniMessage
 
-from .i18n import t
+from ..i18n import t
 from .media import MediaError, download_image
 from .richtext import FormulaPart, ImageLinkPart, TextPart, find_rich, render_formula, split_paragraphs
 

@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .engine import Reply
-from .i18n import t
-from .tools.model import Toolset
+from ..agent.engine import Reply
+from ..i18n import t
+from ..tools.model import Toolset
 
 MAX_CALLS_RESULT_CHARS = 500
 """Characters of each tool result shown by `marsho.calls`; the full text stays in history."""

@@ -20,7 +20,7 @@ from urllib.parse import unquote
 import anyio
 import httpx
 
-from .toolkits.web.guard import BlockedAddress, GuardedTransport, HostNotFound, ssl_context, tls_problem
+from ..net.guard import BlockedAddress, GuardedTransport, HostNotFound, ssl_context, tls_problem
 
 __all__ = ["KINDS", "MAX_REDIRECTS", "MediaError", "data_url", "download_image", "sniff_image"]
 

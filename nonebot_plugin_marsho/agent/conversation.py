@@ -7,14 +7,14 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from ..exceptions import MarshoError
+from ..store.session import Message
+from ..tools.model import TOOL_NAME_PATTERN, Tool, ToolCall, ToolContext, Toolkit, Toolset
+from ..tools.runner import ToolRunner, serialize_result
+from ..tools.schema import function_tool
+from ..tools.toolbox import Toolbox
 from .engine import Progress, answer
-from .exceptions import MarshoError
 from .llm import Completion, LLMClient
-from .session import Message
-from .tools.model import TOOL_NAME_PATTERN, Tool, ToolCall, ToolContext, Toolkit, Toolset
-from .tools.runner import ToolRunner, serialize_result
-from .tools.schema import function_tool
-from .tools.toolbox import Toolbox
 
 ToolSpec = Mapping[str, Any] | Callable[..., Any] | Tool
 """What `set_tools` takes: an OpenAI tool schema (you run it yourself), a function, or a Tool."""
@@ -78,7 +78,7 @@ class Conversation:
     def llm(self) -> LLMClient:
         """The client given, else the running plugin's (the endpoint of `.env`)."""
         if self._llm is None:
-            from .matchers import runtime  # only when running inside the bot
+            from ..chat.matchers import runtime  # only when running inside the bot
 
             self._llm = runtime.require_engine().llm
         return self._llm

@@ -48,8 +48,8 @@ from jsonschema.exceptions import SchemaError
 from nonebot.log import logger
 
 from . import charts
-from .tools.loader import TOOLKIT_NAME_PATTERN, strip_json_comments
-from .tools.model import (
+from .loader import TOOLKIT_NAME_PATTERN, strip_json_comments
+from .model import (
     PERMISSIONS,
     SEPARATOR,
     TOOL_NAME_PATTERN,

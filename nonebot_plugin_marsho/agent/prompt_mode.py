@@ -9,7 +9,7 @@ import re
 import uuid
 from typing import Any
 
-from .model import ToolCall
+from ..tools.model import ToolCall
 
 CALLING_FORMAT = (
     '[{"name": "{function name}", '
