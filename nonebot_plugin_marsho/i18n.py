@@ -347,6 +347,15 @@ CATALOGUES: dict[Language, dict[str, str]] = {"zh-CN": ZH, "en": EN}
 _language: Language = "zh-CN"
 
 
+def text(language: str, key: str, /, **params: Any) -> str:
+    """The text `key` in `language` (English where that catalogue lacks it), formatted with
+    `params`; KeyError for a key no catalogue has."""
+    found = CATALOGUES.get(language, EN).get(key)  # type: ignore[call-overload]
+    if found is None:  # a key missing from one catalogue is a bug (the tests check), not a crash
+        found = EN[key]
+    return found.format(**params) if params else found
+
+
 def set_language(language: Language) -> None:
     """Choose the language of every later text (MARSHO_LANG, set when the config is read)."""
     if language not in CATALOGUES:
@@ -362,10 +371,7 @@ def language() -> Language:
 
 def t(key: str, /, **params: Any) -> str:
     """The text `key` in the current language, formatted with `params`."""
-    text = CATALOGUES[_language].get(key)
-    if text is None:  # a key missing from one catalogue is a bug (the tests check), not a crash
-        text = EN[key]
-    return text.format(**params) if params else text
+    return text(_language, key, **params)
 
 
 def weekday(index: int) -> str:

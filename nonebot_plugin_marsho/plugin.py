@@ -14,10 +14,12 @@ import nonebot_plugin_localstore as localstore  # noqa: E402
 
 from .agent.engine import Engine  # noqa: E402
 from .agent.llm import LLMClient  # noqa: E402
-from .agent.persona import Nicknames, PraisesFile, base_prompt  # noqa: E402
+from .agent.persona import Nicknames, base_prompt  # noqa: E402
+from .agent.praises import PraisesFile  # noqa: E402
 from .agent.tokens import load_counter  # noqa: E402
 from .chat.matchers import MODEL_SETTING, runtime  # noqa: E402
 from .chat.poke import poke  # noqa: E402, F401  (registers the poke matcher)
+from .chat.render import error_text  # noqa: E402
 from .config import Config, config_error, legacy_notes, plugin_config  # noqa: E402
 from .exceptions import StoreError  # noqa: E402
 from .i18n import t  # noqa: E402
@@ -161,7 +163,7 @@ async def start_marsho() -> None:
         await store.start()
         llm.model = await store.get_setting(MODEL_SETTING) or llm.model
     except StoreError as error:
-        runtime.problem = t("problem.database", error=error)
+        runtime.problem = t("problem.database", error=error_text(error))
         logger.error(f"marsho: {runtime.problem}. Check MARSHO_DATABASE_URL.")
         await store.close()
         return

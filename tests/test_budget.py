@@ -412,8 +412,8 @@ def _picture_question(words: str, pictures: int) -> Message:
 
 
 def test_pictures_give_way_before_the_question_loses_its_words() -> None:
+    from nonebot_plugin_marsho.agent.budget import fit_current
     from nonebot_plugin_marsho.agent.tokens import IMAGE_TOKENS
-    from nonebot_plugin_marsho.store.session import fit_current
 
     counter = TokenCounter()
     words = "what do these three pictures have in common? " * 3
@@ -426,8 +426,8 @@ def test_pictures_give_way_before_the_question_loses_its_words() -> None:
 
 
 def test_a_long_text_is_cut_before_its_picture_is_left_out() -> None:
+    from nonebot_plugin_marsho.agent.budget import KEPT_TEXT_TOKENS, fit_current
     from nonebot_plugin_marsho.agent.tokens import IMAGE_TOKENS
-    from nonebot_plugin_marsho.store.session import KEPT_TEXT_TOKENS, fit_current
 
     counter = TokenCounter()
     budget = IMAGE_TOKENS + KEPT_TEXT_TOKENS + 100

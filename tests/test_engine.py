@@ -10,10 +10,11 @@ from typing import Any
 
 import pytest
 
+from nonebot_plugin_marsho.agent.budget import fit_history
 from nonebot_plugin_marsho.agent.engine import Engine
 from nonebot_plugin_marsho.agent.llm import LLMClient
 from nonebot_plugin_marsho.exceptions import BudgetError, EndpointError
-from nonebot_plugin_marsho.store.session import Turn, fit_history
+from nonebot_plugin_marsho.store.session import Turn
 from nonebot_plugin_marsho.store.sql import SqlStore
 from nonebot_plugin_marsho.tools import Tool, Toolkit, ToolRunner, Toolset
 from tests.conftest import llm_client

@@ -18,16 +18,8 @@ from pydantic import ValidationError
 
 from nonebot_plugin_marsho import i18n
 from nonebot_plugin_marsho.agent.engine import Engine
-from nonebot_plugin_marsho.agent.persona import (
-    Liked,
-    Nicknames,
-    PraisesError,
-    PraisesFile,
-    check_nickname,
-    clock,
-    read_praises,
-    zone_name,
-)
+from nonebot_plugin_marsho.agent.persona import Nicknames, check_nickname, clock, zone_name
+from nonebot_plugin_marsho.agent.praises import Liked, PraisesError, PraisesFile, read_praises
 from nonebot_plugin_marsho.chat.matchers import runtime
 from nonebot_plugin_marsho.config import Config, describe_validation_error, plugin_config
 from nonebot_plugin_marsho.i18n import EN, ZH

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -10,10 +11,10 @@ from typing import Any
 from nonebot.log import logger
 
 from ..exceptions import BudgetError, StoreError
-from ..i18n import t
-from ..store.session import History, Message, Turn, fit_current, fit_history
+from ..store.session import History, Message, Turn
 from ..tools.model import ToolCall, ToolContext, ToolResult, Toolset
 from ..tools.runner import ToolRunner
+from .budget import fit_current, fit_history
 from .llm import LLMClient
 from .tokens import TokenCounter
 
@@ -27,6 +28,8 @@ class Reply:
     rounds: int = 0
     hit_round_limit: bool = False
     reasoning: str = ""
+    save_error: StoreError | None = None
+    """Why the turn could not be stored, when the answer came but the database failed."""
 
     @property
     def images(self) -> list[bytes]:
@@ -113,13 +116,13 @@ async def _announced(announce: Announce, calls: list[ToolCall]) -> None:
         logger.warning(f"marsho: could not announce the tool calls: {error}")
 
 
-def without_pictures(message: Message) -> Message:
+def without_pictures(message: Message, placeholder: str = "[picture]") -> Message:
     """The message as history keeps it: pictures replaced by a short placeholder (their base64
     would fill the database and every later request; they are sent in their own turn only)."""
     content = message.get("content")
     if not isinstance(content, list):
         return message
-    texts = [str(part.get("text", "")) if part.get("type") == "text" else t("image.placeholder")
+    texts = [str(part.get("text", "")) if part.get("type") == "text" else placeholder
              for part in content if isinstance(part, dict)]
     return {**message, "content": "\n".join(text for text in texts if text)}
 
@@ -140,6 +143,7 @@ class Engine:
         max_history: int = 40,
         max_tokens: int = 8000,
         counter: TokenCounter | None = None,
+        picture_placeholder: str = "[picture]",
     ) -> None:
         self.llm = llm
         self.toolset = toolset
@@ -150,6 +154,8 @@ class Engine:
         self.max_history = max_history
         self.max_tokens = max_tokens
         self.counter = counter or TokenCounter()
+        self.picture_placeholder = picture_placeholder
+        """What history keeps of a picture, and what a picture that does not fit becomes."""
         self._tools_token_cache: dict[tuple[str, ...], tuple[TokenCounter, int]] = {}
 
     def _tools_tokens(self, tools: list[dict[str, Any]]) -> int:
@@ -173,8 +179,9 @@ class Engine:
         system: list[Message] = [{"role": "system", "content": prompt}] if prompt else []
         fixed = sum(map(self.counter.count_message, system)) + self._tools_tokens(tools)
         if fixed >= self.max_tokens * 0.9:
-            raise BudgetError(t("budget.fixed", tokens=fixed, budget=self.max_tokens))
-        current = fit_current(current, self.counter, self.max_tokens - fixed)
+            raise BudgetError(code="budget.fixed", tokens=fixed, budget=self.max_tokens)
+        current = fit_current(current, self.counter, self.max_tokens - fixed,
+                              placeholder=self.picture_placeholder)
         room = self.max_tokens - fixed - sum(map(self.counter.count_message, current))
         earlier = fit_history(history, max_messages=self.max_history, max_tokens=max(0, room))
         return [*system, *earlier, *current]
@@ -196,7 +203,8 @@ class Engine:
         pictures as a placeholder. `system_prompt` replaces the engine's for this turn.
 
         Raises EndpointError when the endpoint fails (the history is then unchanged), and
-        StoreError when the database fails (with the reply, if there was one).
+        StoreError when the database fails before the model is asked; an answer that could not
+        be stored comes back with `save_error` set.
         """
         async with self.history.lock(key):
             history = await self.history.recent_turns(
@@ -210,12 +218,11 @@ class Engine:
                 tools, context=context, max_tool_rounds=self.max_tool_rounds, progress=progress,
                 announce=announce,
             )
-            turn = [without_pictures(question), *outcome.added]
+            turn = [without_pictures(question, self.picture_placeholder), *outcome.added]
             try:
                 await self.history.append_turn(key, turn, [self.counter.count_message(m) for m in turn])
             except StoreError as error:
-                error.reply = outcome.reply
-                raise
+                return dataclasses.replace(outcome.reply, save_error=error)
             if outcome.reply.hit_round_limit:
                 logger.warning(f"marsho: session {key} used all {self.max_tool_rounds} tool "
                                "rounds (MARSHO_MAX_TOOL_ROUNDS)")

@@ -16,7 +16,6 @@ import openai
 from nonebot.log import logger
 
 from ..exceptions import EndpointError
-from ..i18n import t
 from ..tools.model import ToolCall
 from .prompt_mode import parse_tool_calls, system_addendum, to_prompt_messages
 
@@ -180,7 +179,7 @@ class LLMClient:
     ) -> Completion:
         """Send one chat-completions request and read the first choice."""
         if self.needs_key:
-            raise EndpointError(t("endpoint.no_key", url=self.base_url), hint=t("endpoint.no_key.hint"))
+            raise EndpointError(code="endpoint.no_key", hint="endpoint.no_key.hint", url=self.base_url)
         request: dict[str, Any] = {"model": self.model, "messages": messages}
         if tools:
             request["tools"] = tools
@@ -197,54 +196,47 @@ class LLMClient:
             # the aiohttp transport reports a refused connection as a (connect) timeout at once
             if time.monotonic() - started < self.timeout * 0.9 and error.__cause__ is not None:
                 raise self._unreachable(error.__cause__) from None
-            raise EndpointError(
-                t("endpoint.timeout", url=self.base_url, seconds=f"{self.timeout:g}"),
-                hint=t("endpoint.timeout.hint"),
-            ) from None
+            raise EndpointError(code="endpoint.timeout", hint="endpoint.timeout.hint",
+                                url=self.base_url, seconds=f"{self.timeout:g}") from None
         except openai.APIStatusError as error:
             raise self._status_error(error) from None
         except openai.APIConnectionError as error:
             raise self._unreachable(error.__cause__ or error) from None
         except openai.OpenAIError as error:
-            raise EndpointError(t("endpoint.unreadable", url=self.base_url, error=error)) from None
+            raise EndpointError(code="endpoint.unreadable", url=self.base_url, error=str(error)) from None
         return self._read(response)
 
     def _unreachable(self, cause: BaseException) -> EndpointError:
-        return EndpointError(
-            t("endpoint.unreachable", url=self.base_url, error=f"{type(cause).__name__}: {cause}"),
-            hint=t("endpoint.unreachable.hint"),
-        )
+        return EndpointError(code="endpoint.unreachable", hint="endpoint.unreachable.hint",
+                             url=self.base_url, error=f"{type(cause).__name__}: {cause}")
 
     def _status_error(self, error: openai.APIStatusError) -> EndpointError:
         status = error.status_code
         detail = _error_detail(error)
         if status in (401, 403, 404, 429):
-            return EndpointError(
-                t(f"endpoint.{status}", detail=detail),
-                hint=t(f"endpoint.{status}.hint", model=self.model, url=self.base_url),
-                status=status,
-            )
+            return EndpointError(code=f"endpoint.{status}", hint=f"endpoint.{status}.hint", status=status,
+                                 detail=detail, model=self.model, url=self.base_url)
         if status >= 500:
-            return EndpointError(t("endpoint.5xx", status=status, detail=detail),
-                                 hint=t("endpoint.5xx.hint"), status=status)
-        return EndpointError(t("endpoint.4xx", status=status, detail=detail), status=status)
+            return EndpointError(code="endpoint.5xx", hint="endpoint.5xx.hint", status=status,
+                                 detail=detail)
+        return EndpointError(code="endpoint.4xx", status=status, detail=detail)
 
     def _read(self, response: Any) -> Completion:
         """The first choice of a chat completion, read from the JSON body with care: whatever
         the endpoint sent, the result is well-formed or an EndpointError says what was wrong."""
         if not isinstance(response, dict):  # the SDK hands back non-JSON bodies as they are
             start = str(response)[:80]
-            raise EndpointError(t("endpoint.not_completion", url=self.base_url, start=repr(start)),
-                                hint=t("endpoint.not_completion.hint"))
+            raise EndpointError(code="endpoint.not_completion", hint="endpoint.not_completion.hint",
+                                url=self.base_url, start=repr(start))
         choices = response.get("choices")
         if not isinstance(choices, list) or not choices:
             detail = _error_detail_of(response)
-            raise EndpointError(t("endpoint.no_choices", url=self.base_url,
-                                  detail=f": {detail}" if detail else ""))
+            raise EndpointError(code="endpoint.no_choices", url=self.base_url,
+                                detail=f": {detail}" if detail else "")
         choice = choices[0] if isinstance(choices[0], dict) else {}
         message = choice.get("message")
         if not isinstance(message, dict):
-            raise EndpointError(t("endpoint.empty_choice", url=self.base_url))
+            raise EndpointError(code="endpoint.empty_choice", url=self.base_url)
         calls: list[ToolCall] = []
         seen_ids: set[str] = set()
         raw_calls = message.get("tool_calls")

@@ -20,7 +20,8 @@ from nonebot.typing import T_State
 from nonebot_plugin_alconna.uniseg import Image, Text, UniMessage
 
 from ..agent.engine import Engine, Reply
-from ..agent.persona import Nicknames, PraisesFile, base_prompt, check_nickname, clock, turn_prompt
+from ..agent.persona import Nicknames, base_prompt, check_nickname, clock, turn_prompt
+from ..agent.praises import PraisesFile
 from ..agent.tokens import load_counter
 from ..config import config_error, plugin_config
 from ..exceptions import EndpointError, MarshoError, NotReadyError, StoreError
@@ -30,7 +31,7 @@ from ..tools.model import Role, ToolCall, ToolContext
 from .fairuse import RateLimiter, admitted, seconds_text
 from .incoming import Limits, read_question, sees_pictures, text_only
 from .outgoing import Delivery, send_answer, send_progress, send_reasoning
-from .render import calls_text, history_text, reply_text, tools_text, usage_text
+from .render import calls_text, error_text, history_text, reply_text, tools_text, usage_text
 
 COMMANDS = ("help", "reset", "tools", "calls", "history", "export", "model", "nickname")
 MODEL_SETTING = "model"
@@ -311,19 +312,15 @@ async def handle_request(bot: Bot, event: Event, state: T_State) -> None:
         reply, tips = await _chat(bot, event, engine, request, key, shared=shared, role=role)
     except EndpointError as error:
         logger.warning(f"marsho: session {key}: {error}")
-        await _send(t("error.endpoint", error=error))
+        await _send(t("error.endpoint", error=error_text(error)))
         return
     except StoreError as error:
         logger.error(f"marsho: session {key}: {error}")
-        if isinstance(error.reply, Reply):  # answered, but not saved: still worth sending
-            await send_answer(bot, f"{reply_text(error.reply, engine.max_tool_rounds)}\n"
-                              + t("error.unsaved", error=error), error.reply.images, delivery())
-        else:
-            await _send(t("error.database", error=error))
+        await _send(t("error.database", error=error_text(error)))
         return
     except MarshoError as error:  # a problem we can name (the token budget...)
         logger.warning(f"marsho: session {key}: {error}")
-        await _send(t("error.named", error=error))
+        await _send(t("error.named", error=error_text(error)))
         return
     except Exception as error:
         logger.opt(exception=error).error(f"marsho: session {key}: {request.command} failed")
@@ -335,7 +332,12 @@ async def handle_request(bot: Bot, event: Event, state: T_State) -> None:
     how = delivery()
     if plugin_config.marsho_send_reasoning and reply.reasoning:
         await send_reasoning(bot, reply.reasoning, how)
-    text = "\n\n".join([reply_text(reply, engine.max_tool_rounds), *tips])
+    if reply.save_error is not None:  # answered, but not saved: still worth sending
+        logger.error(f"marsho: session {key}: {reply.save_error}")
+        unsaved = t("error.unsaved", error=error_text(reply.save_error))
+        text = f"{reply_text(reply, engine.max_tool_rounds)}\n{unsaved}"
+    else:
+        text = "\n\n".join([reply_text(reply, engine.max_tool_rounds), *tips])
     await send_answer(bot, text, reply.images, how)
 
 

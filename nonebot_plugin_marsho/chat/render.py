@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ..agent.engine import Reply
+from ..exceptions import MarshoError, join_hint
 from ..i18n import t
 from ..tools.model import Toolset
 
@@ -86,3 +87,11 @@ def history_text(turns: int, messages: int, tokens: int, budget: int, counting: 
         return t("history.empty")
     return t("history.stats", turns=turns, messages=messages, tokens=tokens, counting=counting,
              budget=budget)
+
+
+def error_text(error: MarshoError) -> str:
+    """An error as the people in the chat read it: in their language, with its hint."""
+    if not error.code:
+        return str(error)
+    message = t(error.code, **error.params)
+    return join_hint(message, t(error.hint, **error.params)) if error.hint else message

@@ -1,5 +1,4 @@
-"""Sessions: the key of a conversation, one turn at a time per key, the History interface, and
-fitting history into a request's message and token budget."""
+"""Sessions: the key of a conversation, one turn at a time per key, and the History interface."""
 
 from __future__ import annotations
 
@@ -8,11 +7,6 @@ from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
-
-from nonebot.log import logger
-
-from ..agent.tokens import TokenCounter
-from ..i18n import t
 
 Message = dict[str, Any]
 SessionScope = Literal["group", "user_in_group", "user"]
@@ -111,122 +105,3 @@ class SessionLocks:
             if not self._users[key]:  # nobody waits: drop it so idle sessions cost nothing
                 del self._users[key]
                 del self._locks[key]
-
-    def busy(self, key: str) -> bool:
-        """True while a turn of this session runs or waits."""
-        return key in self._users
-
-
-def without_reasoning(message: Message) -> Message:
-    """The message as later turns send it: reasoning is passed back only within its own turn."""
-    if "reasoning_content" not in message:
-        return message
-    return {k: v for k, v in message.items() if k != "reasoning_content"}
-
-
-def _shrink_turn(turn: Turn) -> Turn:
-    """A turn without its tool exchanges: the question and the final answer."""
-    kept = Turn([turn.messages[0]], [turn.tokens[0]])
-    last = turn.messages[-1]
-    if len(turn.messages) > 1 and last.get("role") == "assistant" and not last.get("tool_calls"):
-        kept.messages.append(last)
-        kept.tokens.append(turn.tokens[-1])
-    return kept
-
-
-def fit_history(turns: list[Turn], *, max_messages: int, max_tokens: int) -> list[Message]:
-    """The newest whole turns within both bounds, oldest first.
-
-    A turn is never cut inside, so an assistant message with `tool_calls` keeps all its `tool`
-    answers; a newest turn too big to fit is sent as just its question and answer.
-    """
-    chosen: list[Turn] = []
-    used_messages = used_tokens = 0
-    for turn in reversed(turns):
-        if (used_messages + len(turn.messages) > max_messages
-                or used_tokens + turn.total_tokens > max_tokens):
-            if not chosen:
-                small = _shrink_turn(turn)
-                if len(small.messages) <= max_messages and small.total_tokens <= max_tokens:
-                    chosen.append(small)
-            break
-        chosen.append(turn)
-        used_messages += len(turn.messages)
-        used_tokens += turn.total_tokens
-    return [without_reasoning(m) for turn in reversed(chosen) for m in turn.messages]
-
-
-KEPT_TEXT_TOKENS = 256
-"""Tokens of a text that pictures give way to: a text is cut down to this before the running
-turn's pictures are left out, and below it only once they are."""
-
-
-def fit_current(messages: list[Message], counter: TokenCounter, max_tokens: int) -> list[Message]:
-    """The running turn's messages within `max_tokens`: the biggest contents are cut (with a
-    note) down to KEPT_TEXT_TOKENS, then pictures give way (the last first, each to a
-    placeholder), then contents are cut further; no message is dropped, so every tool call
-    keeps its answer and a question never loses its words to its pictures."""
-    fitted = list(messages)
-    sizes = [counter.count_message(m) for m in fitted]
-    _cut(fitted, sizes, counter, max_tokens, floor=KEPT_TEXT_TOKENS)
-    for index in range(len(fitted)):
-        while sum(sizes) > max_tokens and _has_picture(fitted[index]):
-            fitted[index] = _without_last_picture(fitted[index])
-            sizes[index] = counter.count_message(fitted[index])
-            logger.warning("marsho: a picture was left out to fit MARSHO_HISTORY_TOKENS")
-    _cut(fitted, sizes, counter, max_tokens, floor=0)
-    return fitted
-
-
-def _cut(fitted: list[Message], sizes: list[int], counter: TokenCounter, max_tokens: int,
-         *, floor: int) -> None:
-    """Cut the biggest texts (in place) until the messages fit or none can go below `floor`."""
-    stuck: set[int] = set()  # messages that cannot shrink any further
-    while sum(sizes) > max_tokens:
-        candidates = [i for i, m in enumerate(fitted) if i not in stuck and _longest_text(m)[1]]
-        if not candidates:
-            return
-        index = max(candidates, key=sizes.__getitem__)
-        part, content = _longest_text(fitted[index])
-        overflow = sum(sizes) - max_tokens
-        keep = max(floor, counter.count_text(content) - overflow - 16)
-        shorter = _with_text(fitted[index], part, counter.truncate(content, keep))
-        new_size = counter.count_message(shorter)
-        if new_size >= sizes[index]:
-            stuck.add(index)
-            continue
-        fitted[index], sizes[index] = shorter, new_size
-
-
-def _has_picture(message: Message) -> bool:
-    content = message.get("content")
-    return isinstance(content, list) and any(
-        isinstance(p, dict) and p.get("type") == "image_url" for p in content)
-
-
-def _without_last_picture(message: Message) -> Message:
-    content = list(message["content"])
-    last = max(i for i, p in enumerate(content) if isinstance(p, dict) and p.get("type") == "image_url")
-    content[last] = {"type": "text", "text": t("image.placeholder")}
-    return {**message, "content": content}
-
-
-def _longest_text(message: Message) -> tuple[int | None, str]:
-    """The text that can be cut: the content, or the longest text part of content parts (the
-    pictures of a question stay whole); (its part index or None, the text)."""
-    content = message.get("content")
-    if isinstance(content, str):
-        return None, content
-    if not isinstance(content, list):
-        return None, ""
-    texts = [(i, p.get("text") or "") for i, p in enumerate(content)
-             if isinstance(p, dict) and p.get("type") == "text"]
-    return max(texts, key=lambda item: len(item[1]), default=(None, ""))
-
-
-def _with_text(message: Message, part: int | None, text: str) -> Message:
-    if part is None:
-        return {**message, "content": text}
-    content = list(message["content"])
-    content[part] = {**content[part], "text": text}
-    return {**message, "content": content}

@@ -37,7 +37,6 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 from sqlalchemy.pool import StaticPool
 
 from ..exceptions import StoreError
-from ..i18n import t
 from .session import Message, SessionLocks, Turn
 
 _held_connection: ContextVar[tuple[SqlStore, AsyncConnection] | None] = ContextVar(
@@ -153,11 +152,11 @@ class SqlStore:
                     await conn.execute(insert(settings_table).values(
                         name="schema_version", value=str(SCHEMA_VERSION)))
                 elif int(found) > SCHEMA_VERSION:
-                    raise StoreError(t("store.newer", url=self.safe_url, found=found, known=SCHEMA_VERSION))
+                    raise StoreError(code="store.newer", url=self.safe_url, found=found, known=SCHEMA_VERSION)
         except SQLAlchemyError as error:
-            raise StoreError(t("store.open", url=self.safe_url, detail=_describe(error))) from None
+            raise StoreError(code="store.open", url=self.safe_url, detail=_describe(error)) from None
         except OSError as error:
-            raise StoreError(t("store.reach", url=self.safe_url, detail=_describe(error))) from None
+            raise StoreError(code="store.reach", url=self.safe_url, detail=_describe(error)) from None
 
     @property
     def safe_url(self) -> str:
@@ -188,7 +187,7 @@ class SqlStore:
                 if conn is not None:
                     await conn.invalidate()
                 if isinstance(error, (SQLAlchemyError, OSError)):
-                    raise StoreError(t("store.lock", url=self.safe_url, detail=_describe(error))) from None
+                    raise StoreError(code="store.lock", url=self.safe_url, detail=_describe(error)) from None
                 raise
             # the turn reads and writes on this same connection: one per running turn
             token = _held_connection.set((self, conn))
@@ -248,7 +247,7 @@ class SqlStore:
                 elif len(rows) > max_messages:
                     turns = turns[:-1]  # the oldest one was cut by LIMIT
         except SQLAlchemyError as error:
-            raise StoreError(t("store.read_history", url=self.safe_url, detail=_describe(error))) from None
+            raise StoreError(code="store.read_history", url=self.safe_url, detail=_describe(error)) from None
         chosen: list[Turn] = []
         used_messages = used_tokens = 0
         for turn in turns:  # newest first
@@ -287,7 +286,7 @@ class SqlStore:
             async with self._connection(write=True) as conn:
                 await conn.execute(insert(messages_table), rows)
         except (SQLAlchemyError, TypeError, ValueError) as error:
-            raise StoreError(t("store.save_turn", url=self.safe_url, detail=_describe(error))) from None
+            raise StoreError(code="store.save_turn", url=self.safe_url, detail=_describe(error)) from None
 
     async def clear(self, key: str) -> int:
         """Forget the session; returns how many turns were dropped."""
@@ -300,7 +299,7 @@ class SqlStore:
                 )).scalar_one()
                 await conn.execute(delete(messages_table).where(messages_table.c.session_key == key))
         except SQLAlchemyError as error:
-            raise StoreError(t("store.clear", url=self.safe_url, detail=_describe(error))) from None
+            raise StoreError(code="store.clear", url=self.safe_url, detail=_describe(error)) from None
         return int(count)
 
     async def stats(self, key: str) -> tuple[int, int, int]:
@@ -314,7 +313,7 @@ class SqlStore:
                     .where(messages_table.c.session_key == key)
                 )).one()
         except SQLAlchemyError as error:
-            raise StoreError(t("store.read", url=self.safe_url, detail=_describe(error))) from None
+            raise StoreError(code="store.read", url=self.safe_url, detail=_describe(error)) from None
         return int(row[0]), int(row[1]), int(row[2])
 
     async def export(self, key: str) -> list[dict[str, Any]]:
@@ -329,7 +328,7 @@ class SqlStore:
                     .order_by(messages_table.c.id)
                 )).all()
         except SQLAlchemyError as error:
-            raise StoreError(t("store.read", url=self.safe_url, detail=_describe(error))) from None
+            raise StoreError(code="store.read", url=self.safe_url, detail=_describe(error)) from None
         return [{"turn": row.turn_id, "time": row.created_at, "tokens": row.tokens,
                  "message": json.loads(row.data)} for row in rows]
 
@@ -342,7 +341,7 @@ class SqlStore:
                     select(settings_table.c.value).where(settings_table.c.name == name)
                 )).scalar()
         except SQLAlchemyError as error:
-            raise StoreError(t("store.read", url=self.safe_url, detail=_describe(error))) from None
+            raise StoreError(code="store.read", url=self.safe_url, detail=_describe(error)) from None
 
     async def set_setting(self, name: str, value: str) -> None:
         """Persist a setting."""
@@ -352,7 +351,7 @@ class SqlStore:
                 await conn.execute(delete(settings_table).where(settings_table.c.name == name))
                 await conn.execute(insert(settings_table).values(name=name, value=value))
         except SQLAlchemyError as error:
-            raise StoreError(t("store.save", url=self.safe_url, detail=_describe(error))) from None
+            raise StoreError(code="store.save", url=self.safe_url, detail=_describe(error)) from None
 
     async def get_nickname(self, user_key: str) -> str | None:
         """The nickname a person set, or None."""
@@ -363,7 +362,7 @@ class SqlStore:
                     select(nicknames_table.c.nickname).where(nicknames_table.c.user_key == user_key)
                 )).scalar()
         except SQLAlchemyError as error:
-            raise StoreError(t("store.read", url=self.safe_url, detail=_describe(error))) from None
+            raise StoreError(code="store.read", url=self.safe_url, detail=_describe(error)) from None
 
     async def set_nickname(self, user_key: str, nickname: str | None) -> None:
         """Keep a person's nickname (None forgets it)."""
@@ -375,7 +374,7 @@ class SqlStore:
                     await conn.execute(insert(nicknames_table).values(
                         user_key=user_key, nickname=nickname, updated_at=time.time()))
         except SQLAlchemyError as error:
-            raise StoreError(t("store.save", url=self.safe_url, detail=_describe(error))) from None
+            raise StoreError(code="store.save", url=self.safe_url, detail=_describe(error)) from None
 
 
 def _group_turns(rows: Sequence[Any]) -> list[Turn]:
