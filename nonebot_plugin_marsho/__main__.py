@@ -53,9 +53,9 @@ def _print_toolset(toolset: Any) -> None:
             print(f"    {problem}")
 
 
-def command_tools(plugin: Any) -> int:
+def command_tools(app: Any) -> int:
     """List and check every toolkit; non-zero when any failed to load."""
-    toolset = plugin.load_configured_toolset()
+    toolset = app.load_toolset()
     _print_toolset(toolset)
     errors = len(toolset.errors)
     print(f"{len(toolset.toolkits)} toolkits, {len(toolset.tools)} tools, {errors} errors, "
@@ -63,12 +63,12 @@ def command_tools(plugin: Any) -> int:
     return 1 if errors else 0
 
 
-async def command_call(plugin: Any, name: str, arguments: str) -> int:
+async def command_call(app: Any, name: str, arguments: str) -> int:
     """Run one tool exactly as a model's call would (as the bot's owner)."""
     from nonebot_plugin_marsho.tools import OWNER_CONTEXT, ToolCall, ToolRunner
 
-    config = plugin.plugin_config
-    toolset = plugin.load_configured_toolset()
+    config = app.config
+    toolset = app.load_toolset()
     for problem in toolset.errors:
         print(f"✗ {problem.toolkit}: {problem}", file=sys.stderr)
     runner = ToolRunner(toolset, timeout=config.marsho_tool_timeout,
@@ -82,7 +82,7 @@ async def command_call(plugin: Any, name: str, arguments: str) -> int:
     return 0 if result.ok else 1
 
 
-async def command_ask(plugin: Any, text: str) -> int:
+async def command_ask(app: Any, text: str) -> int:
     """One turn against the configured endpoint, showing each tool call and result."""
     from nonebot_plugin_marsho.chat.render import reply_text
     from nonebot_plugin_marsho.exceptions import MarshoError
@@ -95,18 +95,18 @@ async def command_ask(plugin: Any, text: str) -> int:
             print(f"← {call.name} [{result.status}, {result.seconds:.2f} s]: {result.content}",
                   flush=True)
 
-    await plugin.start_marsho()
+    await app.start()
     try:
-        engine = plugin.runtime.require_engine()
-        prompt = plugin.runtime.system_prompt(nickname=None, shared=False)  # with the time
+        engine = app.require_engine()
+        prompt = app.prompt.system(nickname=None, shared=False)  # with the time
         reply = await engine.chat("cli:local", text, OWNER_CONTEXT, system_prompt=prompt,
                                   progress=progress)
     except MarshoError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
     finally:
-        await plugin.stop_marsho()
-    print(reply_text(reply, engine.max_tool_rounds))
+        await app.stop()
+    print(reply_text(app.texts, reply, engine.max_tool_rounds))
     return 0
 
 
@@ -124,12 +124,12 @@ def main(argv: list[str] | None = None) -> int:
     ask = commands.add_parser("ask", help="ask once, printing each tool call as it happens")
     ask.add_argument("text", help="the question")
     args = parser.parse_args(argv)
-    plugin = _load_plugin(args.verbose)
+    app = _load_plugin(args.verbose).marsho
     if args.command == "tools":
-        return command_tools(plugin)
+        return command_tools(app)
     if args.command == "call":
-        return asyncio.run(command_call(plugin, args.name, args.arguments))
-    return asyncio.run(command_ask(plugin, args.text))
+        return asyncio.run(command_call(app, args.name, args.arguments))
+    return asyncio.run(command_ask(app, args.text))
 
 
 if __name__ == "__main__":

@@ -297,7 +297,7 @@ class Config(BaseModel):
         return names
 
 
-def describe_validation_error(error: ValidationError) -> str:
+def describe_validation_error(error: ValidationError, language: str = "en") -> str:
     """Turn pydantic's error into lines naming each bad `.env` key and what is wrong."""
     lines = []
     for item in error.errors():
@@ -306,7 +306,7 @@ def describe_validation_error(error: ValidationError) -> str:
             lines.append(f"{str(item['loc'][0]).upper()}={item.get('input')!r}: {message}")
         else:  # a rule between settings: the message names them
             lines.append(message)
-    return i18n.t("config.invalid", problems="; ".join(lines))
+    return i18n.text(language, "config.invalid", problems="; ".join(lines))
 
 
 LEGACY_KEYS: dict[str, tuple[str, ...]] = {
@@ -348,18 +348,16 @@ def apply_legacy_keys(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     return data, notes
 
 
-def read_config() -> tuple[Config, str]:
-    """The plugin's settings from NoneBot's config; on a bad value, the defaults and the problem.
+def read_config() -> tuple[Config, str, list[str]]:
+    """The plugin's settings from NoneBot's config: (config, problem, notes). On a bad value, the
+    defaults and the problem (in MARSHO_LANG if that setting is fine); notes name the marshoai
+    keys read in place of ours.
 
     A bad `.env` value must not keep the bot from starting: the plugin loads with defaults
-    and answers every chat with what to fix (see matchers.py).
+    and answers every chat with what to fix (see chat/matchers.py).
     """
-    from nonebot import get_driver, get_plugin_config
+    from nonebot import get_plugin_config
 
-    try:
-        get_driver()
-    except ValueError:  # imported as a library, NoneBot not initialised: nothing to read
-        return Config(), ""
     try:
         config = get_plugin_config(Config)
         # marshoai's keys, from .env or the environment like ours, fill in the ones not set
@@ -370,13 +368,11 @@ def read_config() -> tuple[Config, str]:
     except ValidationError as error:
         # the complaint itself in the language asked for, if that setting is fine
         try:
-            i18n.set_language(get_plugin_config(_LanguageOnly).marsho_lang)
+            language = get_plugin_config(_LanguageOnly).marsho_lang
         except ValidationError:
-            pass
-        return Config(), describe_validation_error(error)
-    legacy_notes.extend(notes)
-    i18n.set_language(config.marsho_lang)
-    return config, ""
+            language = "zh-CN"
+        return Config(), describe_validation_error(error, language), []
+    return config, "", notes
 
 
 class _LanguageOnly(BaseModel):
@@ -391,9 +387,3 @@ class _LanguageOnly(BaseModel):
 _LegacyKeys = create_model(  # type: ignore[call-overload]
     "_LegacyKeys", **{name: (Any, None) for names in LEGACY_KEYS.values() for name in names}
 )
-
-
-legacy_notes: list[str] = []
-"""marshoai keys read in place of ours, logged once at startup."""
-
-plugin_config, config_error = read_config()

@@ -1,12 +1,14 @@
 """Every fixed text marsho says, in zh-CN (the default) and en, chosen by MARSHO_LANG.
 
-`t("key", name=...)` formats the text of the current language. Both catalogues hold the same
+`Texts(language)("key", name=...)` formats a text in that language (chat/ holds one, made from
+MARSHO_LANG); `text("en", key)` is what errors and logs use. Both catalogues hold the same
 keys with the same `{placeholders}` (tests/test_i18n.py checks it), so adding a language is
 adding one dict. Texts the model reads (tool errors, results) stay English: models read it best.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, Literal
 
 Language = Literal["zh-CN", "en"]
@@ -344,9 +346,6 @@ ZH: dict[str, str] = {
 
 CATALOGUES: dict[Language, dict[str, str]] = {"zh-CN": ZH, "en": EN}
 
-_language: Language = "zh-CN"
-
-
 def text(language: str, key: str, /, **params: Any) -> str:
     """The text `key` in `language` (English where that catalogue lacks it), formatted with
     `params`; KeyError for a key no catalogue has."""
@@ -356,24 +355,21 @@ def text(language: str, key: str, /, **params: Any) -> str:
     return found.format(**params) if params else found
 
 
-def set_language(language: Language) -> None:
-    """Choose the language of every later text (MARSHO_LANG, set when the config is read)."""
-    if language not in CATALOGUES:
-        raise ValueError(f"unknown language {language!r}; known: {', '.join(LANGUAGES)}")
-    global _language
-    _language = language
+class Texts:
+    """The texts of one language: `t("key", name=...)` formats the text `key`."""
 
+    def __init__(self, language: Language = "zh-CN") -> None:
+        if language not in CATALOGUES:
+            raise ValueError(f"unknown language {language!r}; known: {', '.join(LANGUAGES)}")
+        self.language: Language = language
 
-def language() -> Language:
-    """The language in use."""
-    return _language
+    def __call__(self, key: str, /, **params: Any) -> str:
+        return text(self.language, key, **params)
 
+    def weekday(self, index: int) -> str:
+        """Monday is 0, as in datetime.weekday()."""
+        return self("weekday").split("|")[index]
 
-def t(key: str, /, **params: Any) -> str:
-    """The text `key` in the current language, formatted with `params`."""
-    return text(_language, key, **params)
-
-
-def weekday(index: int) -> str:
-    """Monday is 0, as in datetime.weekday()."""
-    return t("weekday").split("|")[index]
+    def join(self, items: Iterable[str]) -> str:
+        """Items of a list in a sentence, with the language's separator."""
+        return self("list.separator").join(items)

@@ -7,10 +7,13 @@ only works once the plugin has been loaded by NoneBot.
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -32,7 +35,11 @@ def pytest_configure(config: pytest.Config) -> None:
     from nonebot.adapters.onebot.v11 import Adapter as OneBotV11Adapter
 
     FAKE.start()
+    # the tests' settings alone: not the developer's .env, nor MARSHO_* exported in the shell
+    for name in [n for n in os.environ if n.upper().startswith(("MARSHO", "MARSHOAI"))]:
+        del os.environ[name]
     nonebot.init(
+        _env_file=(str(DATA_DIR / "no-such.env"),),  # a str would read ./.env too
         driver="~fastapi",
         command_start={"/"},
         localstore_data_dir=str(DATA_DIR),
@@ -98,16 +105,33 @@ def fake() -> Iterator[FakeOpenAI]:
 
 
 @pytest.fixture
-async def plugin_engine():
-    """The plugin's running engine, with an empty history for this test."""
+def marsho():
+    """The bot the plugin assembled from the test settings above (the one handlers use)."""
+    from nonebot_plugin_marsho.chat.app import running
+
+    return running.get()
+
+
+@contextmanager
+def configured(**settings: Any) -> Iterator[Any]:
+    """Handlers use a bot with these settings (`marsho_at=True`...) until the block ends: its own
+    limits, cooldowns and prompt, sharing the running bot's engine and database."""
+    from nonebot_plugin_marsho.chat.app import running
+
+    with running.using(running.get().with_config(**settings)) as app:
+        yield app
+
+
+@pytest.fixture
+async def plugin_engine(marsho):
+    """The plugin's running engine, with an empty history (and nicknames) for this test."""
     from nonebot_plugin_marsho.agent.persona import Nicknames
-    from nonebot_plugin_marsho.chat.matchers import runtime
     from nonebot_plugin_marsho.store.sql import SqlStore
 
-    engine = runtime.require_engine()
-    saved, saved_nicknames = engine.history, runtime.nicknames
+    engine = marsho.require_engine()
+    saved, saved_nicknames = engine.history, marsho.nicknames
     engine.history = store = SqlStore("sqlite://")
-    runtime.nicknames = Nicknames(store)
+    marsho.nicknames = Nicknames(store)
     yield engine
-    engine.history, runtime.nicknames = saved, saved_nicknames
+    engine.history, marsho.nicknames = saved, saved_nicknames
     await store.close()

@@ -73,12 +73,11 @@ def test_read_config_applies_the_marshoai_keys(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setenv("MARSHOAI_DEFAULT_NAME", "neko")
     monkeypatch.setenv("MARSHOAI_AT", "true")
     monkeypatch.setenv("MARSHOAI_DEFAULT_MODEL", "m1")  # MARSHO_MODEL is set by the tests: it wins
-    monkeypatch.setattr(config_module, "legacy_notes", [])
-    config, error = config_module.read_config()
+    config, error, notes = config_module.read_config()
     assert error == ""
     assert config.marsho_name == "neko" and config.marsho_at is True
     assert config.marsho_model == "fake-model"
-    assert sorted(config_module.legacy_notes) == [
+    assert sorted(notes) == [
         "MARSHOAI_AT (from nonebot-plugin-marshoai) is read as MARSHO_AT; rename it in .env",
         "MARSHOAI_DEFAULT_NAME (from nonebot-plugin-marshoai) is read as MARSHO_NAME; rename it in .env",
     ]

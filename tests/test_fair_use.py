@@ -6,9 +6,9 @@ import pytest
 from nonebug import App
 
 from nonebot_plugin_marsho.chat import matchers
-from nonebot_plugin_marsho.chat.fairuse import RateLimiter, admitted, seconds_text
-from nonebot_plugin_marsho.config import plugin_config
-from tests.conftest import SUPERUSER_ID
+from nonebot_plugin_marsho.chat.fairuse import FairUse, RateLimiter, admitted, seconds_text
+from nonebot_plugin_marsho.i18n import Texts
+from tests.conftest import SUPERUSER_ID, configured
 from tests.fake_openai import FakeOpenAI, text
 from tests.onebot import group_message, onebot_bot, reply_call
 
@@ -33,13 +33,21 @@ def test_lists_deny_first_and_an_empty_allow_list_allows_all() -> None:
     assert not admitted("1", ["1"], ["1"])
     assert admitted("1", ["1", "2"], []) and not admitted("3", ["1", "2"], [])
     assert admitted(None, ["1"], [])  # a private chat has no group to check
-    assert seconds_text(0.2) == "1 s" and seconds_text(12.1) == "13 s"
+    assert seconds_text(Texts("en"), 0.2) == "1 s" and seconds_text(Texts("en"), 12.1) == "13 s"
+
+
+def test_one_check_counts_a_question_and_exempts_superusers() -> None:
+    fair_use = FairUse(user_limit=1, group_limit=5, window=60)
+    assert fair_use.charge("u", "g", superuser=False) == 0
+    assert 59 < fair_use.charge("u", "g", superuser=False) <= 60
+    assert fair_use.charge("u", "g", superuser=True) == 0  # a superuser is never held back
+    assert fair_use.charge("v", None, superuser=False) == 0  # a private chat counts the user only
 
 
 @pytest.fixture
-def limits(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(matchers, "user_limits", RateLimiter(2, 60))
-    monkeypatch.setattr(matchers, "group_limits", RateLimiter(3, 60))
+def limits():
+    with configured(marsho_user_rate_limit=2, marsho_group_rate_limit=3, marsho_rate_window=60) as marsho:
+        yield marsho
 
 
 async def test_a_user_asking_too_fast_is_told_when_to_try_again(
@@ -90,11 +98,16 @@ async def test_a_group_limit_counts_everyone_and_superusers_are_exempt(
     ],
 )
 async def test_allow_and_deny_lists(
-    app: App, fake: FakeOpenAI, plugin_engine, monkeypatch: pytest.MonkeyPatch,
-    setting: str, value: list[str], user: int, group: int, answered: bool,
+    app: App, fake: FakeOpenAI, plugin_engine, setting: str, value: list[str], user: int, group: int,
+    answered: bool,
 ) -> None:
-    monkeypatch.setattr(plugin_config, setting, value)
     fake.push(text("hello"))
+    with configured(**{setting: value}):
+        await _ask_in_group(app, user, group, answered)
+    assert len(fake.requests) == (1 if answered else 0)
+
+
+async def _ask_in_group(app: App, user: int, group: int, answered: bool) -> None:
     async with app.test_matcher(matchers.marsho) as ctx:
         bot = onebot_bot(ctx)
         event = group_message("marsho hi", user_id=user, group_id=group)
@@ -103,4 +116,3 @@ async def test_allow_and_deny_lists(
             ctx.should_call_api(*reply_call(event, "hello"), result={"message_id": 1})
         else:
             ctx.should_not_pass_rule()
-    assert len(fake.requests) == (1 if answered else 0)

@@ -74,13 +74,18 @@ class Conversation:
         self._pending: list[ToolCall] = []
         self._last_response = ""
 
+    default_llm: Callable[[], LLMClient] | None = None
+    """Where a Conversation made without `llm` gets its client: set by the plugin when NoneBot
+    loads it (the running bot's endpoint, from `.env`); None outside a bot."""
+
     @property
     def llm(self) -> LLMClient:
-        """The client given, else the running plugin's (the endpoint of `.env`)."""
+        """The client given, else the running bot's (the endpoint of `.env`)."""
         if self._llm is None:
-            from ..chat.matchers import runtime  # only when running inside the bot
-
-            self._llm = runtime.require_engine().llm
+            if Conversation.default_llm is None:
+                raise MarshoError("this Conversation has no endpoint: pass Conversation(llm=LLMClient(...)), "
+                                  "or use it inside a bot that loaded nonebot_plugin_marsho")
+            self._llm = Conversation.default_llm()
         return self._llm
 
     def set_tools(self, tools: Toolbox | Toolset | Iterable[ToolSpec]) -> None:

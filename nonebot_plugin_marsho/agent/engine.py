@@ -16,7 +16,7 @@ from ..tools.model import ToolCall, ToolContext, ToolResult, Toolset
 from ..tools.runner import ToolRunner
 from .budget import fit_current, fit_history
 from .llm import LLMClient
-from .tokens import TokenCounter
+from .tokens import TokenCounter, load_counter
 
 
 @dataclass(frozen=True)
@@ -46,6 +46,9 @@ beside the calls, so a slow chat send never delays the tools, and is given at mo
 ANNOUNCE_GRACE seconds after them before it is dropped."""
 
 ANNOUNCE_GRACE = 2.0
+
+MODEL_SETTING = "model"
+"""The model chosen with `marsho.model`, kept in the database across restarts."""
 
 
 @dataclass
@@ -227,6 +230,26 @@ class Engine:
                 logger.warning(f"marsho: session {key} used all {self.max_tool_rounds} tool "
                                "rounds (MARSHO_MAX_TOOL_ROUNDS)")
             return outcome.reply
+
+    async def restore_model(self) -> None:
+        """Use the model chosen with `marsho.model` before a restart, if any, and count its tokens."""
+        self.llm.model = await self.history.get_setting(MODEL_SETTING) or self.llm.model
+        self.counter = await load_counter(self.llm.model)
+
+    async def switch_model(self, name: str) -> str:
+        """Use `name` from now on, kept across restarts; returns the previous model."""
+        await self.history.set_setting(MODEL_SETTING, name)
+        counter = await load_counter(name)
+        previous, self.llm.model, self.counter = self.llm.model, name, counter
+        return previous
+
+    async def close(self) -> None:
+        """Close the endpoint's connections, the tool threads and the history."""
+        await self.llm.close()
+        self.runner.close()
+        close = getattr(self.history, "close", None)
+        if close is not None:
+            await close()
 
     async def reset(self, key: str) -> int:
         """Forget the session's history (after any turn that is running)."""

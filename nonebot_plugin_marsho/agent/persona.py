@@ -6,12 +6,13 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
 from zoneinfo import ZoneInfo
 
-from ..i18n import language, t, weekday
+from ..i18n import Language, Texts
 from ..store.session import History
-from .praises import Liked
+from .praises import Liked, PraisesFile
 
 NICKNAME_FORBIDDEN = set("@[]<>{}\r\n\t:：\"「」『』【】")
 """Characters a nickname cannot hold: no mentions, no CQ-code or markup brackets, one line, no
@@ -19,9 +20,13 @@ colon (a nickname names the speaker, `Alice: ...`, so it must not fake a second 
 quotes (it is quoted in the system prompt)."""
 
 
-def base_prompt(persona: str | None, additional: str = "", likes: list[Liked] | None = None) -> str:
-    """The unchanging part of the system prompt: the persona (Marsho's own in MARSHO_LANG when
+def base_prompt(
+    persona: str | None, additional: str = "", likes: list[Liked] | None = None, *,
+    language: Language = "zh-CN",
+) -> str:
+    """The unchanging part of the system prompt: the persona (Marsho's own in `language` when
     `persona` is None; "" for none), the additional prompt, and the people Marsho likes."""
+    t = Texts(language)
     parts = [t("persona") if persona is None else persona.strip(), additional.strip()]
     if likes:
         lines = [t("prompt.likes")]
@@ -30,11 +35,12 @@ def base_prompt(persona: str | None, additional: str = "", likes: list[Liked] | 
     return "\n\n".join(part for part in parts if part)
 
 
-def time_line(now: datetime) -> str:
+def time_line(now: datetime, language: Language = "zh-CN") -> str:
     """The date and time (to the minute), weekday and zone; the lunar date in Chinese."""
-    line = t("prompt.time", now=now.strftime("%Y-%m-%d %H:%M"), weekday=weekday(now.weekday()),
+    t = Texts(language)
+    line = t("prompt.time", now=now.strftime("%Y-%m-%d %H:%M"), weekday=t.weekday(now.weekday()),
              zone=zone_name(now))
-    if language() == "zh-CN":
+    if language == "zh-CN":
         lunar = lunar_date(now)
         if lunar:
             line += t("prompt.lunar", lunar=lunar)
@@ -79,16 +85,44 @@ def turn_prompt(
     now: datetime | None = None,
     nickname: str | None = None,
     shared: bool = False,
+    language: Language = "zh-CN",
 ) -> str:
     """The system prompt of one turn: the base, then the time, who speaks, how to call them."""
+    t = Texts(language)
     parts = [base]
     if now is not None:
-        parts.append(time_line(now))
+        parts.append(time_line(now, language))
     if shared:
         parts.append(t("prompt.speaker_names"))
     elif nickname:
         parts.append(t("prompt.nickname", nickname=nickname))
     return "\n\n".join(part for part in parts if part)
+
+
+@dataclass
+class Prompt:
+    """The one place the system prompt is built, for questions and pokes alike: the persona,
+    the additional prompt and the people Marsho likes (read again when praises.json changes),
+    then each turn's time and who is speaking."""
+
+    persona: str | None = None
+    """MARSHO_SYSTEM_PROMPT: None for Marsho's own in `language`, "" for none."""
+    additional: str = ""
+    praises: PraisesFile | None = None
+    language: Language = "zh-CN"
+    time_prompt: bool = True
+    now: Callable[[], datetime] = field(default_factory=lambda: clock())
+    """The clock of the time line (MARSHO_TIMEZONE; tests give their own)."""
+
+    def base(self) -> str:
+        """The part that is the same for every turn."""
+        likes = self.praises.people() if self.praises else []
+        return base_prompt(self.persona, self.additional, likes, language=self.language)
+
+    def system(self, *, nickname: str | None = None, shared: bool = False) -> str:
+        """This turn's system prompt."""
+        return turn_prompt(self.base(), now=self.now() if self.time_prompt else None, nickname=nickname,
+                           shared=shared, language=self.language)
 
 
 def clock(timezone: str = "") -> Callable[[], datetime]:

@@ -13,7 +13,7 @@ from nonebot.adapters import Bot, Event
 from nonebot.log import logger
 from nonebot_plugin_alconna.uniseg import Image, Reply, UniMessage
 
-from ..i18n import t
+from ..i18n import Texts
 from .media import MediaError, data_url, download_image, sniff_image
 
 
@@ -111,6 +111,7 @@ async def read_question(
     model: str,
     limits: Limits,
     marsho_name: str,
+    t: Texts,
     speaker: str = "",
 ) -> Question:
     """The user's message for the model: `speaker` ("Alice", in shared chats: every message

@@ -6,36 +6,30 @@ import json
 import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass
 from typing import Any
 
-import nonebot_plugin_localstore as localstore
 from nonebot import get_driver, on_message
 from nonebot.adapters import Bot, Event
 from nonebot.log import logger
+from nonebot.params import Depends
 from nonebot.permission import SuperUser
 from nonebot.rule import Rule
 from nonebot.typing import T_State
 from nonebot_plugin_alconna.uniseg import Image, Text, UniMessage
 
 from ..agent.engine import Engine, Reply
-from ..agent.persona import Nicknames, base_prompt, check_nickname, clock, turn_prompt
-from ..agent.praises import PraisesFile
-from ..agent.tokens import load_counter
-from ..config import config_error, plugin_config
+from ..agent.persona import check_nickname
 from ..exceptions import EndpointError, MarshoError, NotReadyError, StoreError
-from ..i18n import t
 from ..store.session import session_key
 from ..tools.model import Role, ToolCall, ToolContext
-from .fairuse import RateLimiter, admitted, seconds_text
+from .app import Marsho, current_app
+from .fairuse import seconds_text
 from .incoming import Limits, read_question, sees_pictures, text_only
 from .outgoing import Delivery, send_answer, send_progress, send_reasoning
 from .render import calls_text, error_text, history_text, reply_text, tools_text, usage_text
 
 COMMANDS = ("help", "reset", "tools", "calls", "history", "export", "model", "nickname")
-MODEL_SETTING = "model"
-"""The model chosen with `marsho.model`, kept in the database across restarts."""
 MAX_EXPORT_CHARS = 3000
 _is_superuser = SuperUser()
 STATE_KEY = "marsho_request"
@@ -47,37 +41,6 @@ class Request:
 
     command: str
     text: str
-
-
-@dataclass
-class Runtime:
-    """The engine built at startup, or why there is none."""
-
-    engine: Engine | None = None
-    problem: str = field(default_factory=lambda: t("problem.starting"))
-    mcp: Any = None
-    """The McpManager when MCP servers are configured."""
-    nicknames: Nicknames | None = None
-    praises: PraisesFile | None = None
-    now: Callable[[], datetime] = field(default_factory=lambda: clock(plugin_config.marsho_timezone))
-    """The clock of the time prompt (tests set their own)."""
-
-    def system_prompt(self, *, nickname: str | None, shared: bool) -> str:
-        """This turn's system prompt: persona, additional prompt, liked people, time, nickname."""
-        config = plugin_config
-        likes = self.praises.people() if self.praises else []
-        base = base_prompt(config.marsho_system_prompt, config.marsho_additional_prompt, likes)
-        now = self.now() if config.marsho_time_prompt else None
-        return turn_prompt(base, now=now, nickname=nickname, shared=shared)
-
-    def require_engine(self) -> Engine:
-        """The engine, or NotReadyError saying what to fix."""
-        if self.engine is None:
-            raise NotReadyError(self.problem)
-        return self.engine
-
-
-runtime = Runtime()
 
 
 def parse_request(text: str, names: list[str], command_starts: set[str]) -> Request | None:
@@ -112,34 +75,36 @@ def _ids(event: Event) -> tuple[str | None, str]:
     return (str(group_id) if group_id is not None else None), user_id
 
 
-async def asker_role(bot: Bot, event: Event, group_id: str | None) -> Role:
-    """Superuser (SUPERUSERS), else the sender's role in the group, else a plain member."""
+async def is_superuser(bot: Bot, event: Event) -> bool:
+    """Whether the sender is in SUPERUSERS."""
     # nonebot's own check, called bare: the SUPERUSER Permission wrapper runs it in an anyio
     # task group, about a tenth of the bot's CPU per message under load
-    if await _is_superuser(bot, event):
+    return await _is_superuser(bot, event)
+
+
+async def asker_role(bot: Bot, event: Event, group_id: str | None) -> Role:
+    """Superuser (SUPERUSERS), else the sender's role in the group, else a plain member."""
+    if await is_superuser(bot, event):
         return "superuser"
     role = getattr(getattr(event, "sender", None), "role", None) if group_id else None
     return role if role in ("owner", "admin") else "member"
 
 
-async def admitted_here(bot: Bot, event: Event) -> bool:
+async def admitted_here(app: Marsho, bot: Bot, event: Event) -> bool:
     """Allow- and deny-lists of groups and users (superusers are always admitted)."""
     group_id, user_id = _ids(event)
-    config = plugin_config
-    if not admitted(group_id, config.marsho_allowed_groups, config.marsho_denied_groups):
-        return False
-    if admitted(user_id, config.marsho_allowed_users, config.marsho_denied_users):
+    if app.fair_use.admits(group_id, user_id, superuser=False):
         return True
-    return await _is_superuser(bot, event)
+    return app.fair_use.admits(group_id, user_id, superuser=True) and await is_superuser(bot, event)
 
 
-async def _is_for_marsho(bot: Bot, event: Event, state: T_State) -> bool:
-    if event.get_type() != "message" or not await admitted_here(bot, event):
+async def _is_for_marsho(bot: Bot, event: Event, state: T_State, app: Marsho = Depends(current_app)) -> bool:
+    if event.get_type() != "message" or not await admitted_here(app, bot, event):
         return False
-    request = parse_request(
-        event.get_plaintext(), plugin_config.trigger_names, set(get_driver().config.command_start)
-    )
-    if request is None and plugin_config.marsho_at and _ids(event)[0] and event.is_tome():
+    config = app.config
+    starts = set(get_driver().config.command_start)
+    request = parse_request(event.get_plaintext(), config.trigger_names, starts)
+    if request is None and config.marsho_at and _ids(event)[0] and event.is_tome():
         request = Request("chat", event.get_plaintext().strip())
     if request is None:
         return False
@@ -150,18 +115,6 @@ async def _is_for_marsho(bot: Bot, event: Event, state: T_State) -> bool:
 marsho = on_message(rule=Rule(_is_for_marsho), priority=10, block=True)
 
 
-def delivery() -> Delivery:
-    """How answers go out, from the settings."""
-    config = plugin_config
-    return Delivery(
-        long_answer=config.marsho_long_answer, split_chars=config.marsho_split_chars,
-        max_split_messages=config.marsho_max_split_messages, render_latex=config.marsho_render_latex,
-        render_inline_latex=config.marsho_render_inline_latex,
-        render_images=config.marsho_render_markdown_images, image_max_bytes=config.marsho_image_max_bytes,
-        image_timeout=config.marsho_image_timeout, name=config.marsho_name,
-    )
-
-
 async def _send(text: str, images: Sequence[bytes] = ()) -> None:
     # charts and other pictures the tools made go after the text
     message: UniMessage[Text | Image] = UniMessage([Text(text), *(Image(raw=i) for i in images)])
@@ -169,25 +122,6 @@ async def _send(text: str, images: Sequence[bytes] = ()) -> None:
         await message.send(reply_to=True)
     except Exception as error:  # a failed send is logged; the turn is already stored
         logger.opt(exception=error).error(f"marsho: could not send the reply: {error}")
-
-
-user_limits = RateLimiter(plugin_config.marsho_user_rate_limit, plugin_config.marsho_rate_window)
-group_limits = RateLimiter(plugin_config.marsho_group_rate_limit, plugin_config.marsho_rate_window)
-
-
-def _rate_limited(user_id: str, group_id: str | None, role: Role) -> float:
-    """Seconds to wait before this question is allowed (0: go on, and it is counted)."""
-    if role == "superuser":
-        return 0.0
-    wait = user_limits.wait(user_id)
-    if group_id:
-        wait = max(wait, group_limits.wait(group_id))
-    if wait:
-        return wait
-    user_limits.take(user_id)
-    if group_id:
-        group_limits.take(group_id)
-    return 0.0
 
 
 def _speaker(event: Event, user_id: str, nickname: str | None = None) -> str:
@@ -202,11 +136,11 @@ def user_key(bot: Bot, user_id: str) -> str:
     return f"{bot.adapter.get_name()}:{user_id}"
 
 
-async def nickname_command(bot: Bot, user_id: str, text: str) -> str:
+async def nickname_command(app: Marsho, bot: Bot, user_id: str, text: str) -> str:
     """`marsho.nickname`: show, set, or (`reset`) forget the asker's nickname."""
-    nicknames = runtime.nicknames
+    nicknames, t, config = app.nicknames, app.texts, app.config
     assert nicknames is not None
-    name, key = plugin_config.marsho_name, user_key(bot, user_id)
+    name, key = config.marsho_name, user_key(bot, user_id)
     if not text:
         current = await nicknames.get(key)
         return t("nickname.show", nickname=current, name=name) if current else t("nickname.unset", name=name)
@@ -214,61 +148,62 @@ async def nickname_command(bot: Bot, user_id: str, text: str) -> str:
         await nicknames.set(key, None)
         return t("nickname.cleared")
     try:
-        nickname = check_nickname(text, plugin_config.marsho_nickname_limit, plugin_config.trigger_names)
+        nickname = check_nickname(text, config.marsho_nickname_limit, config.trigger_names)
     except ValueError as error:
-        return t(str(error), limit=plugin_config.marsho_nickname_limit)
+        return t(str(error), limit=config.marsho_nickname_limit)
     await nicknames.set(key, nickname)
     return t("nickname.set", nickname=nickname)
 
 
-async def _command(engine: Engine, request: Request, key: str, role: Role, shared: bool) -> str:
+async def _command(app: Marsho, engine: Engine, request: Request, key: str, role: Role, shared: bool) -> str:
     """The reply to a `marsho.<command>`."""
+    t = app.texts
     if request.command == "reset":
         if shared and role == "member":
             return t("reset.shared")
         dropped = await engine.reset(key)
         return t("reset.done", turns=dropped) if dropped else t("reset.empty")
     if request.command == "tools":
-        return tools_text(engine.toolset, runtime.mcp.status() if runtime.mcp else None)
+        return tools_text(t, engine.toolset, app.mcp.status() if app.mcp else None)
     if request.command == "calls":
-        return calls_text(await engine.last_calls(key))
+        return calls_text(t, await engine.last_calls(key))
     if request.command == "history":
         turns, messages, tokens = await engine.history.stats(key)
-        return history_text(turns, messages, tokens, engine.max_tokens, engine.counter.name)
+        return history_text(t, turns, messages, tokens, engine.max_tokens, engine.counter.name)
     if role != "superuser":
-        return t("command.superusers", command=f"{plugin_config.marsho_name}.{request.command}")
+        return t("command.superusers", command=f"{app.config.marsho_name}.{request.command}")
     if request.command == "export":
-        return await export_session(engine, key)
-    return await switch_model(engine, request.text)
+        return await export_session(app, engine, key)
+    return await switch_model(app, engine, request.text)
 
 
-async def export_session(engine: Engine, key: str) -> str:
+async def export_session(app: Marsho, engine: Engine, key: str) -> str:
     """Save the session as JSON in the data folder; the reply says where (and shows it if short)."""
     data = {"session": key, "messages": await engine.history.export(key)}
     text = json.dumps(data, ensure_ascii=False, indent=1)
-    folder = localstore.get_plugin_data_dir() / "exports"
+    folder = app.data_dir / "exports"
     folder.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S") + f"-{time.time_ns() % 10**9:09d}"
     path = folder / f"{re.sub(r'[^A-Za-z0-9_-]+', '_', key)}-{stamp}.json"
     path.write_text(text, encoding="utf-8")
+    t = app.texts
     shown = text if len(text) <= MAX_EXPORT_CHARS else t("export.too_long", chars=len(text))
     return t("export.done", count=len(data["messages"]), path=path, shown=shown)
 
 
-async def switch_model(engine: Engine, name: str) -> str:
+async def switch_model(app: Marsho, engine: Engine, name: str) -> str:
     """Show the model, or switch to another and keep the choice across restarts."""
+    t = app.texts
     if not name:
         return t("model.show", model=engine.llm.model, url=engine.llm.base_url)
     if not re.fullmatch(r"[\w.:/@+-]{1,128}", name):
         return t("model.bad_name", name=name)
-    await engine.history.set_setting(MODEL_SETTING, name)
-    previous, engine.llm.model = engine.llm.model, name
-    engine.counter = await load_counter(name)
+    previous = await engine.switch_model(name)
     return t("model.switched", previous=previous, model=name)
 
 
-def _announcer(how: Delivery) -> Callable[[list[ToolCall]], Any] | None:
-    if not plugin_config.marsho_tool_progress:
+def _announcer(app: Marsho, how: Delivery) -> Callable[[list[ToolCall]], Any] | None:
+    if not app.config.marsho_tool_progress:
         return None
 
     async def announce(calls: list[ToolCall]) -> None:
@@ -277,50 +212,50 @@ def _announcer(how: Delivery) -> Callable[[list[ToolCall]], Any] | None:
 
 
 @marsho.handle()
-async def handle_request(bot: Bot, event: Event, state: T_State) -> None:
+async def handle_request(bot: Bot, event: Event, state: T_State, app: Marsho = Depends(current_app)) -> None:
     """Answer one request: a command or a question for the model."""
     request: Request = state[STATE_KEY]
-    if config_error:
-        await _send(t("config.broken", error=config_error))
+    config, t = app.config, app.texts
+    if app.config_error:
+        await _send(t("config.broken", error=app.config_error))
         return
-    names = plugin_config.trigger_names
     has_more = request.text or not text_only(event)
     if request.command == "help" or (request.command == "chat" and not has_more):
-        await _send(usage_text(names, plugin_config.marsho_at))
+        await _send(usage_text(t, config.trigger_names, config.marsho_at))
         return
     try:
-        engine = runtime.require_engine()
+        engine = app.require_engine()
     except NotReadyError as error:
         await _send(str(error))
         return
     group_id, user_id = _ids(event)
-    scope = plugin_config.marsho_session_scope
+    scope = config.marsho_session_scope
     key = session_key(bot.adapter.get_name(), group_id=group_id, user_id=user_id, scope=scope)
     shared = bool(group_id) and scope == "group"
     role = await asker_role(bot, event, group_id)
     try:
         if request.command == "nickname":
-            await _send(await nickname_command(bot, user_id, request.text))
+            await _send(await nickname_command(app, bot, user_id, request.text))
             return
         if request.command != "chat":
-            await _send(await _command(engine, request, key, role, shared))
+            await _send(await _command(app, engine, request, key, role, shared))
             return
-        wait = _rate_limited(user_id, group_id, role)
+        wait = app.fair_use.charge(user_id, group_id, superuser=role == "superuser")
         if wait:
-            await _send(t("rate.limited", wait=seconds_text(wait)))
+            await _send(t("rate.limited", wait=seconds_text(t, wait)))
             return
-        reply, tips = await _chat(bot, event, engine, request, key, shared=shared, role=role)
+        reply, tips = await _chat(app, bot, event, engine, request, key, shared=shared, role=role)
     except EndpointError as error:
         logger.warning(f"marsho: session {key}: {error}")
-        await _send(t("error.endpoint", error=error_text(error)))
+        await _send(t("error.endpoint", error=error_text(t, error)))
         return
     except StoreError as error:
         logger.error(f"marsho: session {key}: {error}")
-        await _send(t("error.database", error=error_text(error)))
+        await _send(t("error.database", error=error_text(t, error)))
         return
     except MarshoError as error:  # a problem we can name (the token budget...)
         logger.warning(f"marsho: session {key}: {error}")
-        await _send(t("error.named", error=error_text(error)))
+        await _send(t("error.named", error=error_text(t, error)))
         return
     except Exception as error:
         logger.opt(exception=error).error(f"marsho: session {key}: {request.command} failed")
@@ -329,26 +264,27 @@ async def handle_request(bot: Bot, event: Event, state: T_State) -> None:
     if reply is None:  # nothing to ask (a picture for a model that cannot see): the tip says so
         await _send("\n".join(tips))
         return
-    how = delivery()
-    if plugin_config.marsho_send_reasoning and reply.reasoning:
+    how = app.delivery()
+    if config.marsho_send_reasoning and reply.reasoning:
         await send_reasoning(bot, reply.reasoning, how)
+    answer = reply_text(t, reply, engine.max_tool_rounds)
     if reply.save_error is not None:  # answered, but not saved: still worth sending
         logger.error(f"marsho: session {key}: {reply.save_error}")
-        unsaved = t("error.unsaved", error=error_text(reply.save_error))
-        text = f"{reply_text(reply, engine.max_tool_rounds)}\n{unsaved}"
+        text = f"{answer}\n" + t("error.unsaved", error=error_text(t, reply.save_error))
     else:
-        text = "\n\n".join([reply_text(reply, engine.max_tool_rounds), *tips])
+        text = "\n\n".join([answer, *tips])
     await send_answer(bot, text, reply.images, how)
 
 
 async def _chat(
-    bot: Bot, event: Event, engine: Engine, request: Request, key: str, *, shared: bool, role: Role
+    app: Marsho, bot: Bot, event: Event, engine: Engine, request: Request, key: str, *, shared: bool,
+    role: Role,
 ) -> tuple[Reply | None, list[str]]:
     """Ask the model: the question with its quote and pictures, this turn's system prompt; the
     reply (None when there is nothing to ask) and tips for the asker."""
-    config = plugin_config
+    config, t = app.config, app.texts
     group_id, user_id = _ids(event)
-    nickname = await runtime.nicknames.get(user_key(bot, user_id)) if runtime.nicknames else None
+    nickname = await app.nicknames.get(user_key(bot, user_id)) if app.nicknames else None
     model = engine.llm.model
     vision = sees_pictures(model, config.marsho_vision_models)
     question = await read_question(
@@ -360,12 +296,13 @@ async def _chat(
         limits=Limits(config.marsho_max_images, config.marsho_image_max_bytes, config.marsho_image_timeout,
                       config.marsho_image_allow_private),
         marsho_name=config.marsho_name,
+        t=t,
     )
     if not request.text and not question.has_pictures and not question.quoted_text:
         # nothing to ask: a picture the model cannot have (it cannot see, or the download
         # failed, or pictures are off: the tips say which), or a sticker
         if not question.images_seen:
-            return None, [usage_text(plugin_config.trigger_names, plugin_config.marsho_at)]
+            return None, [usage_text(t, config.trigger_names, config.marsho_at)]
         if vision and question.tips:
             return None, question.tips
         return None, [t("tip.image_only", model=model)]
@@ -373,7 +310,7 @@ async def _chat(
                           bot=bot, event=event)
     reply = await engine.chat(
         key, question.content(), context,
-        system_prompt=runtime.system_prompt(nickname=nickname, shared=shared),
-        announce=_announcer(delivery()),
+        system_prompt=app.prompt.system(nickname=nickname, shared=shared),
+        announce=_announcer(app, app.delivery()),
     )
     return reply, question.tips

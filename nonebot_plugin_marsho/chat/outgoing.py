@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from nonebot.adapters import Bot
@@ -14,7 +14,7 @@ from nonebot.exception import ActionFailed
 from nonebot.log import logger
 from nonebot_plugin_alconna.uniseg import CustomNode, Image, Reference, Segment, Text, UniMessage
 
-from ..i18n import t
+from ..i18n import Texts
 from .media import MediaError, download_image
 from .richtext import FormulaPart, ImageLinkPart, TextPart, find_rich, render_formula, split_paragraphs
 
@@ -38,6 +38,8 @@ class Delivery:
     image_max_bytes: int = 5_000_000
     image_timeout: float = 10.0
     name: str = "marsho"
+    texts: Texts = field(default_factory=Texts)
+    """The language of what is said around the answer (MARSHO_LANG)."""
 
 
 async def _send(message: UniMessage[Segment], *, reply: bool) -> bool | None:
@@ -127,7 +129,7 @@ async def send_reasoning(bot: Bot, reasoning: str, delivery: Delivery) -> None:
     if not reasoning:
         return
     chunks = split_paragraphs(reasoning, REASONING_NODE_CHARS)
-    title = f"{delivery.name}: {t('reply.reasoning_title')}"
+    title = f"{delivery.name}: {delivery.texts('reply.reasoning_title')}"
     if await _send(_forward(bot, title, [[Text(c)] for c in chunks]), reply=False) is not True:
         logger.warning("marsho: the reasoning was not sent (MARSHO_SEND_REASONING)")
 
@@ -155,5 +157,6 @@ async def send_answer(bot: Bot, text: str, images: Sequence[bytes], delivery: De
 async def send_progress(tool_names: Sequence[str], delivery: Delivery) -> None:
     """"marsho is using weather__forecast …", once per round of tool calls."""
     shown = list(dict.fromkeys(tool_names))
-    names = t("list.separator").join(shown)
-    await _send(UniMessage([Text(t("progress.using", name=delivery.name, tools=names))]), reply=False)
+    names = delivery.texts.join(shown)
+    said = delivery.texts("progress.using", name=delivery.name, tools=names)
+    await _send(UniMessage([Text(said)]), reply=False)

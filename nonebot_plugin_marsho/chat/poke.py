@@ -3,74 +3,47 @@ MARSHO_POKE_COOLDOWN seconds per person and chat; pokes in between are ignored q
 
 from __future__ import annotations
 
-import time
-
 from nonebot import on_notice
 from nonebot.adapters import Bot, Event
 from nonebot.adapters.onebot.v11 import PokeNotifyEvent
 from nonebot.log import logger
+from nonebot.params import Depends
 from nonebot.rule import Rule
 from nonebot_plugin_alconna.uniseg import At, Segment, Text, UniMessage
 
-from ..config import config_error, plugin_config
 from ..exceptions import MarshoError
-from ..i18n import t
-from . import matchers
-from .matchers import admitted_here, runtime, user_key
+from .app import Marsho, current_app
+from .matchers import admitted_here, is_superuser, user_key
 
 MAX_POKE_CHARS = 200
 """A poke answer longer than this is cut (the model was asked for one short line)."""
 
 
-class Cooldown:
-    """When each (chat, person) may be answered again."""
-
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-        self._next: dict[tuple[str, str], float] = {}
-
-    def clear(self) -> None:
-        """Forget every cooldown."""
-        self._next.clear()
-
-    def ready(self, chat: str, user: str) -> bool:
-        """True (and the cooldown starts) if this person's poke in this chat may be answered."""
-        now = time.monotonic()
-        if len(self._next) > 10_000:  # forget the ones long over
-            self._next = {k: v for k, v in self._next.items() if v > now}
-        if self._next.get((chat, user), 0.0) > now:
-            return False
-        self._next[(chat, user)] = now + self.seconds
-        return True
-
-
-cooldown = Cooldown(plugin_config.marsho_poke_cooldown)
-
-
-async def _poked_me(bot: Bot, event: Event) -> bool:
+async def _poked_me(bot: Bot, event: Event, app: Marsho = Depends(current_app)) -> bool:
     return (
         isinstance(event, PokeNotifyEvent)
-        and plugin_config.marsho_poke != "off"
-        and not config_error
+        and app.config.marsho_poke != "off"
+        and not app.config_error
         and str(event.target_id) == str(bot.self_id)
         and str(event.user_id) != str(bot.self_id)
-        and await admitted_here(bot, event)
+        and await admitted_here(app, bot, event)
     )
 
 
 poke = on_notice(rule=Rule(_poked_me), priority=10, block=True)
 
 
-async def poke_line(who: str, *, thrifty: bool = False) -> str:
+async def poke_line(app: Marsho, who: str, *, thrifty: bool = False) -> str:
     """One in-character line from the model (no tools, no history, nothing stored), or the
     fixed line when the model is not asked, not ready, or fails; `thrifty`: the poker or the
     group is over its question rate limit, so the model is not asked."""
-    fallback = t("poke.fallback", name=plugin_config.marsho_name)
-    engine = runtime.engine
-    if plugin_config.marsho_poke != "model" or engine is None or thrifty:
+    t = app.texts
+    fallback = t("poke.fallback", name=app.config.marsho_name)
+    engine = app.engine
+    if app.config.marsho_poke != "model" or engine is None or thrifty:
         return fallback
     messages = [
-        {"role": "system", "content": runtime.system_prompt(nickname=None, shared=False)},
+        {"role": "system", "content": app.prompt.system(nickname=None, shared=False)},
         {"role": "user", "content": t("poke.prompt", who=who)},
     ]
     try:
@@ -85,26 +58,25 @@ async def poke_line(who: str, *, thrifty: bool = False) -> str:
 
 
 @poke.handle()
-async def handle_poke(bot: Bot, event: PokeNotifyEvent) -> None:
+async def handle_poke(bot: Bot, event: PokeNotifyEvent, app: Marsho = Depends(current_app)) -> None:
     user = str(event.user_id)
     # keyed by bot too: two bot accounts in one group each answer their own pokes
     chat = f"{bot.self_id}:group:{event.group_id}" if event.group_id else f"{bot.self_id}:private:{user}"
-    if not cooldown.ready(chat, user):
+    if not app.poke_cooldown.ready(chat, user):
         return
-    # a poke the model answers costs like a question: it counts against the rate limits, and
-    # one over them gets the fixed line, so poking is no way around the limits' cost
+    # a poke the model answers costs like a question: it counts against the rate limits (the
+    # same check, superusers exempt), and one over them gets the fixed line, so poking is no way
+    # around the limits' cost
     group = str(event.group_id) if event.group_id else None
-    over = matchers.user_limits.wait(user) > 0 or bool(group and matchers.group_limits.wait(group))
-    if not over and plugin_config.marsho_poke == "model":
-        matchers.user_limits.take(user)
-        if group:
-            matchers.group_limits.take(group)
+    over = False
+    if app.config.marsho_poke == "model":
+        over = app.fair_use.charge(user, group, superuser=await is_superuser(bot, event)) > 0
     try:
-        nickname = await runtime.nicknames.get(user_key(bot, user)) if runtime.nicknames else None
+        nickname = await app.nicknames.get(user_key(bot, user)) if app.nicknames else None
     except MarshoError as error:  # the database is down: poke back all the same
         logger.warning(f"marsho: poke: {error}")
         nickname = None
-    line = await poke_line(nickname or t("poke.someone"), thrifty=over)
+    line = await poke_line(app, nickname or app.texts("poke.someone"), thrifty=over)
     segments: list[Segment] = [At("user", user), Text(" " + line)] if event.group_id else [Text(line)]
     try:
         await UniMessage(segments).send()

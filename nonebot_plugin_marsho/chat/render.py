@@ -8,14 +8,14 @@ from typing import Any
 
 from ..agent.engine import Reply
 from ..exceptions import MarshoError, join_hint
-from ..i18n import t
+from ..i18n import Texts
 from ..tools.model import Toolset
 
 MAX_CALLS_RESULT_CHARS = 500
 """Characters of each tool result shown by `marsho.calls`; the full text stays in history."""
 
 
-def reply_text(reply: Reply, max_tool_rounds: int) -> str:
+def reply_text(t: Texts, reply: Reply, max_tool_rounds: int) -> str:
     """The text to send for a finished turn."""
     text = reply.text.strip()  # reasoning was already taken out (llm.split_reasoning)
     if text:
@@ -25,10 +25,10 @@ def reply_text(reply: Reply, max_tool_rounds: int) -> str:
     return t("reply.empty")
 
 
-def usage_text(names: list[str], at_enabled: bool) -> str:
+def usage_text(t: Texts, names: list[str], at_enabled: bool) -> str:
     """What `marsho` alone and `marsho.help` answer."""
     name = names[0]
-    lines = [t("usage.ask", name=name), t("usage.triggers", names=t("list.separator").join(names))]
+    lines = [t("usage.ask", name=name), t("usage.triggers", names=t.join(names))]
     if at_enabled:
         lines.append(t("usage.at"))
     lines.append(t("usage.quote"))
@@ -37,7 +37,7 @@ def usage_text(names: list[str], at_enabled: bool) -> str:
     return "\n".join(lines)
 
 
-def tools_text(toolset: Toolset, mcp_status: dict[str, str] | None = None) -> str:
+def tools_text(t: Texts, toolset: Toolset, mcp_status: dict[str, str] | None = None) -> str:
     """What `marsho.tools` answers: loaded toolkits and tools, MCP servers' states, then every
     toolkit that failed."""
     lines: list[str] = []
@@ -54,9 +54,9 @@ def tools_text(toolset: Toolset, mcp_status: dict[str, str] | None = None) -> st
     if mcp_status:
         lines.append(t("tools.mcp", servers="; ".join(f"{n}: {state}" for n, state in mcp_status.items())))
     if toolset.available:
-        lines.append(t("tools.available", names=t("list.separator").join(toolset.available)))
+        lines.append(t("tools.available", names=t.join(toolset.available)))
     if toolset.disabled:
-        lines.append(t("tools.disabled", names=t("list.separator").join(toolset.disabled)))
+        lines.append(t("tools.disabled", names=t.join(toolset.disabled)))
     failed = toolset.failed_toolkits()
     if failed:
         lines.append(t("tools.failed", count=len(failed)))
@@ -68,7 +68,7 @@ def tools_text(toolset: Toolset, mcp_status: dict[str, str] | None = None) -> st
     return "\n".join(lines)
 
 
-def calls_text(calls: list[dict[str, Any]]) -> str:
+def calls_text(t: Texts, calls: list[dict[str, Any]]) -> str:
     """What `marsho.calls` answers: seed 001's JSON array, each call with its result."""
     if not calls:
         return t("calls.none")
@@ -81,7 +81,7 @@ def calls_text(calls: list[dict[str, Any]]) -> str:
     return json.dumps(shown, ensure_ascii=False, indent=1)
 
 
-def history_text(turns: int, messages: int, tokens: int, budget: int, counting: str) -> str:
+def history_text(t: Texts, turns: int, messages: int, tokens: int, budget: int, counting: str) -> str:
     """What `marsho.history` answers."""
     if not turns:
         return t("history.empty")
@@ -89,7 +89,7 @@ def history_text(turns: int, messages: int, tokens: int, budget: int, counting: 
              budget=budget)
 
 
-def error_text(error: MarshoError) -> str:
+def error_text(t: Texts, error: MarshoError) -> str:
     """An error as the people in the chat read it: in their language, with its hint."""
     if not error.code:
         return str(error)

@@ -1,0 +1,297 @@
+"""The running bot: one object assembled at startup from the config (engine, fair use, poke
+cooldowns, nicknames, the prompt, MCP servers, web services) and handed to every handler, torn
+down at shutdown. Tests build their own with `Marsho.from_config(...)` and `using(app)`."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from nonebot.log import logger
+from pydantic import GetCoreSchemaHandler
+from pydantic_core import CoreSchema, core_schema
+
+from ..agent.engine import Engine
+from ..agent.llm import LLMClient
+from ..agent.persona import Nicknames, Prompt, clock
+from ..agent.praises import PraisesFile
+from ..config import Config
+from ..exceptions import NotReadyError, StoreError
+from ..i18n import Texts
+from ..store.sql import SqlStore
+from ..tools import BUILTIN_TOOLSET, LoadProblem, ToolRunner, Toolset, ToolsetSource, load_toolset
+from ..tools.webservices import load_webservices
+from .fairuse import Cooldown, FairUse
+from .outgoing import Delivery
+from .render import error_text
+
+if TYPE_CHECKING:
+    from ..tools.mcp import McpManager
+
+
+@dataclass
+class Marsho:
+    """Everything the handlers use, built from one Config; nothing else in the plugin holds state."""
+
+    config: Config
+    data_dir: Path
+    """The plugin's data folder (localstore): toolkits, praises.json, mcp.json, the database."""
+    config_error: str = ""
+    """Why `.env` could not be read (the config is then the defaults and every chat is told)."""
+    legacy_notes: list[str] = field(default_factory=list)
+    """marshoai keys read in place of ours, logged at startup."""
+    texts: Texts = field(init=False)
+    prompt: Prompt = field(init=False)
+    fair_use: FairUse = field(init=False)
+    poke_cooldown: Cooldown = field(init=False)
+    engine: Engine | None = None
+    problem: str = ""
+    """Why there is no engine (still starting, a broken setting, the database down)."""
+    mcp: McpManager | None = None
+    nicknames: Nicknames | None = None
+
+    def __post_init__(self) -> None:
+        config = self.config
+        self.texts = Texts(config.marsho_lang)
+        self.problem = self.problem or self.texts("problem.starting")
+        praises = config.marsho_praises_file or self.data_dir / "praises.json"
+        self.prompt = Prompt(
+            persona=config.marsho_system_prompt, additional=config.marsho_additional_prompt,
+            praises=PraisesFile(praises, lambda problem: logger.error(f"marsho: {problem}")),
+            language=config.marsho_lang, time_prompt=config.marsho_time_prompt,
+            now=clock(config.marsho_timezone),
+        )
+        self.fair_use = FairUse.from_config(config)
+        self.poke_cooldown = Cooldown(config.marsho_poke_cooldown)
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        # NoneBot checks what a dependency returns against the parameter's type with pydantic:
+        # an instance check, not a field-by-field validation of the whole bot
+        return core_schema.is_instance_schema(cls)
+
+    def with_config(self, **settings: Any) -> Marsho:
+        """This bot with some settings changed (and fresh limits, cooldowns and prompt built from
+        them), sharing its engine, database, nicknames and MCP servers."""
+        config = Config.model_validate({**self.config.model_dump(), **settings})
+        return dataclasses.replace(self, config=config)
+
+    def require_engine(self) -> Engine:
+        """The engine, or NotReadyError saying what to fix."""
+        if self.engine is None:
+            raise NotReadyError(self.problem)
+        return self.engine
+
+    def delivery(self) -> Delivery:
+        """How answers go out, from the settings."""
+        config = self.config
+        return Delivery(
+            long_answer=config.marsho_long_answer, split_chars=config.marsho_split_chars,
+            max_split_messages=config.marsho_max_split_messages, render_latex=config.marsho_render_latex,
+            render_inline_latex=config.marsho_render_inline_latex,
+            render_images=config.marsho_render_markdown_images, image_max_bytes=config.marsho_image_max_bytes,
+            image_timeout=config.marsho_image_timeout, name=config.marsho_name, texts=self.texts,
+        )
+
+    # assembling
+
+    def user_toolset_dir(self) -> Path:
+        """The toolset folder in the plugin's data folder, where owners put their toolkits."""
+        folder = self.data_dir / "tools"
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
+
+    def toolset_sources(self) -> list[ToolsetSource]:
+        """Built-in toolkits, then the user's toolset folder, then MARSHO_TOOLKIT_DIRS, in that order."""
+        return [
+            ToolsetSource(BUILTIN_TOOLSET, "built-in", must_exist=False),
+            ToolsetSource(self.user_toolset_dir(), "data dir"),
+            *(ToolsetSource(path, "MARSHO_TOOLKIT_DIRS") for path in self.config.marsho_toolkit_dirs),
+        ]
+
+    def load_toolset(self) -> Toolset:
+        """Every toolkit the bot loads, with the settings of `.env` applied, and the web services
+        of MARSHO_WEBSERVICES_FILE (or the data folder's webservices.json)."""
+        config = self.config
+        toolset = load_toolset(
+            self.toolset_sources(),
+            config.marsho_disabled_toolkits,
+            enabled=config.marsho_enabled_toolkits,
+            settings=config.marsho_toolkit_settings,
+            disabled_tools=config.marsho_disabled_tools,
+            permissions=config.marsho_tool_permissions,
+        )
+        path = config.marsho_webservices_file or self.data_dir / "webservices.json"
+        if config.marsho_webservices_file and not path.is_file():
+            toolset.problems.append(LoadProblem("", path, "MARSHO_WEBSERVICES_FILE names no file"))
+        services, problems = load_webservices(path)
+        toolset.problems.extend(problems)
+        if services is not None:
+            if any(toolkit.name == services.name for toolkit in toolset.toolkits):
+                toolset.problems.append(LoadProblem(services.name, path, f"a toolkit named "
+                                                    f"{services.name!r} is already loaded; rename one"))
+            else:
+                toolset.add(services)
+        return toolset
+
+    def log_toolset(self, toolset: Toolset) -> None:
+        """Tell the owner what loaded, what failed and why, and settings that name nothing."""
+        config = self.config
+        logger.info(f"marsho: your own toolkits go in {self.user_toolset_dir()}")
+        for toolkit in toolset.toolkits:
+            logger.info(f"marsho: toolkit {toolkit.name} ({toolkit.source}) loaded: "
+                        + ", ".join(tool.name for tool in toolkit.tools))
+        for problem in toolset.warnings:
+            logger.warning(f"marsho: toolkit {problem.toolkit}: {problem}")
+        for name, problems in toolset.failed_toolkits().items():
+            logger.error(f"marsho: toolkit {name or '(toolset folder)'} not loaded: "
+                         + "; ".join(str(p) for p in problems))
+        if toolset.available:
+            logger.info("marsho: off until MARSHO_ENABLED_TOOLKITS names them: "
+                        f"{', '.join(toolset.available)} (what each sends where: "
+                        "python -m nonebot_plugin_marsho tools, or the README)")
+        loaded = {toolkit.name for toolkit in toolset.toolkits}
+        for name in sorted(set(config.marsho_enabled_toolkits) - loaded):
+            logger.warning(f"marsho: MARSHO_ENABLED_TOOLKITS names {name!r}, which did not load")
+        for name in sorted(set(config.marsho_toolkit_settings) - loaded):
+            logger.warning(f"marsho: MARSHO_TOOLKIT_SETTINGS names toolkit {name!r}, which is not loaded")
+        known = set(toolset.tools) | loaded | set(toolset.disabled)
+        for name in sorted(set(config.marsho_tool_permissions) - known):
+            logger.warning(f"marsho: MARSHO_TOOL_PERMISSIONS names {name!r}: no such tool or toolkit")
+        for name in sorted(set(config.marsho_disabled_tools) - set(toolset.disabled)):
+            logger.warning(f"marsho: MARSHO_DISABLED_TOOLS names {name!r}: no such tool")
+
+    def database_url(self) -> str:
+        """MARSHO_DATABASE_URL, or SQLite in the plugin's data folder."""
+        if self.config.marsho_database_url:
+            return self.config.marsho_database_url
+        return f"sqlite+aiosqlite:///{self.data_dir / 'marsho.db'}"
+
+    async def start(self) -> None:
+        """Load toolkits and connect the engine; report, never raise, so the bot always starts."""
+        config, t = self.config, self.texts
+        for note in self.legacy_notes:
+            logger.warning(f"marsho: {note}")
+        if self.config_error:
+            self.problem = t("problem.config", error=self.config_error)
+            logger.error(f"marsho: {self.config_error}. Fix .env and restart; until then marsho answers "
+                         "every chat with this message.")
+            return
+        if config.marsho_praises_file and not config.marsho_praises_file.is_file():
+            logger.error(f"marsho: MARSHO_PRAISES_FILE={config.marsho_praises_file} does not exist")
+        try:
+            toolset = self.load_toolset()
+        except Exception as error:
+            self.problem = t("problem.toolkits", error=f"{type(error).__name__}: {error}")
+            logger.opt(exception=error).error(f"marsho: could not load the toolkits: {error}")
+            return
+        self.log_toolset(toolset)
+        llm = LLMClient(
+            base_url=config.marsho_base_url,
+            api_key=config.marsho_api_key,
+            model=config.marsho_model,
+            timeout=config.marsho_timeout,
+            tool_mode=config.marsho_tool_mode,
+            tool_mode_by_model=config.marsho_tool_mode_by_model,
+        )
+        if llm.needs_key:
+            logger.warning(f"marsho: MARSHO_API_KEY is not set; {llm.base_url} will refuse requests. "
+                           "Set it in .env (chats will be told so until then).")
+        runner = ToolRunner(
+            toolset,
+            timeout=config.marsho_tool_timeout,
+            max_parallel=config.marsho_max_parallel_tools,
+            max_result_bytes=config.marsho_max_tool_result_bytes,
+        )
+        store = SqlStore(self.database_url())
+        engine = Engine(
+            llm, toolset, store, runner,
+            max_tool_rounds=config.marsho_max_tool_rounds,
+            max_history=config.marsho_max_history,
+            max_tokens=config.marsho_history_tokens,
+            picture_placeholder=t("image.placeholder"),
+        )
+        try:
+            await store.start()
+            await engine.restore_model()
+        except StoreError as error:
+            self.problem = t("problem.database", error=error_text(error))
+            logger.error(f"marsho: cannot use the database: {error}. Check MARSHO_DATABASE_URL.")
+            await llm.close()
+            runner.close()
+            await store.close()
+            return
+        self.mcp = await self.start_mcp(toolset)
+        self.nicknames = Nicknames(store)
+        self.engine = engine
+        logger.info(f"marsho: ready, model {llm.model} at {llm.base_url}, {len(toolset.tools)} tools, "
+                    f"history in {store.safe_url} ({engine.counter.name} token counts); "
+                    f"trigger words: {', '.join(config.trigger_names)}")
+
+    async def start_mcp(self, toolset: Toolset) -> McpManager | None:
+        """Connect the MCP servers of MARSHO_MCP_FILE (or the data folder's mcp.json), if any; a
+        server that fails is retried in the background and never keeps the bot from starting."""
+        path = self.config.marsho_mcp_file or self.data_dir / "mcp.json"
+        if not path.is_file():
+            if self.config.marsho_mcp_file:
+                logger.error(f"marsho: MARSHO_MCP_FILE={path} does not exist")
+            return None
+        from ..tools.mcp import McpManager, read_mcp_config  # the MCP SDK is loaded only when used
+
+        servers, problems = read_mcp_config(path)
+        for problem in problems:
+            logger.error(f"marsho: {problem}")
+        if not servers:
+            return None
+        manager = McpManager(servers, toolset, call_timeout=self.config.marsho_tool_timeout)
+        await manager.start()
+        for name, state in manager.status().items():
+            logger.info(f"marsho: MCP server {name}: {state}")
+        return manager
+
+    async def stop(self) -> None:
+        """Close the endpoint's connections, the tool threads, the MCP servers and the database."""
+        engine, self.engine = self.engine, None
+        mcp, self.mcp = self.mcp, None
+        self.problem = self.texts("problem.starting")
+        if mcp is not None:
+            await mcp.stop()
+        if engine is not None:
+            await engine.close()
+
+
+class Running:
+    """Which Marsho the handlers use: the one plugin.py built, or a test's own (`using`)."""
+
+    def __init__(self) -> None:
+        self._app: Marsho | None = None
+
+    def set(self, app: Marsho) -> None:
+        self._app = app
+
+    def get(self) -> Marsho:
+        if self._app is None:
+            raise RuntimeError("nonebot_plugin_marsho is not loaded")
+        return self._app
+
+    @contextmanager
+    def using(self, app: Marsho) -> Iterator[Marsho]:
+        """Handlers use `app` until the block ends."""
+        before, self._app = self._app, app
+        try:
+            yield app
+        finally:
+            self._app = before
+
+
+running = Running()
+"""The one piece of module state: where handlers find the running Marsho (`current_app`)."""
+
+
+def current_app() -> Marsho:
+    """The running Marsho, for handlers (`app: Marsho = Depends(current_app)`)."""
+    return running.get()
