@@ -2,7 +2,7 @@
 
 `download_image` fetches an image the bot was sent (a URL from its OneBot implementation, often on
 127.0.0.1, or inline base64) or one a model linked in its answer (`guarded=True`: then only public
-internet addresses are reached, through the SSRF guard of the web toolkit). The body is streamed
+internet addresses are reached, through the address guard of net/). The body is streamed
 and dropped the moment it passes the size cap, the whole download is bounded by one deadline, and
 the bytes must really be an image: the Content-Type header is not trusted.
 """
@@ -13,7 +13,6 @@ import base64
 import binascii
 import contextlib
 import re
-import zlib
 from collections.abc import Iterator
 from urllib.parse import unquote
 
@@ -21,20 +20,21 @@ import anyio
 import httpx
 
 from ..net.guard import BlockedAddress, GuardedTransport, HostNotFound, ssl_context, tls_problem
+from ..net.http import (
+    MAX_REDIRECTS,
+    RedirectRefused,
+    TooLarge,
+    Trail,
+    UnsupportedEncoding,
+    follow,
+    read_capped,
+)
 
 __all__ = ["KINDS", "MAX_REDIRECTS", "MediaError", "data_url", "download_image", "sniff_image"]
 
 KINDS = frozenset({"too_large", "timeout", "not_image", "http", "blocked", "network", "bad_url"})
 
-MAX_REDIRECTS = 5
-
-USER_AGENT = (
-    "Mozilla/5.0 (compatible; nonebot-plugin-marsho; "
-    "+https://github.com/marsho-dev/nonebot-plugin-marsho)"
-)
-
-_HEADERS = {
-    "User-Agent": USER_AGENT,
+_ACCEPT = {
     "Accept": "image/webp,image/png,image/jpeg,image/gif,image/*;q=0.8,*/*;q=0.5",
     "Accept-Encoding": "identity",  # the size cap then counts what crosses the wire
 }
@@ -155,112 +155,43 @@ def _http_url(url: str) -> httpx.URL:
 
 
 @contextlib.contextmanager
-def _errors(url: httpx.URL) -> Iterator[None]:
-    """httpx's and the guard's exceptions as MediaError."""
-    host = url.host
+def _errors(trail: Trail) -> Iterator[None]:
+    """httpx's, the guard's and the capped reader's exceptions as MediaError."""
     try:
         yield
+    except TooLarge as error:
+        raise _too_large(error.limit, error.size) from None
+    except UnsupportedEncoding as error:
+        raise MediaError("http", str(error)) from None
+    except RedirectRefused as error:
+        raise MediaError("http", str(error)) from None
     except BlockedAddress as error:
         raise MediaError("blocked", str(error)) from None
     except HostNotFound as error:
         raise MediaError("network", str(error)) from None
     except httpx.TimeoutException:
-        raise MediaError("timeout", f"{host} did not answer in time") from None
+        raise MediaError("timeout", f"{trail.current.host} did not answer in time") from None
     except httpx.ConnectError as error:
         if tls_problem(error):
-            raise MediaError("network", f"a secure (TLS) connection to {host} failed") from None
-        raise MediaError("network", f"could not connect to {host}") from None
+            raise MediaError("network", f"a secure (TLS) connection to {trail.current.host} failed") from None
+        raise MediaError("network", f"could not connect to {trail.current.host}") from None
     except httpx.UnsupportedProtocol as error:
         raise MediaError("bad_url", str(error)) from None
     except httpx.InvalidURL as error:
         raise MediaError("bad_url", str(error)) from None
     except httpx.HTTPError as error:
-        raise MediaError("network", f"{type(error).__name__} from {host}") from None
-
-
-class _Inflate:
-    """gzip/deflate decoding that never produces more than the cap (no decompression bombs)."""
-
-    def __init__(self) -> None:
-        self._inflater = zlib.decompressobj(zlib.MAX_WBITS | 32)  # a gzip or zlib header
-
-    def feed(self, chunk: bytes, room: int) -> bytes:
-        try:
-            return self._inflater.decompress(chunk, room + 1)  # +1: going over is detected
-        except zlib.error:
-            raise MediaError("http", "the compressed body is corrupt") from None
-
-    def finish(self) -> bytes:
-        # feed() stopped short of its limit every time (else the body was refused), so all the
-        # input was consumed and only zlib's last few buffered bytes are left
-        try:
-            return self._inflater.flush()
-        except zlib.error:
-            raise MediaError("http", "the compressed body is corrupt") from None
-
-
-async def _read_capped(response: httpx.Response, max_bytes: int) -> bytes:
-    """The body, raising too_large as soon as it passes max_bytes (decoded size and wire size)."""
-    try:  # a transport that answers with the body already in memory (httpx.MockTransport...)
-        preloaded = response.content
-    except httpx.ResponseNotRead:
-        pass
-    else:
-        if len(preloaded) > max_bytes:
-            raise _too_large(max_bytes, len(preloaded))
-        return preloaded
-    encoding = response.headers.get("content-encoding", "").strip().lower()
-    if encoding in ("", "identity"):
-        inflate = None
-    elif encoding in ("gzip", "x-gzip", "deflate"):
-        inflate = _Inflate()
-    else:
-        raise MediaError("http", f"the body is sent with an unsupported encoding ({encoding})")
-    body = bytearray()
-    wire = 0
-    async for chunk in response.aiter_raw():
-        wire += len(chunk)
-        if wire > max_bytes:
-            raise _too_large(max_bytes)
-        body += inflate.feed(chunk, max_bytes - len(body)) if inflate else chunk
-        if len(body) > max_bytes:
-            raise _too_large(max_bytes)
-    if inflate is not None:
-        body += inflate.finish()
-        if len(body) > max_bytes:
-            raise _too_large(max_bytes)
-    return bytes(body)
+        raise MediaError("network", f"{type(error).__name__} from {trail.current.host}") from None
 
 
 async def _get(client: httpx.AsyncClient, url: httpx.URL, max_bytes: int) -> tuple[bytes, str]:
-    current = url
-    for _ in range(MAX_REDIRECTS + 1):
-        with _errors(current):
-            response = await client.send(
-                client.build_request("GET", current, headers=_HEADERS), stream=True, follow_redirects=False
-            )
-            try:
-                if response.is_redirect:
-                    location = response.headers["location"]
-                else:
-                    if not 200 <= response.status_code < 300:
-                        raise MediaError("http", f"HTTP {response.status_code}")
-                    declared = response.headers.get("content-length", "").strip()
-                    if declared.isdigit() and int(declared) > max_bytes:
-                        raise _too_large(max_bytes, int(declared))
-                    body = await _read_capped(response, max_bytes)
-                    said = response.headers.get("content-type", "").split(";", 1)[0].strip()
-                    return _image(body, said)
-            finally:
-                await response.aclose()
-        try:
-            target = current.join(location)
-        except httpx.InvalidURL:
-            raise MediaError("http", "redirected to an invalid URL") from None
-        if target.scheme not in ("http", "https"):
-            raise MediaError("http", f"redirected to a {target.scheme}: URL")
-        current = target  # a guarded client checks it when it connects
-    raise MediaError("http", f"more than {MAX_REDIRECTS} redirects")
+    trail = Trail(url)
+    with _errors(trail):
+        async with follow(client, trail, headers=_ACCEPT, max_redirects=MAX_REDIRECTS) as response:
+            if not 200 <= response.status_code < 300:
+                raise MediaError("http", f"HTTP {response.status_code}")
+            body, _ = await read_capped(response, max_bytes)
+            said = response.headers.get("content-type", "").split(";", 1)[0].strip()
+    return _image(body, said)
 
 
 def _client(guarded: bool, timeout: float) -> httpx.AsyncClient:
@@ -295,7 +226,7 @@ async def download_image(
     PNG, JPEG, GIF, WebP or BMP image (sniff_image; declared types are not trusted).
 
     guarded=True: the URL comes from a model's answer, so every connection (redirects included)
-    goes through the web toolkit's SSRF guard: loopback, private and other non-public addresses are
+    goes through net/'s address guard: loopback, private and other non-public addresses are
     refused (kind "blocked"), unknown hosts are kind "network". guarded=False: a plain client, for
     URLs from the bot's own OneBot implementation, which may serve files on 127.0.0.1.
 

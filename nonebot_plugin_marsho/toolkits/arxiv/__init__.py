@@ -19,16 +19,13 @@ from typing import Literal
 import anyio
 import httpx
 
+from nonebot_plugin_marsho.net.http import USER_AGENT, TooLarge, UnsupportedEncoding, read_capped
 from nonebot_plugin_marsho.tools import Toolbox, ToolResponse
 
 from .feed import FeedError, Paper, parse_feed
 
 tools = Toolbox()
 
-USER_AGENT = (
-    "Mozilla/5.0 (compatible; nonebot-plugin-marsho; "
-    "+https://github.com/marsho-dev/nonebot-plugin-marsho)"
-)
 MAX_BODY = 5_000_000
 """Bytes of an answer read at most."""
 
@@ -166,18 +163,17 @@ async def search(
         await _wait_turn(_number(min_interval, 3.0))
         with anyio.fail_after(seconds):
             async with httpx.AsyncClient(
-                headers={"User-Agent": USER_AGENT}, timeout=httpx.Timeout(seconds),
+                # only encodings read_capped decodes within its cap
+                headers={"User-Agent": USER_AGENT, "Accept-Encoding": "gzip, deflate"},
+                timeout=httpx.Timeout(seconds),
                 follow_redirects=True, verify=_ssl_context(),
             ) as client:
                 async with client.stream("GET", url, params=params) as response:
-                    body = bytearray()
-                    async for chunk in response.aiter_bytes():
-                        body += chunk
-                        if len(body) > MAX_BODY:
-                            return ToolResponse.error(
-                                f"arXiv ({host}) sent more than {MAX_BODY:,} bytes; the answer "
-                                "was dropped"
-                            )
+                    body, _ = await read_capped(response, MAX_BODY)
+    except TooLarge:
+        return ToolResponse.error(f"arXiv ({host}) sent more than {MAX_BODY:,} bytes; the answer was dropped")
+    except UnsupportedEncoding as error:
+        return ToolResponse.error(f"arXiv ({host}): {error}")
     except (TimeoutError, httpx.TimeoutException):
         return ToolResponse.error(f"arXiv ({host}) did not answer within {seconds:g} s; try again later")
     except httpx.ConnectError as error:

@@ -29,17 +29,20 @@ from nonebot_plugin_marsho.net.guard import (
     ssl_context,
     tls_problem,
 )
+from nonebot_plugin_marsho.net.http import (
+    USER_AGENT,
+    RedirectRefused,
+    Trail,
+    UnsupportedEncoding,
+    follow,
+    read_capped,
+)
 from nonebot_plugin_marsho.tools import Toolbox, ToolResponse
 
 from .extract import html_to_text
 from .providers import Result, SearchError, brave, duckduckgo, searxng
 
 tools = Toolbox()
-
-USER_AGENT = (
-    "Mozilla/5.0 (compatible; nonebot-plugin-marsho; "
-    "+https://github.com/marsho-dev/nonebot-plugin-marsho)"
-)
 
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 _HOST = re.compile(r"[A-Za-z0-9._-]+|[0-9A-Fa-f:.]+(%[A-Za-z0-9_.-]+)?")
@@ -190,16 +193,6 @@ def _render(
     return "\n".join(lines)
 
 
-async def _read_body(response: httpx.Response, max_bytes: int) -> tuple[bytes, bool]:
-    """The body, at most `max_bytes` of it, and whether more was left unread."""
-    body = bytearray()
-    async for chunk in response.aiter_bytes():
-        body += chunk
-        if len(body) > max_bytes:
-            return bytes(body[:max_bytes]), True
-    return bytes(body), False
-
-
 async def _answer(
     response: httpx.Response, hops: list[str], start: int, max_bytes: int, max_chars: int
 ) -> str | ToolResponse:
@@ -218,7 +211,7 @@ async def _answer(
             f"{url} is {_binary_name(mime)} ({mime}{said}), not a web page: fetch_page reads "
             "only HTML, plain text and JSON"
         )
-    body, truncated = await _read_body(response, max_bytes)
+    body, truncated = await read_capped(response, max_bytes, truncate=True)
     if not body.strip():
         return _error(f"{url} answered HTTP {response.status_code} with an empty body")
     binary = _sniff(body)
@@ -262,54 +255,36 @@ async def _fetch(
     url: httpx.URL, start: int, *, allow_private: bool, max_bytes: int, max_chars: int,
     timeout: float, max_redirects: int,
 ) -> str | ToolResponse:
-    hops: list[str] = []
-    transport = GuardedTransport(allow_private=allow_private)
     headers = {
-        "User-Agent": USER_AGENT,
         "Accept": "text/html,application/xhtml+xml,text/plain;q=0.9,application/json;q=0.9,*/*;q=0.5",
         "Accept-Encoding": "identity",  # the size cap then counts what crosses the wire
         "Accept-Language": "zh-CN,zh;q=0.9,en;q=0.8",
     }
+    trail = Trail(url)
     async with httpx.AsyncClient(
-        transport=transport, headers=headers, timeout=httpx.Timeout(timeout),
+        transport=GuardedTransport(allow_private=allow_private), timeout=httpx.Timeout(timeout),
         follow_redirects=False, trust_env=False,
     ) as client:
-        current = url
-        for _ in range(max_redirects + 1):
-            try:
-                response = await client.send(client.build_request("GET", current), stream=True)
-                try:
-                    if not response.is_redirect:
-                        return await _answer(response, hops, start, max_bytes, max_chars)
-                    location = response.headers["location"]
-                finally:
-                    await response.aclose()
-            except BlockedAddress as error:
-                return _refusal(error, str(current), hops)
-            except HostNotFound as error:
-                return _error(f"cannot fetch {current}: {error}")
-            except httpx.TimeoutException:
-                return _error(f"{current.host} did not answer within {timeout:g} s")
-            except httpx.ConnectError as error:
-                if tls_problem(error):
-                    return _error(f"a secure (TLS) connection to {current.host} failed: {error}")
-                return _error(f"could not connect to {current.host} ({str(error) or 'connection failed'})")
-            except httpx.HTTPError as error:
-                return _error(f"fetching {current} failed: {type(error).__name__}: {error}")
-            try:
-                target = current.join(location)
-            except httpx.InvalidURL:
-                return _error(f"{current} redirected to an invalid address: {location!r}")
-            if target.scheme not in ("http", "https"):
-                return _error(
-                    f"{current} redirected to {target}, which is not an http(s) address; "
-                    "fetch_page does not follow it"
-                )
-            hops.append(str(current))
-            current = target  # checked by the guard when the next request connects
-        return _error(
-            f"{url} redirected more than {max_redirects} times (last to {current}); gave up"
-        )
+        try:
+            async with follow(client, trail, headers=headers, max_redirects=max_redirects) as response:
+                return await _answer(response, trail.hops, start, max_bytes, max_chars)
+        except RedirectRefused as error:
+            return _error(f"{error}; fetch_page does not follow it")
+        except UnsupportedEncoding as error:
+            return _error(f"{trail.current}: {error}")
+        except BlockedAddress as error:
+            return _refusal(error, str(trail.current), trail.hops)
+        except HostNotFound as error:
+            return _error(f"cannot fetch {trail.current}: {error}")
+        except httpx.TimeoutException:
+            return _error(f"{trail.current.host} did not answer within {timeout:g} s")
+        except httpx.ConnectError as error:
+            host = trail.current.host
+            if tls_problem(error):
+                return _error(f"a secure (TLS) connection to {host} failed: {error}")
+            return _error(f"could not connect to {host} ({str(error) or 'connection failed'})")
+        except httpx.HTTPError as error:
+            return _error(f"fetching {trail.current} failed: {type(error).__name__}: {error}")
 
 
 async def fetch_page(
