@@ -154,8 +154,8 @@ class Config(BaseModel):
     "superuser"}`; overrides what the toolkit declares."""
 
     marsho_webservices_file: Path | None = None
-    """Web services to use as tools (seed 004: POST JSON, answer markdown or a chart); by default
-    `webservices.json` in the plugin's data folder, used when it exists."""
+    """Web services to use as tools (each a POST of JSON arguments, answered with markdown or a
+    chart); by default `webservices.json` in the plugin's data folder, used when it exists."""
 
     marsho_mcp_file: Path | None = None
     """MCP servers to use as toolkits, in the common `{"mcpServers": {...}}` JSON format; by

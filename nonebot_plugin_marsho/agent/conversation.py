@@ -1,5 +1,5 @@
-"""A conversation other code drives itself (seed 001): set tools, chat, read the tool calls,
-submit tool results, read the last response. NoneBot-free."""
+"""A conversation other code drives itself (the "AIO" calls of the tool system's spec): set tools,
+chat, read the tool calls, submit tool results, read the last response. NoneBot-free."""
 
 from __future__ import annotations
 

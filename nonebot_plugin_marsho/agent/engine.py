@@ -257,7 +257,7 @@ class Engine:
             return await self.history.clear(key)
 
     async def last_calls(self, key: str) -> list[dict[str, Any]]:
-        """The last turn's tool calls as seed 001's JSON array, each with the result it got."""
+        """The last turn's tool calls as an OpenAI-style JSON array, each with the result it got."""
         turn = await self.history.last_turn(key)
         if turn is None:
             return []

@@ -30,7 +30,6 @@ class Completion:
     content: str
     tool_calls: list[ToolCall] = field(default_factory=list)
     reasoning: str = ""
-    finish_reason: str | None = None
 
     def assistant_message(self, *, with_reasoning: bool = False) -> dict[str, Any]:
         """The assistant message to append to the conversation; reasoning only on request, and
@@ -172,7 +171,7 @@ class LLMClient:
             return completion
         if mode != "prompt" or not tools:
             calls = []  # calls although no tools were offered: not run, and kept from the user
-        return Completion(text, calls, completion.reasoning, completion.finish_reason)
+        return Completion(text, calls, completion.reasoning)
 
     async def _request(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
@@ -258,7 +257,6 @@ class LLMClient:
             content=content,
             tool_calls=calls,
             reasoning="\n".join(part for part in (reasoning, thought) if part),
-            finish_reason=choice.get("finish_reason"),
         )
 
     async def close(self) -> None:

@@ -1,6 +1,6 @@
-"""Tools for models without native function calling (seed 003): the tool list and the calling
-format go into the system prompt, calls are read back from the model's text, and native tool
-messages in history are rewritten as plain text."""
+"""Tools for models without native function calling (MARSHO_TOOL_MODE=prompt): the tool list and
+the calling format go into the system prompt, calls are read back from the model's text, and
+native tool messages in history are rewritten as plain text."""
 
 from __future__ import annotations
 
@@ -121,7 +121,8 @@ def _call_text(call: dict[str, Any]) -> dict[str, Any]:
 
 def to_prompt_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Native tool messages rewritten as plain text that any chat model accepts: an assistant
-    call becomes its JSON list, the results become one user message in seed 003's format."""
+    call becomes its JSON list, the results become one "Tool results:" user
+    message, each numbered with its function, arguments, status and result."""
     converted: list[dict[str, Any]] = []
     names: dict[str, tuple[str, Any]] = {}
     results: list[str] = []

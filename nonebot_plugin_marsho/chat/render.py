@@ -69,7 +69,7 @@ def tools_text(t: Texts, toolset: Toolset, mcp_status: dict[str, str] | None = N
 
 
 def calls_text(t: Texts, calls: list[dict[str, Any]]) -> str:
-    """What `marsho.calls` answers: seed 001's JSON array, each call with its result."""
+    """What `marsho.calls` answers: an OpenAI-style JSON array of tool calls, each call with its result."""
     if not calls:
         return t("calls.none")
     shown = []
