@@ -219,7 +219,7 @@ class Marsho:
             await store.start()
             await engine.restore_model()
         except StoreError as error:
-            self.problem = t("problem.database", error=error_text(error))
+            self.problem = t("problem.database", error=error_text(t, error))
             logger.error(f"marsho: cannot use the database: {error}. Check MARSHO_DATABASE_URL.")
             await llm.close()
             runner.close()
