@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
 from zoneinfo import ZoneInfo
 
+from ..exceptions import MarshoError
 from ..i18n import Language, Texts
 from ..store.session import History
 from .praises import Liked, PraisesFile
@@ -131,16 +132,20 @@ def clock(timezone: str = "") -> Callable[[], datetime]:
     return lambda: datetime.now(zone).astimezone(zone)
 
 
+class NicknameError(MarshoError):
+    """A nickname that cannot be kept; the code says why."""
+
+
 def check_nickname(text: str, limit: int, reserved: Iterable[str] = ()) -> str:
-    """The nickname to keep, or ValueError with the i18n key of what is wrong; `reserved`: names
-    nobody may take (Marsho's own: a member called "Marsho" would speak as the bot)."""
+    """The nickname to keep, or NicknameError saying what is wrong; `reserved`: names nobody may
+    take (Marsho's own: a member called "Marsho" would speak as the bot)."""
     name = " ".join(text.split())
     if any(c in NICKNAME_FORBIDDEN for c in text.strip()) or not name.isprintable():
-        raise ValueError("nickname.invalid")
+        raise NicknameError(code="nickname.invalid", limit=limit)
     if len(name) > limit:
-        raise ValueError("nickname.too_long")
+        raise NicknameError(code="nickname.too_long", limit=limit)
     if name.casefold() in {r.casefold() for r in reserved}:
-        raise ValueError("nickname.reserved")
+        raise NicknameError(code="nickname.reserved", limit=limit)
     return name
 
 

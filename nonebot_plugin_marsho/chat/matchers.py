@@ -19,7 +19,7 @@ from nonebot.typing import T_State
 from nonebot_plugin_alconna.uniseg import Image, Text, UniMessage
 
 from ..agent.engine import Engine, Reply
-from ..agent.persona import check_nickname
+from ..agent.persona import NicknameError, check_nickname
 from ..exceptions import EndpointError, MarshoError, NotReadyError, StoreError
 from ..store.session import session_key
 from ..tools.model import Role, ToolCall, ToolContext
@@ -149,8 +149,8 @@ async def nickname_command(app: Marsho, bot: Bot, user_id: str, text: str) -> st
         return t("nickname.cleared")
     try:
         nickname = check_nickname(text, config.marsho_nickname_limit, config.trigger_names)
-    except ValueError as error:
-        return t(str(error), limit=config.marsho_nickname_limit)
+    except NicknameError as error:
+        return error_text(t, error)
     await nicknames.set(key, nickname)
     return t("nickname.set", nickname=nickname)
 
