@@ -546,11 +546,9 @@ async def test_a_tool_taking_the_context_receives_the_conversations(fake: FakeOp
 
 # --- the default endpoint: the running plugin's ------------------------------------------------
 
-async def test_the_default_llm_is_the_running_plugins(fake: FakeOpenAI) -> None:
-    from nonebot_plugin_marsho.chat.matchers import runtime
-
+async def test_the_default_llm_is_the_running_plugins(fake: FakeOpenAI, marsho) -> None:
     conv = Conversation(system_prompt="short answers")
-    assert conv.llm is runtime.require_engine().llm
+    assert conv.llm is marsho.require_engine().llm
     fake.push(text("from the plugin's endpoint"))
     assert await conv.chat("hi") == "from the plugin's endpoint"
     (body,) = fake.requests
@@ -559,3 +557,10 @@ async def test_the_default_llm_is_the_running_plugins(fake: FakeOpenAI) -> None:
     assert body["messages"] == [
         {"role": "system", "content": "short answers"}, {"role": "user", "content": "hi"},
     ]
+
+
+def test_without_a_bot_a_conversation_needs_its_own_llm(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(Conversation, "default_llm", None)  # as outside a bot
+    conv = Conversation(system_prompt="short answers")
+    with pytest.raises(MarshoError, match=r"pass Conversation\(llm=LLMClient\(\.\.\.\)\)"):
+        conv.llm  # noqa: B018

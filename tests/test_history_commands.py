@@ -5,19 +5,17 @@ from __future__ import annotations
 
 import json
 import re
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
 from nonebot.adapters.onebot.v11 import GroupMessageEvent, Message, PrivateMessageEvent
 from nonebug import App
 
-from nonebot_plugin_marsho.agent.engine import Engine
-from nonebot_plugin_marsho.chat.matchers import MODEL_SETTING
-from nonebot_plugin_marsho.chat.render import history_text
-from nonebot_plugin_marsho.config import plugin_config
+from nonebot_plugin_marsho.agent.engine import MODEL_SETTING, Engine
 from nonebot_plugin_marsho.exceptions import StoreError
 from nonebot_plugin_marsho.store.session import session_key
-from tests.conftest import DATA_DIR, SUPERUSER_ID
+from tests.conftest import DATA_DIR, SUPERUSER_ID, configured
 from tests.fake_openai import FakeOpenAI, text, tool_calls
 from tests.onebot import group_message, onebot_bot, private_message, reply_call
 
@@ -72,10 +70,10 @@ async def reply_to(app: App, event: Event) -> str:
 
 
 @pytest.fixture
-def scope(monkeypatch: pytest.MonkeyPatch):
-    def set_scope(value: str) -> None:
-        monkeypatch.setattr(plugin_config, "marsho_session_scope", value)
-    return set_scope
+def scope(plugin_engine: Engine):
+    """`scope("user")`: MARSHO_SESSION_SCOPE for the rest of the test."""
+    with ExitStack() as stack:
+        yield lambda value: stack.enter_context(configured(marsho_session_scope=value))
 
 
 # --- session scopes --------------------------------------------------------------------------
@@ -184,8 +182,9 @@ async def test_history_reports_turns_messages_and_tokens(
     sent = [{"role": "user", "content": "user10001: one"}, {"role": "assistant", "content": "first"},
             {"role": "user", "content": "user10001: two"}, {"role": "assistant", "content": "second"}]
     tokens = sum(map(plugin_engine.counter.count_message, sent))
-    expected = history_text(2, 4, tokens, plugin_engine.max_tokens, plugin_engine.counter.name)
-    assert f"2 turns, 4 messages, about {tokens} tokens" in expected
+    expected = (f"This conversation: 2 turns, 4 messages, about {tokens} tokens stored "
+                f"({plugin_engine.counter.name}). Each request carries the newest turns that fit in "
+                "8000 tokens (MARSHO_HISTORY_TOKENS).")
     await exchange(app, (group_message("marsho one"), "first"), (group_message("marsho two"), "second"),
                    (group_message("marsho.history"), expected))
 

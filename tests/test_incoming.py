@@ -22,8 +22,10 @@ from nonebug import App
 
 from nonebot_plugin_marsho.chat.incoming import Limits, read_question, sees_pictures
 from nonebot_plugin_marsho.chat.media import MediaError, download_image
-from nonebot_plugin_marsho.config import DEFAULT_VISION_MODELS, plugin_config
+from nonebot_plugin_marsho.config import DEFAULT_VISION_MODELS, Config
+from nonebot_plugin_marsho.i18n import Texts
 from nonebot_plugin_marsho.store.session import session_key
+from tests.conftest import configured
 from tests.fake_openai import FakeOpenAI, text
 from tests.loopback import LoopbackServer, QuietHandler, serve, shut
 from tests.onebot import SELF_ID, group_message, onebot_bot, reply_call
@@ -49,7 +51,7 @@ def make_png(width: int = 4, height: int = 3, seed: int = 0, noise: bool = False
 
 
 PNGS = [make_png(seed=i) for i in range(6)]
-BIG_PNG = make_png(64, 64, noise=True)  # ~12 KB of incompressible pixels
+BIG_PNG = make_png(64, 64, noise=True)  # ~12 KB of incompressible pixels, over the least MARSHO_IMAGE_MAX_BYTES
 
 
 # --- the picture host ---------------------------------------------------------------------------
@@ -97,9 +99,13 @@ def start_host() -> PictureServer:
 
 
 @pytest.fixture
-def host() -> Iterator[PictureServer]:
+def host(plugin_engine) -> Iterator[PictureServer]:
+    """The picture host, on 127.0.0.1 like an implementation serving files itself: the bot may
+    fetch from it here (test_a_picture_on_a_private_address_is_refused_by_default checks the
+    default)."""
     server = start_host()
-    yield server
+    with configured(marsho_image_allow_private=True):
+        yield server
     server.release.set()
     shut(server)
 
@@ -175,17 +181,10 @@ def decoded(part: dict[str, Any]) -> bytes:
 
 
 @pytest.fixture
-def vision(monkeypatch: pytest.MonkeyPatch) -> None:
+def vision(plugin_engine) -> Iterator[None]:
     """fake-model becomes a model that sees pictures."""
-    monkeypatch.setattr(plugin_config, "marsho_vision_models", ["fake-*"])
-
-
-@pytest.fixture(autouse=True)
-def local_pictures(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The picture host of these tests is on 127.0.0.1, like an implementation serving files
-    itself: allowed here (test_a_picture_on_a_private_address_is_refused_by_default checks the
-    default)."""
-    monkeypatch.setattr(plugin_config, "marsho_image_allow_private", True)
+    with configured(marsho_vision_models=["fake-*"]):
+        yield
 
 
 # --- which models see pictures ------------------------------------------------------------------
@@ -197,7 +196,7 @@ def local_pictures(monkeypatch: pytest.MonkeyPatch) -> None:
 )
 def test_the_default_list_names_the_common_vision_models(model: str) -> None:
     assert sees_pictures(model, DEFAULT_VISION_MODELS)
-    assert sees_pictures(model, plugin_config.marsho_vision_models)
+    assert sees_pictures(model, Config().marsho_vision_models)
 
 
 @pytest.mark.parametrize("model", ["gpt-3.5-turbo", "deepseek-chat", "fake-model", "qwen-max", "glm-4"])
@@ -309,7 +308,7 @@ async def test_a_picture_alone_in_a_shared_group_still_names_the_speaker(
 @pytest.mark.parametrize(
     ("name", "setting", "value", "reason"),
     [
-        ("big.png", "marsho_image_max_bytes", 4096, "too large (the limit is 0.0041 MB)"),
+        ("big.png", "marsho_image_max_bytes", 10_000, "too large (the limit is 0.01 MB)"),
         ("missing.png", None, None, "the server refused it"),
         ("text.png", None, None, "not a picture"),
         ("never.png", "marsho_image_timeout", 0.5, "not downloaded within 0.5 s"),
@@ -318,19 +317,19 @@ async def test_a_picture_alone_in_a_shared_group_still_names_the_speaker(
 )
 async def test_a_picture_that_cannot_be_had_is_left_out_and_the_tip_says_why(
     app: App, fake: FakeOpenAI, plugin_engine, host: PictureServer, vision: None,
-    monkeypatch: pytest.MonkeyPatch, name: str, setting: str | None, value: Any, reason: str,
+    name: str, setting: str | None, value: Any, reason: str,
 ) -> None:
-    if setting:
-        monkeypatch.setattr(plugin_config, setting, value)
     fake.push(text("Words only."))
     started = time.monotonic()
-    async with app.test_matcher() as ctx:
-        bot = onebot_bot(ctx)
-        event = asking("marsho what is this", picture(url(host, name)))
-        ctx.receive_event(bot, event)
-        api, data, like = reply_where(event, lambda answer: answer.startswith(
-            "Words only.\n\n(I could not load 1 picture(s): ") and reason in answer and answer.endswith(".)"))
-        ctx.should_call_api(api, data, result={"message_id": 1})
+    with configured(**({setting: value} if setting else {})):
+        async with app.test_matcher() as ctx:
+            bot = onebot_bot(ctx)
+            event = asking("marsho what is this", picture(url(host, name)))
+            ctx.receive_event(bot, event)
+            api, data, like = reply_where(event, lambda answer: answer.startswith(
+                "Words only.\n\n(I could not load 1 picture(s): ") and reason in answer
+                and answer.endswith(".)"))
+            ctx.should_call_api(api, data, result={"message_id": 1})
     assert time.monotonic() - started < 15
     assert user_content(fake) == "user10001: what is this\n[a picture that could not be loaded]"
     assert host.hits == [f"/{name}"]
@@ -341,15 +340,15 @@ async def test_a_picture_on_a_private_address_is_refused_by_default(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # a message's picture address is not trusted with the bot's own network
-    monkeypatch.setattr(plugin_config, "marsho_image_allow_private", False)
-    fake.push(text("Words only."))
-    async with app.test_matcher() as ctx:
-        bot = onebot_bot(ctx)
-        event = asking("marsho what is this", picture(url(host, "red.png")))
-        ctx.receive_event(bot, event)
-        ctx.should_call_api(*reply_call(event, "Words only.\n\n(I could not load 1 picture(s): "
-                                               "the address is not allowed.)"), result={"message_id": 1})
-    assert host.hits == []
+    with configured(marsho_image_allow_private=False):
+        fake.push(text("Words only."))
+        async with app.test_matcher() as ctx:
+            bot = onebot_bot(ctx)
+            event = asking("marsho what is this", picture(url(host, "red.png")))
+            ctx.receive_event(bot, event)
+            ctx.should_call_api(*reply_call(event, "Words only.\n\n(I could not load 1 picture(s): "
+                                                   "the address is not allowed.)"), result={"message_id": 1})
+        assert host.hits == []
 
 
 async def test_a_non_image_body_labelled_png_is_refused() -> None:
@@ -367,36 +366,36 @@ async def test_only_the_first_max_images_pictures_are_sent(
     app: App, fake: FakeOpenAI, plugin_engine, host: PictureServer, vision: None,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(plugin_config, "marsho_max_images", 2)
-    fake.push(text("Three squares."))
-    async with app.test_matcher() as ctx:
-        bot = onebot_bot(ctx)
-        event = asking("marsho compare", *(picture(url(host, f"p{i}.png"), f"{i}.image") for i in range(3)))
-        ctx.receive_event(bot, event)
-        answer = "Three squares.\n\n(I looked at the first 2 pictures only.)"
-        ctx.should_call_api(*reply_call(event, answer), result={"message_id": 1})
-    content = user_content(fake)
-    assert [decoded(p) for p in content if p["type"] == "image_url"] == PNGS[:2]
-    assert content[-1] == {"type": "text", "text": "[picture]"}  # the third, not downloaded
-    assert sorted(host.hits) == ["/p0.png", "/p1.png"]
+    with configured(marsho_max_images=2):
+        fake.push(text("Three squares."))
+        async with app.test_matcher() as ctx:
+            bot = onebot_bot(ctx)
+            event = asking("marsho compare", *(picture(url(host, f"p{i}.png"), f"{i}.image") for i in range(3)))
+            ctx.receive_event(bot, event)
+            answer = "Three squares.\n\n(I looked at the first 2 pictures only.)"
+            ctx.should_call_api(*reply_call(event, answer), result={"message_id": 1})
+        content = user_content(fake)
+        assert [decoded(p) for p in content if p["type"] == "image_url"] == PNGS[:2]
+        assert content[-1] == {"type": "text", "text": "[picture]"}  # the third, not downloaded
+        assert sorted(host.hits) == ["/p0.png", "/p1.png"]
 
 
 async def test_max_images_zero_sends_no_pictures_even_to_a_vision_model(
     app: App, fake: FakeOpenAI, plugin_engine, host: PictureServer, vision: None,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(plugin_config, "marsho_max_images", 0)
-    fake.push(text("Words only."))
-    async with app.test_matcher() as ctx:
-        bot = onebot_bot(ctx)
-        event = asking("marsho what is this", picture(url(host, "p0.png")))
-        ctx.receive_event(bot, event)
-        # the tip names the setting, not the model (which could see the picture)
-        ctx.should_call_api(*reply_call(event, "Words only.\n\n(Pictures are not sent to the model "
-                                               "here (MARSHO_MAX_IMAGES=0); I read only the text.)"),
-                            result={"message_id": 1})
-    assert user_content(fake) == "user10001: what is this\n[picture]"
-    assert host.hits == []
+    with configured(marsho_max_images=0):
+        fake.push(text("Words only."))
+        async with app.test_matcher() as ctx:
+            bot = onebot_bot(ctx)
+            event = asking("marsho what is this", picture(url(host, "p0.png")))
+            ctx.receive_event(bot, event)
+            # the tip names the setting, not the model (which could see the picture)
+            ctx.should_call_api(*reply_call(event, "Words only.\n\n(Pictures are not sent to the model "
+                                                   "here (MARSHO_MAX_IMAGES=0); I read only the text.)"),
+                                result={"message_id": 1})
+        assert user_content(fake) == "user10001: what is this\n[picture]"
+        assert host.hits == []
 
 
 async def test_an_inline_base64_picture_is_read_without_a_download(
@@ -446,7 +445,7 @@ async def test_quoting_the_bots_own_message_names_it_marsho(
         ctx.receive_event(bot, event)
         ctx.should_call_api(*reply_call(event, "I said that, yes."), result={"message_id": 1})
     assert user_content(fake) == (
-        f"user10001: [Quoted message from {plugin_config.marsho_name}]\nCats purr when content.\n"
+        "user10001: [Quoted message from marsho]\nCats purr when content.\n"
         "[End of quote]\nwhy?")
 
 
@@ -536,7 +535,7 @@ async def test_read_question_without_a_quote_or_pictures_is_the_plain_text(app: 
         bot = onebot_bot(ctx)
         event = group_message("marsho hello")
         question = await read_question(bot, event, "hello", vision=True, model="m", limits=Limits(),
-                                       marsho_name="marsho")
+                                       marsho_name="marsho", t=Texts("en"))
     assert question.content() == "hello"
     assert question.tips == [] and question.images_seen == 0 and question.quoted_text == ""
 

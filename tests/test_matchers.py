@@ -2,19 +2,40 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import re
+from typing import Any
 
 import pytest
+from nonebot.adapters.onebot.v11 import GroupMessageEvent, MessageSegment
 from nonebug import App
 
 from nonebot_plugin_marsho.agent.llm import split_reasoning
 from nonebot_plugin_marsho.chat import matchers
+from nonebot_plugin_marsho.chat.app import running
 from nonebot_plugin_marsho.chat.matchers import Request, parse_request
-from nonebot_plugin_marsho.config import plugin_config
+from tests.conftest import configured
 from tests.fake_openai import FakeOpenAI, error, text, tool_calls
 from tests.onebot import group_message, onebot_bot, private_message, reply_call
 
 NAMES = ["marsho", "小棉"]
+
+
+class AnyTextReply:
+    """Equal to any text reply to `event` (nonebug compares expected == actual), whose text it
+    keeps: for a reply too long to spell out whole."""
+
+    def __init__(self, event: GroupMessageEvent) -> None:
+        self.quote = MessageSegment.reply(event.message_id)
+        self.text = ""
+
+    def __eq__(self, message: Any) -> bool:
+        segments = list(message)
+        if len(segments) != 2 or segments[0] != self.quote or segments[1].type != "text":
+            return False
+        self.text = segments[1].data["text"]
+        return True
 
 
 @pytest.mark.parametrize(
@@ -92,25 +113,36 @@ async def test_the_name_alone_answers_with_usage(app: App, fake: FakeOpenAI) -> 
         bot = onebot_bot(ctx)
         event = group_message("marsho")
         ctx.receive_event(bot, event)
-        api, data = reply_call(event, matchers.usage_text(plugin_config.trigger_names, False))
-        ctx.should_call_api(api, data, result={"message_id": 1})
+        ctx.should_call_api(*reply_call(event, (
+            "Ask me anything: marsho <question>\n"
+            "Trigger words: marsho, 小棉 (any case, with or without a command prefix)\n"
+            "Reply to a message while asking me, and I read the quoted message too.\n"
+            "marsho.reset  forget this conversation\n"
+            "marsho.tools  list the tools I can use\n"
+            "marsho.calls  show the tool calls of my last answer\n"
+            "marsho.history  how much of this conversation I keep\n"
+            "marsho.nickname [name]  tell me what to call you (reset: forget it)\n"
+            "marsho.help   show this help\n"
+            "marsho.model [name]  show or switch the model (superusers)\n"
+            "marsho.export  save this conversation as JSON (superusers)"
+        )), result={"message_id": 1})
     assert fake.requests == []
 
 
 async def test_mentions_are_answered_only_when_marsho_at_is_on(
-    app: App, fake: FakeOpenAI, plugin_engine, monkeypatch: pytest.MonkeyPatch
+    app: App, fake: FakeOpenAI, plugin_engine
 ) -> None:
     async with app.test_matcher(matchers.marsho) as ctx:
         bot = onebot_bot(ctx)
         ctx.receive_event(bot, group_message("what is up", to_me=True))
         ctx.should_not_pass_rule()
-    monkeypatch.setattr(plugin_config, "marsho_at", True)
     fake.push(text("Not much"))
-    async with app.test_matcher() as ctx:
-        bot = onebot_bot(ctx)
-        event = group_message("what is up", to_me=True)
-        ctx.receive_event(bot, event)
-        ctx.should_call_api(*reply_call(event, "Not much"), result={"message_id": 1})
+    with configured(marsho_at=True):
+        async with app.test_matcher() as ctx:
+            bot = onebot_bot(ctx)
+            event = group_message("what is up", to_me=True)
+            ctx.receive_event(bot, event)
+            ctx.should_call_api(*reply_call(event, "Not much"), result={"message_id": 1})
     assert fake.requests[-1]["messages"][-1]["content"] == "user10001: what is up"
 
 
@@ -162,11 +194,33 @@ async def test_tools_lists_loaded_tools_and_failed_toolkits(app: App, plugin_eng
         bot = onebot_bot(ctx)
         event = group_message("marsho.tools")
         ctx.receive_event(bot, event)
-        listing = matchers.tools_text(plugin_engine.toolset)
-        ctx.should_call_api(*reply_call(event, listing), result={"message_id": 1})
-    assert "marshoai-example__get_weather" in listing
-    assert "clock__now" in listing
-    assert "broken-kit" in listing and "invalid JSON at line 3, column 3" in listing
+        api, data = reply_call(event, "")
+        data["message"] = reply = AnyTextReply(event)
+        ctx.should_call_api(api, data, result={"message_id": 1})
+    listing = reply.text
+    # the built-in toolkits first (their summaries are theirs to change), then the test toolset's
+    header = re.match(r"Loaded toolkits \((\d+), (\d+) tools\):\n", listing)
+    assert header is not None, listing
+    assert "\n• clock (built-in)\n  - clock__now: Get the current date" in listing
+    assert (
+        "\n• marshoai-example (MARSHO_TOOLKIT_DIRS)\n"
+        "  - marshoai-example__get_weather: Get the weather of a specified locatin.\n"
+        "  - marshoai-example__get_current_time: Get time\n"
+        "• owner-kit (MARSHO_TOOLKIT_DIRS)\n"
+        "  - owner-kit__lookup: Look something up in a paid service.\n"
+        "  - owner-kit__purge_cache [superusers only]: Empty the bot's cache.\n"
+        "  - owner-kit__mute_everyone [admins only]: Mute the whole group.\n"
+        "  - owner-kit__draw_pixel: Draw a picture of one pixel.\n"
+        "Off until enabled (MARSHO_ENABLED_TOOLKITS): "
+    ) in listing
+    assert listing.endswith(
+        "\nFailed to load (1):\n"
+        "✗ broken-kit\n"
+        "  - broken-kit/tools.json: invalid JSON at line 3, column 3: Expecting ',' delimiter"
+    )
+    # the header counts what is listed
+    loaded = listing.split("\nOff until enabled")[0]
+    assert (int(header[1]), int(header[2])) == (loaded.count("\n• "), loaded.count("\n  - "))
 
 
 async def test_calls_shows_the_last_turns_tool_calls_with_results(
@@ -219,18 +273,16 @@ async def test_an_endpoint_failure_is_explained_and_history_is_kept(
     assert turns == 1
 
 
-async def test_a_bad_setting_is_reported_to_the_chat(
-    app: App, fake: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_a_bad_setting_is_reported_to_the_chat(app: App, fake: FakeOpenAI, marsho) -> None:
     problem = "invalid settings in .env: MARSHO_TIMEOUT='soon': Input should be a valid number"
-    monkeypatch.setattr(matchers, "config_error", problem)
-    async with app.test_matcher() as ctx:
-        bot = onebot_bot(ctx)
-        event = group_message("marsho hi")
-        ctx.receive_event(bot, event)
-        ctx.should_call_api(*reply_call(
-            event, f"marsho is not configured correctly: {problem}. Fix .env and restart the bot."),
-            result={"message_id": 1})
+    with running.using(dataclasses.replace(marsho, config_error=problem)):
+        async with app.test_matcher() as ctx:
+            bot = onebot_bot(ctx)
+            event = group_message("marsho hi")
+            ctx.receive_event(bot, event)
+            ctx.should_call_api(*reply_call(
+                event, f"marsho is not configured correctly: {problem}. Fix .env and restart the bot."),
+                result={"message_id": 1})
     assert fake.requests == []
 
 

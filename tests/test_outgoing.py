@@ -4,6 +4,7 @@ pictures, the model's thinking as a forward message, and tool progress lines."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 
 import pytest
 from nonebot.adapters.onebot.v11 import (
@@ -20,7 +21,7 @@ from nonebot_plugin_marsho.chat import outgoing
 from nonebot_plugin_marsho.chat.media import MediaError
 from nonebot_plugin_marsho.chat.outgoing import Delivery, rich_segments
 from nonebot_plugin_marsho.chat.richtext import render_formula
-from nonebot_plugin_marsho.config import plugin_config
+from tests.conftest import configured
 from tests.fake_openai import FakeOpenAI, text, tool_calls
 from tests.onebot import SELF_ID, group_message, onebot_bot, private_message, reply_call
 
@@ -60,8 +61,9 @@ def group_forward(event: GroupMessageEvent, messages: Message) -> tuple[str, dic
 
 
 @pytest.fixture
-def split_at_100(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(plugin_config, "marsho_split_chars", 100)
+def split_at_100(plugin_engine) -> Iterator[None]:
+    with configured(marsho_split_chars=100):
+        yield
 
 
 # --- long answers -------------------------------------------------------------------------------
@@ -92,95 +94,94 @@ async def test_a_long_answer_is_split_at_paragraphs_and_only_the_first_quotes(
 
 
 async def test_an_answer_needing_too_many_messages_goes_as_one_forward_message(
-    app: App, fake: FakeOpenAI, plugin_engine, split_at_100: None, monkeypatch: pytest.MonkeyPatch
+    app: App, fake: FakeOpenAI, plugin_engine, split_at_100: None
 ) -> None:
-    monkeypatch.setattr(plugin_config, "marsho_max_split_messages", 2)
-    fake.push(text(LONG))
-    async with app.test_matcher() as ctx:
-        bot = onebot_bot(ctx)
-        event = group_message("marsho tell me a lot")
-        ctx.receive_event(bot, event)
-        ctx.should_call_api(*group_forward(event, nodes(*PARAGRAPHS)), result={"message_id": 1})
+    with configured(marsho_max_split_messages=2):
+        fake.push(text(LONG))
+        async with app.test_matcher() as ctx:
+            bot = onebot_bot(ctx)
+            event = group_message("marsho tell me a lot")
+            ctx.receive_event(bot, event)
+            ctx.should_call_api(*group_forward(event, nodes(*PARAGRAPHS)), result={"message_id": 1})
 
 
 async def test_the_forward_message_is_signed_with_marsho_name(
-    app: App, fake: FakeOpenAI, plugin_engine, split_at_100: None, monkeypatch: pytest.MonkeyPatch
+    app: App, fake: FakeOpenAI, plugin_engine, split_at_100: None
 ) -> None:
-    monkeypatch.setattr(plugin_config, "marsho_long_answer", "forward")
-    monkeypatch.setattr(plugin_config, "marsho_name", "Mallow")
-    fake.push(text(LONG))
-    async with app.test_matcher() as ctx:
-        bot = onebot_bot(ctx)
-        event = group_message("Mallow tell me a lot")
-        ctx.receive_event(bot, event)
-        ctx.should_call_api(*group_forward(event, nodes(*PARAGRAPHS, name="Mallow")),
-                            result={"message_id": 1})
+    with configured(marsho_long_answer="forward", marsho_name="Mallow"):
+        fake.push(text(LONG))
+        async with app.test_matcher() as ctx:
+            bot = onebot_bot(ctx)
+            event = group_message("Mallow tell me a lot")
+            ctx.receive_event(bot, event)
+            ctx.should_call_api(*group_forward(event, nodes(*PARAGRAPHS, name="Mallow")),
+                                result={"message_id": 1})
 
 
 async def test_forward_mode_forwards_even_two_chunks(
-    app: App, fake: FakeOpenAI, plugin_engine, split_at_100: None, monkeypatch: pytest.MonkeyPatch
+    app: App, fake: FakeOpenAI, plugin_engine, split_at_100: None
 ) -> None:
-    monkeypatch.setattr(plugin_config, "marsho_long_answer", "forward")
-    fake.push(text("\n\n".join(PARAGRAPHS[:2])))
-    async with app.test_matcher() as ctx:
-        bot = onebot_bot(ctx)
-        event = group_message("marsho tell me a bit")
-        ctx.receive_event(bot, event)
-        ctx.should_call_api(*group_forward(event, nodes(*PARAGRAPHS[:2])), result={"message_id": 1})
+    with configured(marsho_long_answer="forward"):
+        fake.push(text("\n\n".join(PARAGRAPHS[:2])))
+        async with app.test_matcher() as ctx:
+            bot = onebot_bot(ctx)
+            event = group_message("marsho tell me a bit")
+            ctx.receive_event(bot, event)
+            ctx.should_call_api(*group_forward(event, nodes(*PARAGRAPHS[:2])), result={"message_id": 1})
 
 
 async def test_forward_mode_leaves_a_short_answer_alone(
-    app: App, fake: FakeOpenAI, plugin_engine, split_at_100: None, monkeypatch: pytest.MonkeyPatch
+    app: App, fake: FakeOpenAI, plugin_engine, split_at_100: None
 ) -> None:
-    monkeypatch.setattr(plugin_config, "marsho_long_answer", "forward")
-    fake.push(text(PARAGRAPHS[0]))
-    async with app.test_matcher() as ctx:
-        bot = onebot_bot(ctx)
-        event = group_message("marsho hi")
-        ctx.receive_event(bot, event)
-        ctx.should_call_api(*reply_call(event, PARAGRAPHS[0]), result={"message_id": 1})
+    with configured(marsho_long_answer="forward"):
+        fake.push(text(PARAGRAPHS[0]))
+        async with app.test_matcher() as ctx:
+            bot = onebot_bot(ctx)
+            event = group_message("marsho hi")
+            ctx.receive_event(bot, event)
+            ctx.should_call_api(*reply_call(event, PARAGRAPHS[0]), result={"message_id": 1})
 
 
 async def test_a_failed_forward_message_falls_back_to_separate_messages(
-    app: App, fake: FakeOpenAI, plugin_engine, split_at_100: None, monkeypatch: pytest.MonkeyPatch
+    app: App, fake: FakeOpenAI, plugin_engine, split_at_100: None
 ) -> None:
-    monkeypatch.setattr(plugin_config, "marsho_long_answer", "forward")
-    fake.push(text(LONG))
-    async with app.test_matcher() as ctx:
-        bot = onebot_bot(ctx)
-        event = group_message("marsho tell me a lot")
-        ctx.receive_event(bot, event)
-        ctx.should_call_api(*group_forward(event, nodes(*PARAGRAPHS)),
-                            exception=ActionFailed(retcode=100, msg="forward not supported"))
-        ctx.should_call_api(*reply_call(event, PARAGRAPHS[0]), result={"message_id": 1})
-        ctx.should_call_api(*send_call(event, Message(PARAGRAPHS[1])), result={"message_id": 2})
-        ctx.should_call_api(*send_call(event, Message(PARAGRAPHS[2])), result={"message_id": 3})
+    with configured(marsho_long_answer="forward"):
+        fake.push(text(LONG))
+        async with app.test_matcher() as ctx:
+            bot = onebot_bot(ctx)
+            event = group_message("marsho tell me a lot")
+            ctx.receive_event(bot, event)
+            ctx.should_call_api(*group_forward(event, nodes(*PARAGRAPHS)),
+                                exception=ActionFailed(retcode=100, msg="forward not supported"))
+            ctx.should_call_api(*reply_call(event, PARAGRAPHS[0]), result={"message_id": 1})
+            ctx.should_call_api(*send_call(event, Message(PARAGRAPHS[1])), result={"message_id": 2})
+            ctx.should_call_api(*send_call(event, Message(PARAGRAPHS[2])), result={"message_id": 3})
 
 
 async def test_single_mode_sends_a_long_answer_whole(
-    app: App, fake: FakeOpenAI, plugin_engine, split_at_100: None, monkeypatch: pytest.MonkeyPatch
+    app: App, fake: FakeOpenAI, plugin_engine, split_at_100: None
 ) -> None:
-    monkeypatch.setattr(plugin_config, "marsho_long_answer", "single")
-    fake.push(text(LONG))
-    async with app.test_matcher() as ctx:
-        bot = onebot_bot(ctx)
-        event = group_message("marsho tell me a lot")
-        ctx.receive_event(bot, event)
-        ctx.should_call_api(*reply_call(event, LONG), result={"message_id": 1})
+    with configured(marsho_long_answer="single"):
+        fake.push(text(LONG))
+        async with app.test_matcher() as ctx:
+            bot = onebot_bot(ctx)
+            event = group_message("marsho tell me a lot")
+            ctx.receive_event(bot, event)
+            ctx.should_call_api(*reply_call(event, LONG), result={"message_id": 1})
 
 
 async def test_a_private_chat_gets_a_private_forward_message(
-    app: App, fake: FakeOpenAI, plugin_engine, split_at_100: None, monkeypatch: pytest.MonkeyPatch
+    app: App, fake: FakeOpenAI, plugin_engine, split_at_100: None
 ) -> None:
-    monkeypatch.setattr(plugin_config, "marsho_long_answer", "forward")
-    fake.push(text(LONG))
-    async with app.test_matcher() as ctx:
-        bot = onebot_bot(ctx)
-        event = private_message("marsho tell me a lot")
-        ctx.receive_event(bot, event)
-        ctx.should_call_api("send_private_forward_msg",
-                            {"user_id": event.user_id, "messages": nodes(*PARAGRAPHS)},
-                            result={"message_id": 1})
+    with configured(marsho_long_answer="forward"):
+        fake.push(text(LONG))
+        async with app.test_matcher() as ctx:
+            bot = onebot_bot(ctx)
+            event = private_message("marsho tell me a lot")
+            ctx.receive_event(bot, event)
+            ctx.should_call_api("send_private_forward_msg",
+                                {"user_id": event.user_id, "messages": nodes(*PARAGRAPHS)},
+                                result={"message_id": 1})
 
 
 async def test_tool_pictures_go_with_the_last_message_of_a_split_answer(
@@ -198,48 +199,48 @@ async def test_tool_pictures_go_with_the_last_message_of_a_split_answer(
 
 
 async def test_tool_pictures_are_the_last_node_of_a_forward_answer(
-    app: App, fake: FakeOpenAI, plugin_engine, split_at_100: None, monkeypatch: pytest.MonkeyPatch
+    app: App, fake: FakeOpenAI, plugin_engine, split_at_100: None
 ) -> None:
-    monkeypatch.setattr(plugin_config, "marsho_long_answer", "forward")
-    fake.push(tool_calls(("owner-kit__draw_pixel", {}, "c1")), text(LONG))
-    async with app.test_matcher() as ctx:
-        bot = onebot_bot(ctx)
-        event = group_message("marsho draw and talk")
-        ctx.receive_event(bot, event)
-        expected = nodes(*PARAGRAPHS, Message(MessageSegment.image(PIXEL)))
-        ctx.should_call_api(*group_forward(event, expected), result={"message_id": 1})
+    with configured(marsho_long_answer="forward"):
+        fake.push(tool_calls(("owner-kit__draw_pixel", {}, "c1")), text(LONG))
+        async with app.test_matcher() as ctx:
+            bot = onebot_bot(ctx)
+            event = group_message("marsho draw and talk")
+            ctx.receive_event(bot, event)
+            expected = nodes(*PARAGRAPHS, Message(MessageSegment.image(PIXEL)))
+            ctx.should_call_api(*group_forward(event, expected), result={"message_id": 1})
 
 
 # --- reasoning ----------------------------------------------------------------------------------
 
 
 async def test_the_reasoning_comes_as_a_forward_message_before_the_answer(
-    app: App, fake: FakeOpenAI, plugin_engine, monkeypatch: pytest.MonkeyPatch
+    app: App, fake: FakeOpenAI, plugin_engine
 ) -> None:
-    monkeypatch.setattr(plugin_config, "marsho_send_reasoning", True)
-    fake.push(text("Forty-two.", reasoning="Let me count.\n\nYes, forty-two."))
-    async with app.test_matcher() as ctx:
-        bot = onebot_bot(ctx)
-        event = group_message("marsho the answer?")
-        ctx.receive_event(bot, event)
-        thinking = nodes("Let me count.\n\nYes, forty-two.", name="marsho: How I thought about it")
-        ctx.should_call_api(*group_forward(event, thinking), result={"message_id": 1})
-        ctx.should_call_api(*reply_call(event, "Forty-two."), result={"message_id": 2})
+    with configured(marsho_send_reasoning=True):
+        fake.push(text("Forty-two.", reasoning="Let me count.\n\nYes, forty-two."))
+        async with app.test_matcher() as ctx:
+            bot = onebot_bot(ctx)
+            event = group_message("marsho the answer?")
+            ctx.receive_event(bot, event)
+            thinking = nodes("Let me count.\n\nYes, forty-two.", name="marsho: How I thought about it")
+            ctx.should_call_api(*group_forward(event, thinking), result={"message_id": 1})
+            ctx.should_call_api(*reply_call(event, "Forty-two."), result={"message_id": 2})
 
 
 async def test_the_reasoning_of_a_private_chat_is_a_private_forward_message(
-    app: App, fake: FakeOpenAI, plugin_engine, monkeypatch: pytest.MonkeyPatch
+    app: App, fake: FakeOpenAI, plugin_engine
 ) -> None:
-    monkeypatch.setattr(plugin_config, "marsho_send_reasoning", True)
-    fake.push(text("Forty-two.", reasoning="Counting."))
-    async with app.test_matcher() as ctx:
-        bot = onebot_bot(ctx)
-        event = private_message("marsho the answer?")
-        ctx.receive_event(bot, event)
-        thinking = nodes("Counting.", name="marsho: How I thought about it")
-        ctx.should_call_api("send_private_forward_msg", {"user_id": event.user_id, "messages": thinking},
-                            result={"message_id": 1})
-        ctx.should_call_api(*reply_call(event, "Forty-two."), result={"message_id": 2})
+    with configured(marsho_send_reasoning=True):
+        fake.push(text("Forty-two.", reasoning="Counting."))
+        async with app.test_matcher() as ctx:
+            bot = onebot_bot(ctx)
+            event = private_message("marsho the answer?")
+            ctx.receive_event(bot, event)
+            thinking = nodes("Counting.", name="marsho: How I thought about it")
+            ctx.should_call_api("send_private_forward_msg", {"user_id": event.user_id, "messages": thinking},
+                                result={"message_id": 1})
+            ctx.should_call_api(*reply_call(event, "Forty-two."), result={"message_id": 2})
 
 
 async def test_the_reasoning_is_not_sent_by_default(app: App, fake: FakeOpenAI, plugin_engine) -> None:
@@ -253,17 +254,17 @@ async def test_the_reasoning_is_not_sent_by_default(app: App, fake: FakeOpenAI, 
 
 
 async def test_a_failed_reasoning_forward_does_not_stop_the_answer(
-    app: App, fake: FakeOpenAI, plugin_engine, monkeypatch: pytest.MonkeyPatch
+    app: App, fake: FakeOpenAI, plugin_engine
 ) -> None:
-    monkeypatch.setattr(plugin_config, "marsho_send_reasoning", True)
-    fake.push(text("Forty-two.", reasoning="Counting."))
-    async with app.test_matcher() as ctx:
-        bot = onebot_bot(ctx)
-        event = group_message("marsho the answer?")
-        ctx.receive_event(bot, event)
-        thinking = nodes("Counting.", name="marsho: How I thought about it")
-        ctx.should_call_api(*group_forward(event, thinking), exception=ActionFailed(retcode=100))
-        ctx.should_call_api(*reply_call(event, "Forty-two."), result={"message_id": 2})
+    with configured(marsho_send_reasoning=True):
+        fake.push(text("Forty-two.", reasoning="Counting."))
+        async with app.test_matcher() as ctx:
+            bot = onebot_bot(ctx)
+            event = group_message("marsho the answer?")
+            ctx.receive_event(bot, event)
+            thinking = nodes("Counting.", name="marsho: How I thought about it")
+            ctx.should_call_api(*group_forward(event, thinking), exception=ActionFailed(retcode=100))
+            ctx.should_call_api(*reply_call(event, "Forty-two."), result={"message_id": 2})
 
 
 # --- tool progress ------------------------------------------------------------------------------
@@ -284,24 +285,24 @@ def sends(monkeypatch: pytest.MonkeyPatch, fake: FakeOpenAI) -> list[tuple[str, 
 
 
 async def test_tool_progress_is_announced_during_the_tool_round(
-    app: App, fake: FakeOpenAI, plugin_engine, monkeypatch: pytest.MonkeyPatch,
+    app: App, fake: FakeOpenAI, plugin_engine,
     sends: list[tuple[str, int]],
 ) -> None:
-    monkeypatch.setattr(plugin_config, "marsho_tool_progress", True)
-    fake.push(tool_calls(("marshoai-example__get_weather", {"location": "Hangzhou"}),
-                         ("marshoai-example__get_weather", {"location": "Beijing"}),
-                         ("marshoai-example__get_current_time", {})),
-              text("Hot everywhere."))
-    async with app.test_matcher() as ctx:
-        bot = onebot_bot(ctx)
-        event = group_message("marsho weather?")
-        ctx.receive_event(bot, event)
-        progress = ("marsho is using marshoai-example__get_weather, "
-                    "marshoai-example__get_current_time …")
-        ctx.should_call_api(*send_call(event, Message(progress)), result={"message_id": 1})
-        ctx.should_call_api(*reply_call(event, "Hot everywhere."), result={"message_id": 2})
-    # announced before the tool results went back to the model
-    assert sends == [(progress, 1), ("Hot everywhere.", 2)]
+    with configured(marsho_tool_progress=True):
+        fake.push(tool_calls(("marshoai-example__get_weather", {"location": "Hangzhou"}),
+                             ("marshoai-example__get_weather", {"location": "Beijing"}),
+                             ("marshoai-example__get_current_time", {})),
+                  text("Hot everywhere."))
+        async with app.test_matcher() as ctx:
+            bot = onebot_bot(ctx)
+            event = group_message("marsho weather?")
+            ctx.receive_event(bot, event)
+            progress = ("marsho is using marshoai-example__get_weather, "
+                        "marshoai-example__get_current_time …")
+            ctx.should_call_api(*send_call(event, Message(progress)), result={"message_id": 1})
+            ctx.should_call_api(*reply_call(event, "Hot everywhere."), result={"message_id": 2})
+        # announced before the tool results went back to the model
+        assert sends == [(progress, 1), ("Hot everywhere.", 2)]
 
 
 async def test_tool_progress_is_off_by_default(
@@ -317,37 +318,37 @@ async def test_tool_progress_is_off_by_default(
 
 
 async def test_one_progress_line_per_round_of_tool_calls(
-    app: App, fake: FakeOpenAI, plugin_engine, monkeypatch: pytest.MonkeyPatch
+    app: App, fake: FakeOpenAI, plugin_engine
 ) -> None:
-    monkeypatch.setattr(plugin_config, "marsho_tool_progress", True)
-    fake.push(tool_calls(("marshoai-example__get_current_time", {})),
-              tool_calls(("marshoai-example__get_weather", {"location": "Hangzhou"})),
-              text("Done."))
-    async with app.test_matcher() as ctx:
-        bot = onebot_bot(ctx)
-        event = group_message("marsho time and weather?")
-        ctx.receive_event(bot, event)
-        for tool in ("get_current_time", "get_weather"):
-            line = f"marsho is using marshoai-example__{tool} …"
-            ctx.should_call_api(*send_call(event, Message(line)), result={"message_id": 1})
-        ctx.should_call_api(*reply_call(event, "Done."), result={"message_id": 2})
+    with configured(marsho_tool_progress=True):
+        fake.push(tool_calls(("marshoai-example__get_current_time", {})),
+                  tool_calls(("marshoai-example__get_weather", {"location": "Hangzhou"})),
+                  text("Done."))
+        async with app.test_matcher() as ctx:
+            bot = onebot_bot(ctx)
+            event = group_message("marsho time and weather?")
+            ctx.receive_event(bot, event)
+            for tool in ("get_current_time", "get_weather"):
+                line = f"marsho is using marshoai-example__{tool} …"
+                ctx.should_call_api(*send_call(event, Message(line)), result={"message_id": 1})
+            ctx.should_call_api(*reply_call(event, "Done."), result={"message_id": 2})
 
 
 async def test_a_failed_progress_line_does_not_break_the_turn(
-    app: App, fake: FakeOpenAI, plugin_engine, monkeypatch: pytest.MonkeyPatch
+    app: App, fake: FakeOpenAI, plugin_engine
 ) -> None:
-    monkeypatch.setattr(plugin_config, "marsho_tool_progress", True)
-    fake.push(tool_calls(("marshoai-example__get_weather", {"location": "Hangzhou"}, "w1")),
-              text("Hot in Hangzhou."))
-    async with app.test_matcher() as ctx:
-        bot = onebot_bot(ctx)
-        event = group_message("marsho weather?")
-        ctx.receive_event(bot, event)
-        line = "marsho is using marshoai-example__get_weather …"
-        ctx.should_call_api(*send_call(event, Message(line)), exception=ActionFailed(retcode=1))
-        ctx.should_call_api(*reply_call(event, "Hot in Hangzhou."), result={"message_id": 2})
-    # the tool ran and its result reached the model
-    assert fake.requests[-1]["messages"][-1]["content"] == "The temperature of Hangzhou is 114514℃。"
+    with configured(marsho_tool_progress=True):
+        fake.push(tool_calls(("marshoai-example__get_weather", {"location": "Hangzhou"}, "w1")),
+                  text("Hot in Hangzhou."))
+        async with app.test_matcher() as ctx:
+            bot = onebot_bot(ctx)
+            event = group_message("marsho weather?")
+            ctx.receive_event(bot, event)
+            line = "marsho is using marshoai-example__get_weather …"
+            ctx.should_call_api(*send_call(event, Message(line)), exception=ActionFailed(retcode=1))
+            ctx.should_call_api(*reply_call(event, "Hot in Hangzhou."), result={"message_id": 2})
+        # the tool ran and its result reached the model
+        assert fake.requests[-1]["messages"][-1]["content"] == "The temperature of Hangzhou is 114514℃。"
 
 
 # --- formulas and markdown images ---------------------------------------------------------------
@@ -389,16 +390,16 @@ async def test_a_formula_that_cannot_be_drawn_stays_text(
 
 
 async def test_formulas_stay_text_when_render_latex_is_off(
-    app: App, fake: FakeOpenAI, plugin_engine, monkeypatch: pytest.MonkeyPatch
+    app: App, fake: FakeOpenAI, plugin_engine
 ) -> None:
-    monkeypatch.setattr(plugin_config, "marsho_render_latex", False)
-    answer = "The ratio is $$\\frac{a}{b}$$ there."
-    fake.push(text(answer))
-    async with app.test_matcher() as ctx:
-        bot = onebot_bot(ctx)
-        event = group_message("marsho ratio?")
-        ctx.receive_event(bot, event)
-        ctx.should_call_api(*reply_call(event, answer), result={"message_id": 1})
+    with configured(marsho_render_latex=False):
+        answer = "The ratio is $$\\frac{a}{b}$$ there."
+        fake.push(text(answer))
+        async with app.test_matcher() as ctx:
+            bot = onebot_bot(ctx)
+            event = group_message("marsho ratio?")
+            ctx.receive_event(bot, event)
+            ctx.should_call_api(*reply_call(event, answer), result={"message_id": 1})
 
 
 async def test_a_markdown_image_on_loopback_stays_text(
@@ -450,14 +451,14 @@ async def test_markdown_images_stay_text_when_rendering_them_is_off(
         raise AssertionError("nothing should be downloaded")
 
     monkeypatch.setattr(outgoing, "download_image", download)
-    monkeypatch.setattr(plugin_config, "marsho_render_markdown_images", False)
     answer = "Look: ![cat](https://example.com/cat.png) nice."
     fake.push(text(answer))
-    async with app.test_matcher() as ctx:
-        bot = onebot_bot(ctx)
-        event = group_message("marsho a cat?")
-        ctx.receive_event(bot, event)
-        ctx.should_call_api(*reply_call(event, answer), result={"message_id": 1})
+    with configured(marsho_render_markdown_images=False):
+        async with app.test_matcher() as ctx:
+            bot = onebot_bot(ctx)
+            event = group_message("marsho a cat?")
+            ctx.receive_event(bot, event)
+            ctx.should_call_api(*reply_call(event, answer), result={"message_id": 1})
 
 
 async def test_formulas_in_a_split_answer_are_drawn_in_their_chunk(
@@ -491,7 +492,7 @@ async def test_an_answer_that_is_only_a_formula_is_only_a_picture() -> None:
     assert plain(await rich_segments("$$\\frac{a}{b}$$", Delivery())) == [("image", FRACTION)]
 
 
-async def test_inline_formulas_are_drawn_only_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_inline_formulas_are_drawn_only_when_asked() -> None:
     source = "so $x^2$ grows"
     assert plain(await rich_segments(source, Delivery())) == [source]
     drawn = plain(await rich_segments(source, Delivery(render_inline_latex=True)))
@@ -572,7 +573,6 @@ async def test_the_caps_hold_for_a_whole_split_answer(monkeypatch: pytest.Monkey
 
 
 async def test_the_delivery_defaults_match_the_settings() -> None:
-    from nonebot_plugin_marsho.chat.matchers import delivery
     from nonebot_plugin_marsho.config import Config
 
     config = Config()
@@ -582,7 +582,15 @@ async def test_the_delivery_defaults_match_the_settings() -> None:
     assert (defaults.render_latex, defaults.render_inline_latex, defaults.render_images) == (
         config.marsho_render_latex, config.marsho_render_inline_latex,
         config.marsho_render_markdown_images)
-    assert delivery().name == plugin_config.marsho_name
+
+
+def test_the_bot_delivers_as_its_settings_say(marsho) -> None:
+    with configured(marsho_name="Mallow", marsho_split_chars=100, marsho_long_answer="forward",
+                    marsho_lang="zh-CN") as bot:
+        how = bot.delivery()
+    assert (how.name, how.split_chars, how.long_answer) == ("Mallow", 100, "forward")
+    assert how.texts("reply.reasoning_title") == "我的思考过程"
+    assert marsho.delivery().name == "marsho"
 
 
 async def test_formulas_are_drawn_off_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -623,17 +631,16 @@ async def test_an_answer_that_could_not_be_saved_still_brings_its_pictures(
 
 
 async def test_a_forward_message_that_may_have_arrived_is_not_sent_again_in_parts(
-    app: App, fake: FakeOpenAI, plugin_engine, monkeypatch: pytest.MonkeyPatch
+    app: App, fake: FakeOpenAI, plugin_engine
 ) -> None:
     from nonebot.exception import NetworkError
 
-    monkeypatch.setattr(plugin_config, "marsho_split_chars", 100)
-    monkeypatch.setattr(plugin_config, "marsho_max_split_messages", 2)
     fake.push(text(LONG))
-    async with app.test_matcher() as ctx:
-        bot = onebot_bot(ctx)
-        event = group_message("marsho tell me a lot")
-        ctx.receive_event(bot, event)
-        # a timeout: the implementation may well have posted it, so no second copy in parts
-        ctx.should_call_api(*group_forward(event, nodes(*PARAGRAPHS)),
-                            exception=NetworkError("WebSocket call api send_group_forward_msg timeout"))
+    with configured(marsho_split_chars=100, marsho_max_split_messages=2):
+        async with app.test_matcher() as ctx:
+            bot = onebot_bot(ctx)
+            event = group_message("marsho tell me a lot")
+            ctx.receive_event(bot, event)
+            # a timeout: the implementation may well have posted it, so no second copy in parts
+            ctx.should_call_api(*group_forward(event, nodes(*PARAGRAPHS)),
+                                exception=NetworkError("WebSocket call api send_group_forward_msg timeout"))

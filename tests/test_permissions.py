@@ -112,8 +112,9 @@ async def test_a_preset_secret_is_not_shown_by_marsho_calls(
 
 async def test_tools_listing_marks_restricted_tools(app: App, plugin_engine) -> None:
     from nonebot_plugin_marsho.chat.render import tools_text
+    from nonebot_plugin_marsho.i18n import Texts
 
-    listing = tools_text(plugin_engine.toolset)
+    listing = tools_text(Texts("en"), plugin_engine.toolset)
     assert f"{PURGE} [superusers only]" in listing
     assert f"{MUTE} [admins only]" in listing
     assert f"{LOOKUP}:" in listing
