@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,7 @@ def usage_text(t: Texts, names: list[str], at_enabled: bool) -> str:
     return "\n".join(lines)
 
 
-def tools_text(t: Texts, toolset: Toolset, mcp_status: dict[str, str] | None = None) -> str:
+def tools_text(t: Texts, toolset: Toolset, mcp_status: Mapping[str, str] | None = None) -> str:
     """What `marsho.tools` answers: loaded toolkits and tools, MCP servers' states, then every
     toolkit that failed."""
     lines: list[str] = []
@@ -52,7 +53,8 @@ def tools_text(t: Texts, toolset: Toolset, mcp_status: dict[str, str] | None = N
     else:
         lines.append(t("tools.none"))
     if mcp_status:
-        lines.append(t("tools.mcp", servers="; ".join(f"{n}: {state}" for n, state in mcp_status.items())))
+        states = (f"{name}: {_translated(t, state)}" for name, state in mcp_status.items())
+        lines.append(t("tools.mcp", servers="; ".join(states)))
     if toolset.available:
         lines.append(t("tools.available", names=t.join(toolset.available)))
     if toolset.disabled:
@@ -66,6 +68,12 @@ def tools_text(t: Texts, toolset: Toolset, mcp_status: dict[str, str] | None = N
             lines.extend(f"  - {Path(*problem.path.parts[-2:])}: {problem.message}"
                          for problem in problems)
     return "\n".join(lines)
+
+
+def _translated(t: Texts, state: str) -> str:
+    """An MCP server's state in the chat's language (it carries its catalogue code)."""
+    code = getattr(state, "code", None)
+    return t(code, **getattr(state, "params", {})) if code else state
 
 
 def calls_text(t: Texts, calls: list[dict[str, Any]]) -> str:

@@ -37,7 +37,7 @@ from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import McpError
 from nonebot.log import logger
 
-from ..i18n import t
+from ..i18n import text
 from .loader import strip_json_comments
 from .model import PERMISSIONS, SEPARATOR, Permission, Tool, Toolkit, ToolResponse, Toolset
 
@@ -68,6 +68,19 @@ _NAME_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 _ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 MAX_SERVER_NAME = 40
 """Characters of a server's name kept in tool names, leaving room for the tool's own name."""
+
+
+class ServerStatus(str):
+    """A server's state in English (as logs show it), with the catalogue `code` and `params` that
+    chat/ translates for the people in a chat."""
+
+    code: str
+    params: dict[str, Any]
+
+    def __new__(cls, code: str, /, **params: Any) -> ServerStatus:
+        status = super().__new__(cls, text("en", code, **params))
+        status.code, status.params = code, params
+        return status
 
 
 @dataclass(frozen=True)
@@ -392,13 +405,13 @@ class _Server:
     def timeout(self) -> float:
         return self.config.timeout or self.manager.call_timeout
 
-    def status(self) -> str:
+    def status(self) -> ServerStatus:
         if self.state == "connected":
-            return t("mcp.connected", count=len(self.toolkit.tools) if self.toolkit else 0)
+            return ServerStatus("mcp.connected", count=len(self.toolkit.tools) if self.toolkit else 0)
         if self.state == "retrying":
             wait = max(0.0, self.retry_at - time.monotonic())
-            return t("mcp.retrying", seconds=f"{wait:.0f}", error=self.error)
-        return t(f"mcp.{self.state}")
+            return ServerStatus("mcp.retrying", seconds=f"{wait:.0f}", error=self.error)
+        return ServerStatus(f"mcp.{self.state}")
 
     # -- the connection task --------------------------------------------------------------
 
@@ -770,10 +783,10 @@ class McpManager:
         self._started = False
         self._servers.clear()
 
-    def status(self) -> dict[str, str]:
+    def status(self) -> dict[str, ServerStatus]:
         """Each configured server's state: connected (N tools), retrying in N s: why, disabled."""
         if not self._servers:
-            return {name: t("mcp.disabled") if config.disabled else t("mcp.idle")
+            return {name: ServerStatus("mcp.disabled" if config.disabled else "mcp.idle")
                     for name, config in self.servers.items()}
         return {name: server.status() for name, server in self._servers.items()}
 
