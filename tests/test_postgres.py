@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy
 
 from nonebot_plugin_marsho.agent.engine import Engine
 from nonebot_plugin_marsho.agent.llm import LLMClient
@@ -321,7 +322,8 @@ async def test_a_newer_schema_is_refused_on_postgres(pg_url: str) -> None:
     first = SqlStore(pg_url)
     try:
         await first.start()
-        await first.set_setting("schema_version", str(SCHEMA_VERSION + 1))
+        async with first.engine.begin() as conn:  # a migration this code does not have
+            await conn.execute(sqlalchemy.text("UPDATE marsho_alembic_version SET version_num = '9999'"))
     finally:
         await first.close()
     second = SqlStore(pg_url)

@@ -14,6 +14,7 @@ from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from typing import Any
 
+from nonebot.log import logger
 from sqlalchemy import (
     BigInteger,
     Column,
@@ -37,6 +38,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 from sqlalchemy.pool import StaticPool
 
 from ..exceptions import StoreError
+from . import migrations
 from .session import Message, SessionLocks, Turn
 
 _held_connection: ContextVar[tuple[SqlStore, AsyncConnection] | None] = ContextVar(
@@ -44,10 +46,13 @@ _held_connection: ContextVar[tuple[SqlStore, AsyncConnection] | None] = ContextV
 )
 """The connection holding the running turn's PostgreSQL lock, which its reads and writes use."""
 
-SCHEMA_VERSION = 1
-"""Bumped with each change to the tables; `start()` upgrades older databases."""
+SCHEMA_VERSION = migrations.LEGACY_SCHEMA_VERSION
+"""The `schema_version` setting, which only releases before migrations read (they refuse a
+database whose number is higher than theirs). The tables' version is their Alembic revision."""
 
 metadata = MetaData()
+"""The tables as this code uses them. Changing them takes a migration (store/migrations/):
+tests/test_migrations.py fails until the migrations make exactly these."""
 
 messages_table = Table(
     "marsho_messages",
@@ -77,7 +82,7 @@ nicknames_table = Table(
     Column("nickname", Text, nullable=False),
     Column("updated_at", Float, nullable=False),
 )
-"""What each person asked to be called (`marsho.nickname`); created on older databases too."""
+"""What each person asked to be called (`marsho.nickname`)."""
 
 
 def async_url(url: str) -> str:
@@ -120,13 +125,14 @@ class SqlStore:
         self._started: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        """Create or upgrade the tables; raises StoreError saying what failed. Every other
-        method does this first, once; calling it at startup reports problems early."""
+        """Create the tables, or bring them to this code's revision (store/migrations/); raises
+        StoreError saying what failed, and refuses a database written by a newer marsho. Every
+        other method does this first, once; calling it at startup reports problems early."""
         await self._ready()
 
     async def _ready(self) -> None:
         if self._started is None:  # one setup, even when many turns start at once
-            self._started = asyncio.ensure_future(self._create_tables())
+            self._started = asyncio.ensure_future(self._migrate())
         try:
             await asyncio.shield(self._started)
         except StoreError:
@@ -138,25 +144,32 @@ class SqlStore:
         """True when other bot processes may use the same database (turn locks in it)."""
         return self.dialect == "postgresql"
 
-    async def _create_tables(self) -> None:
+    async def _migrate(self) -> None:
+        """A quick read when the tables are at the newest revision; otherwise, alone (a PostgreSQL
+        advisory lock: bots starting together migrate one after the other; SQLite's write lock),
+        look again and apply what is missing, all in one transaction."""
         try:
+            async with self.engine.connect() as conn:
+                if await conn.run_sync(migrations.up_to_date):
+                    return
             async with self.engine.begin() as conn:
-                if self.shared:  # two bots starting on an empty database: one creates, one waits
+                if self.shared:  # bots starting together: one migrates, the others wait, then see it done
                     await conn.execute(text("SELECT pg_advisory_xact_lock(:id)"),
                                        {"id": _lock_id("marsho:schema")})
-                await conn.run_sync(metadata.create_all)
-                found = (await conn.execute(
-                    select(settings_table.c.value).where(settings_table.c.name == "schema_version")
-                )).scalar()
-                if found is None:
-                    await conn.execute(insert(settings_table).values(
-                        name="schema_version", value=str(SCHEMA_VERSION)))
-                elif int(found) > SCHEMA_VERSION:
-                    raise StoreError(code="store.newer", url=self.safe_url, found=found, known=SCHEMA_VERSION)
-        except SQLAlchemyError as error:
+                elif self.dialect == "sqlite":
+                    await conn.exec_driver_sql("BEGIN IMMEDIATE")  # DDL included, all or nothing
+                legacy, applied = await conn.run_sync(migrations.upgrade)
+        except migrations.NewerDatabase as error:
+            raise StoreError(code="store.newer", url=self.safe_url, found=error.found,
+                             known=error.known) from None
+        except (SQLAlchemyError, migrations.MigrationError) as error:
             raise StoreError(code="store.open", url=self.safe_url, detail=_describe(error)) from None
         except OSError as error:
             raise StoreError(code="store.reach", url=self.safe_url, detail=_describe(error)) from None
+        if legacy:
+            logger.info(f"Database {self.safe_url}: tables from before migrations, kept with every row")
+        for revision, what in applied:
+            logger.info(f"Database {self.safe_url}: applied migration {revision} ({what})")
 
     @property
     def safe_url(self) -> str:
