@@ -1,11 +1,13 @@
 """Languages: every fixed reply in zh-CN (the default) and en, chosen by MARSHO_LANG.
 
 The rest of the suite runs in English (tests/conftest.py sets marsho_lang="en"); the Chinese
-tests here switch with the `chinese` fixture, which puts the previous language back.
+tests here use a bot of their own with the `chinese` fixture (`configured(marsho_lang="zh-CN")`):
+there is no global language, each bot has its texts (`Texts`).
 """
 
 from __future__ import annotations
 
+import ast
 import re
 import string
 from collections.abc import Iterator
@@ -16,22 +18,26 @@ from nonebug import App
 from pydantic import ValidationError
 
 from nonebot_plugin_marsho import i18n
-from nonebot_plugin_marsho.chat import matchers
 from nonebot_plugin_marsho.chat.fairuse import seconds_text
-from nonebot_plugin_marsho.chat.render import error_text
-from nonebot_plugin_marsho.config import Config, describe_validation_error, plugin_config
+from nonebot_plugin_marsho.chat.render import error_text, usage_text
+from nonebot_plugin_marsho.config import Config, describe_validation_error
 from nonebot_plugin_marsho.exceptions import EndpointError
-from nonebot_plugin_marsho.i18n import EN, ZH, t
+from nonebot_plugin_marsho.i18n import EN, ZH, Texts
+from tests.conftest import configured
 from tests.fake_openai import FakeOpenAI, error
 from tests.onebot import group_message, onebot_bot, private_message, reply_call
 
 PACKAGE = Path(__file__).resolve().parent.parent / "nonebot_plugin_marsho"
 
-LITERAL_CALL = re.compile(
-    r"""(?:(?<!def )\bt\(\s*|\b(?:code|hint)=)(["'])([^"'\\]+)\1\s*[,)]""")
-"""`t("key")`, `t('key', name=...)`, `MarshoError(code="key", hint="key")`: a key spelled out."""
-ANY_CALL = re.compile(r"""(?:(?<!def )\bt\(\s*|\b(?:code|hint)=)([^,)]+)""")
-"""Any `t(` call or error code, with (the start of) its first argument."""
+CALL = r"""(?<!def )(?<!class )(?:\b(?:t|texts|self|ServerStatus)\(\s*|\btext\(\s*(?:[\w.]+|"[^"]*")\s*,\s*|\b(?:code|hint)=)"""
+"""Where a key is named: a call of the texts, whatever holds them (`t = app.texts` then
+`t("key")`; `app.texts("key")`, `delivery.texts(...)`; `self("key")` in Texts itself), the key
+after the language in `text(language, "key")`, an MCP server's `ServerStatus("key")`, or an
+error's `code=`/`hint=`."""
+LITERAL_CALL = re.compile(CALL + r"""(["'])([^"'\\]+)\1\s*[,)]""")
+"""`t("key")`, `app.texts('key', name=...)`, `MarshoError(code="key", hint="key")`: a key spelled out."""
+ANY_CALL = re.compile(CALL + r"""([^,)]+)""")
+"""Any such call or error code, with (the start of) its key argument."""
 
 COMMANDS = ("reset", "tools", "calls", "history", "nickname", "help", "model", "export")
 DYNAMIC_KEYS: dict[str, list[str]] = {
@@ -42,18 +48,29 @@ DYNAMIC_KEYS: dict[str, list[str]] = {
     'f"media.{result.kind}"': [f"media.{k}" for k in (
         "too_large", "timeout", "not_image", "http", "blocked", "network", "bad_url")],
     "'tools.' + tool.permission": ["tools.admin", "tools.superuser"],
-    "str(error": ["nickname.invalid", "nickname.too_long", "nickname.reserved"],  # persona.check_nickname's ValueError
     'f"mcp.{self.state}"': [f"mcp.{state}" for state in (
         "idle", "connecting", "connected", "retrying", "disabled", "stopped")],
+    '"mcp.disabled" if config.disabled else "mcp.idle"': ["mcp.disabled", "mcp.idle"],
 }
 
 
+def without_docstrings(source: str) -> str:
+    """The source with each docstring's lines blanked: their `t("key", ...)` are examples."""
+    lines = source.splitlines()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            first = node.body[0] if node.body else None
+            if (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
+                    and isinstance(first.value.value, str)):
+                for number in range(first.lineno - 1, first.end_lineno or first.lineno):
+                    lines[number] = ""
+    return "\n".join(lines)
+
+
 def _sources() -> dict[str, str]:
-    """Every module's source; i18n.py without its docstring (whose `t("key", ...)` is an example)."""
-    sources = {str(path.relative_to(PACKAGE)): path.read_text(encoding="utf-8")
-               for path in sorted(PACKAGE.rglob("*.py"))}
-    sources["i18n.py"] = sources["i18n.py"].split('"""', 2)[2]
-    return sources
+    """Every module's source, without its docstrings."""
+    return {str(path.relative_to(PACKAGE)): without_docstrings(path.read_text(encoding="utf-8"))
+            for path in sorted(PACKAGE.rglob("*.py"))}
 
 
 def literal_keys() -> dict[str, set[str]]:
@@ -71,9 +88,10 @@ def dynamic_calls() -> dict[str, set[str]]:
     for name, source in _sources().items():
         for match in ANY_CALL.finditer(source):
             argument = match.group(1).strip()
-            # exceptions.py passes its own `code=code, hint=hint` on; render.py's error_text
-            # translates any error's code, each of which this scan finds where it is raised
-            passed_on = ("code", "hint", "error.code", "error.hint")
+            # exceptions.py passes its own `code=code, hint=hint` on (and formats `code` and
+            # `self.hint`), Texts formats any `key`; render.py's error_text translates any
+            # error's code, each of which this scan finds where it is raised
+            passed_on = ("code", "hint", "self.hint", "key", "error.code", "error.hint")
             if not re.fullmatch(r"""(["'])[^"'\\]+\1""", argument) and argument not in passed_on:
                 found.setdefault(argument, set()).add(name)
     return found
@@ -86,11 +104,9 @@ def placeholders(text: str) -> set[tuple[str, str | None, str | None]]:
 
 @pytest.fixture
 def chinese() -> Iterator[None]:
-    """Marsho speaks zh-CN for this test; the suite's language comes back afterwards."""
-    before = i18n.language()
-    i18n.set_language("zh-CN")
-    yield
-    i18n.set_language(before)
+    """Handlers use a bot speaking zh-CN for this test; the suite's English one afterwards."""
+    with configured(marsho_lang="zh-CN"):
+        yield
 
 
 # the catalogues
@@ -117,11 +133,11 @@ def test_no_text_is_empty_or_escapes_braces(catalogue: dict[str, str]) -> None:
 def test_seven_weekdays_monday_first() -> None:
     assert len(EN["weekday"].split("|")) == len(ZH["weekday"].split("|")) == 7
     assert all(day.strip() for day in EN["weekday"].split("|") + ZH["weekday"].split("|"))
-    assert i18n.weekday(0) == "Monday" and i18n.weekday(6) == "Sunday"
+    assert Texts("en").weekday(0) == "Monday" and Texts("en").weekday(6) == "Sunday"
 
 
-def test_weekday_in_chinese(chinese: None) -> None:
-    assert i18n.weekday(0) == "星期一" and i18n.weekday(6) == "星期日"
+def test_weekday_in_chinese() -> None:
+    assert Texts("zh-CN").weekday(0) == "星期一" and Texts("zh-CN").weekday(6) == "星期日"
 
 
 # the code against the catalogues
@@ -132,8 +148,17 @@ def test_the_scan_finds_the_calls() -> None:
     used = literal_keys()
     assert len(used) > 50
     assert "chat/render.py" in used["reply.empty"] and "chat/fairuse.py" in used["seconds"]
-    assert "chat/outgoing.py" in used["reply.reasoning_title"]  # t('...') in an f-string
-    assert "i18n.py" in used["weekday"] and "key" not in used  # the docstring's example is skipped
+    assert "chat/matchers.py" in used["config.broken"]  # t = app.texts, then t("...")
+    assert "chat/outgoing.py" in used["reply.reasoning_title"]  # delivery.texts('...') in an f-string
+    assert "chat/poke.py" in used["poke.someone"]  # app.texts("...")
+    assert "chat/app.py" in used["problem.starting"]  # self.texts("...")
+    assert "config.py" in used["config.invalid"]  # i18n.text(language, "...")
+    assert "agent/llm.py" in used["endpoint.no_key.hint"]  # hint="..."
+    assert "agent/persona.py" in used["nickname.too_long"]  # NicknameError(code="...")
+    assert "tools/mcp.py" in used["mcp.connected"]  # ServerStatus("...")
+    assert "i18n.py" in used["weekday"] and "i18n.py" in used["list.separator"]  # self("...")
+    assert "key" not in used  # i18n.py's docstrings' examples are skipped
+    assert "exceptions.py" not in used["store.read"]  # and so is exceptions.py's
 
 
 def test_every_literal_key_used_in_the_code_exists() -> None:
@@ -143,7 +168,7 @@ def test_every_literal_key_used_in_the_code_exists() -> None:
 
 def test_every_computed_key_is_known_and_exists() -> None:
     unknown = {arg: sorted(files) for arg, files in dynamic_calls().items() if arg not in DYNAMIC_KEYS}
-    assert unknown == {}, "a t() call computes its key: add its expansions to DYNAMIC_KEYS"
+    assert unknown == {}, "a texts call computes its key: add its expansions to DYNAMIC_KEYS"
     missing = [key for keys in DYNAMIC_KEYS.values() for key in keys if key not in EN]
     assert missing == []
 
@@ -158,9 +183,10 @@ def test_the_known_expansions_match_the_code() -> None:
     assert {f"media.{k}" for k in KINDS} == set(DYNAMIC_KEYS['f"media.{result.kind}"'])
     assert {f"tools.{p}" for p in PERMISSIONS if p != "everyone"} == set(
         DYNAMIC_KEYS["'tools.' + tool.permission"])
-    persona = (PACKAGE / "agent" / "persona.py").read_text(encoding="utf-8")
-    assert set(re.findall(r'ValueError\("(nickname\.[a-z_]+)"\)', persona)) == set(
-        DYNAMIC_KEYS["str(error"])
+    mcp = (PACKAGE / "tools" / "mcp.py").read_text(encoding="utf-8")
+    [literal] = re.findall(r"self\.state: Literal\[([^]]+)\]", mcp)  # every state a server has
+    states = set(re.findall(r'"([a-z]+)"', literal))
+    assert {f"mcp.{state}" for state in states} == set(DYNAMIC_KEYS['f"mcp.{self.state}"'])
 
 
 KNOWN_UNUSED: set[str] = set()
@@ -197,36 +223,37 @@ def test_an_unknown_language_names_marsho_lang(value: object) -> None:
     assert "MARSHO_LANG=" in describe_validation_error(caught.value)
 
 
-def test_set_language_refuses_unknown_languages() -> None:
-    before = i18n.language()
+def test_texts_refuse_unknown_languages() -> None:
     with pytest.raises(ValueError, match="fr"):
-        i18n.set_language("fr")  # type: ignore[arg-type]
-    assert i18n.language() == before
+        Texts("fr")  # type: ignore[arg-type]
 
 
-def test_reading_the_config_sets_the_language(chinese: None) -> None:
+def test_reading_the_config_gives_its_language() -> None:
     from nonebot_plugin_marsho.config import read_config
 
-    config, problem = read_config()  # conftest's settings: marsho_lang="en"
-    assert (config.marsho_lang, problem, i18n.language()) == ("en", "", "en")
+    config, problem, notes = read_config()  # conftest's settings: marsho_lang="en"
+    assert (config.marsho_lang, problem, notes) == ("en", "", [])
 
 
-def test_a_bad_setting_is_reported_in_the_language_asked_for(
-    chinese: None, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_bad_setting_is_reported_in_the_language_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
     from nonebot import get_driver
 
     from nonebot_plugin_marsho.config import read_config
 
     monkeypatch.setattr(get_driver().config, "marsho_timeout", "soon")  # marsho_lang is still "en"
-    config, problem = read_config()
-    assert "MARSHO_TIMEOUT='soon'" in problem
-    assert i18n.language() == "en"
+    config, problem, _ = read_config()
+    assert config == Config()  # the defaults, and what to fix
+    assert problem.startswith("invalid settings in .env: ") and "MARSHO_TIMEOUT='soon'" in problem
+    monkeypatch.setattr(get_driver().config, "marsho_lang", "zh_CN")
+    _, problem, _ = read_config()
+    assert problem.startswith(".env 中的设置无效：") and "MARSHO_TIMEOUT='soon'" in problem
 
 
-def test_a_chinese_hint_follows_its_message_without_a_space(chinese: None) -> None:
+def test_a_chinese_hint_follows_its_message_without_a_space() -> None:
     failure = EndpointError(code="endpoint.429", hint="endpoint.429.hint", detail="x")
-    assert error_text(failure) == "接口正在限流（429：x）。请稍后再试。"
+    assert error_text(Texts("zh-CN"), failure) == "接口正在限流（429：x）。请稍后再试。"
+    assert error_text(Texts("en"), failure) == (
+        "The endpoint is rate-limiting us (429: x). Try again in a moment.")
 
 
 def test_an_error_is_logged_in_english_whatever_the_chat_language(chinese: None) -> None:
@@ -235,33 +262,36 @@ def test_an_error_is_logged_in_english_whatever_the_chat_language(chinese: None)
     assert failure.code == "endpoint.429" and failure.params == {"detail": "x"}
 
 
-# t()
+# Texts
 
 
-def test_texts_follow_the_language(chinese: None) -> None:
-    assert t("reset.empty") == "这段对话本来就是空的。"
-    assert t("reset.done", turns=3) == "好了：我忘掉了这段对话（3 轮）。"
-    assert seconds_text(12.1) == "13 秒" and seconds_text(0.2) == "1 秒"
-    i18n.set_language("en")
-    assert t("reset.empty") == "This conversation was already empty."
-    assert seconds_text(12.1) == "13 s"
+def test_texts_follow_the_language() -> None:
+    zh, en = Texts("zh-CN"), Texts("en")
+    assert zh("reset.empty") == "这段对话本来就是空的。"
+    assert zh("reset.done", turns=3) == "好了：我忘掉了这段对话（3 轮）。"
+    assert seconds_text(zh, 12.1) == "13 秒" and seconds_text(zh, 0.2) == "1 秒"
+    assert en("reset.empty") == "This conversation was already empty."
+    assert seconds_text(en, 12.1) == "13 s"
+    assert zh.join(["a", "b"]) == "a、b" and en.join(["a", "b"]) == "a, b"
+    assert Texts().language == "zh-CN"  # the default, as MARSHO_LANG's
 
 
-def test_a_key_missing_from_chinese_falls_back_to_english(
-    chinese: None, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_key_missing_from_chinese_falls_back_to_english(monkeypatch: pytest.MonkeyPatch) -> None:
+    zh = Texts("zh-CN")
     monkeypatch.delitem(ZH, "reset.done")
-    assert t("reset.done", turns=2) == "Done: I forgot this conversation (2 turns)."
-    assert t("reset.empty") == "这段对话本来就是空的。"
+    assert zh("reset.done", turns=2) == "Done: I forgot this conversation (2 turns)."
+    assert zh("reset.empty") == "这段对话本来就是空的。"
     with pytest.raises(KeyError):
-        t("no.such.key")
+        zh("no.such.key")
 
 
 # end to end, in Chinese
 
 
-async def test_the_name_alone_answers_with_chinese_usage(app: App, fake: FakeOpenAI, chinese: None) -> None:
-    usage = matchers.usage_text(plugin_config.trigger_names, plugin_config.marsho_at)
+async def test_the_name_alone_answers_with_chinese_usage(
+    app: App, fake: FakeOpenAI, marsho, chinese: None
+) -> None:
+    usage = usage_text(Texts("zh-CN"), marsho.config.trigger_names, marsho.config.marsho_at)
     assert usage.startswith("有问题就问我：marsho <问题>")
     assert "marsho.reset  忘掉这段对话" in usage
     async with app.test_matcher() as ctx:
@@ -296,12 +326,14 @@ async def test_an_endpoint_error_is_explained_in_chinese(
     assert len(fake.requests) == 1
 
 
-async def test_english_is_back_after_the_chinese_tests(app: App, fake: FakeOpenAI, plugin_engine) -> None:
-    assert i18n.language() == "en"
+async def test_english_is_back_after_the_chinese_tests(
+    app: App, fake: FakeOpenAI, plugin_engine, marsho
+) -> None:
+    assert marsho.config.marsho_lang == marsho.texts.language == "en"
     async with app.test_matcher() as ctx:
         bot = onebot_bot(ctx)
         event = private_message("marsho.reset")
         ctx.receive_event(bot, event)
         ctx.should_call_api(*reply_call(event, "This conversation was already empty."),
                             result={"message_id": 1})
-    assert matchers.usage_text(["marsho"], False).startswith("Ask me anything: marsho <question>")
+    assert usage_text(marsho.texts, ["marsho"], False).startswith("Ask me anything: marsho <question>")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from zoneinfo import ZoneInfo
@@ -16,14 +17,23 @@ from nonebot.adapters.onebot.v11 import GroupMessageEvent, PrivateMessageEvent
 from nonebug import App
 from pydantic import ValidationError
 
-from nonebot_plugin_marsho import i18n
 from nonebot_plugin_marsho.agent.engine import Engine
-from nonebot_plugin_marsho.agent.persona import Nicknames, check_nickname, clock, zone_name
+from nonebot_plugin_marsho.agent.persona import (
+    NicknameError,
+    Nicknames,
+    Prompt,
+    base_prompt,
+    check_nickname,
+    clock,
+    time_line,
+    zone_name,
+)
 from nonebot_plugin_marsho.agent.praises import Liked, PraisesError, PraisesFile, read_praises
-from nonebot_plugin_marsho.chat.matchers import runtime
-from nonebot_plugin_marsho.config import Config, describe_validation_error, plugin_config
+from nonebot_plugin_marsho.chat.app import Marsho, running
+from nonebot_plugin_marsho.config import Config, describe_validation_error
 from nonebot_plugin_marsho.i18n import EN, ZH
 from nonebot_plugin_marsho.store.sql import SqlStore
+from tests.conftest import configured
 from tests.fake_openai import FakeOpenAI, text
 from tests.onebot import group_message, onebot_bot, private_message, reply_call
 
@@ -39,22 +49,30 @@ Event = GroupMessageEvent | PrivateMessageEvent
 
 
 @pytest.fixture(autouse=True)
-def steady(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """A fixed clock, and no praises file unless the test writes one."""
-    monkeypatch.setattr(runtime, "now", lambda: SPRING_FESTIVAL)
-    monkeypatch.setattr(runtime, "praises", PraisesFile(tmp_path / "praises.json", lambda _: None))
+def steady(tmp_path: Path) -> Iterator[Marsho]:
+    """Handlers use a bot of the test's own: a fixed clock, and no praises file unless the test
+    writes one (the `marsho` fixture is this bot)."""
+    with configured() as marsho:
+        marsho.prompt.now = lambda: SPRING_FESTIVAL
+        marsho.prompt.praises = PraisesFile(tmp_path / "praises.json", lambda _: None)
+        yield marsho
+
+
+@contextmanager
+def settings(**values: object) -> Iterator[Marsho]:
+    """Handlers use a bot with these MARSHO_* settings (`system_prompt=...`) until the block
+    ends, with the clock and praises file of the bot it stands in for."""
+    before = running.get().prompt
+    with configured(**{f"marsho_{name}": value for name, value in values.items()}) as marsho:
+        marsho.prompt.now, marsho.prompt.praises = before.now, before.praises
+        yield marsho
 
 
 @pytest.fixture
-def chinese() -> Iterator[None]:
-    i18n.set_language("zh-CN")
-    yield
-    i18n.set_language("en")
-
-
-def set_config(monkeypatch: pytest.MonkeyPatch, **values: object) -> None:
-    for name, value in values.items():
-        monkeypatch.setattr(plugin_config, f"marsho_{name}", value)
+def chinese(steady: Marsho) -> Iterator[Marsho]:
+    """Handlers use a bot speaking zh-CN (MARSHO_LANG) for this test."""
+    with settings(lang="zh-CN") as marsho:
+        yield marsho
 
 
 async def exchange(app: App, *steps: tuple[Event, str]) -> None:
@@ -87,16 +105,16 @@ def user_messages(body: dict) -> list[str]:
 
 
 async def test_the_english_persona_is_the_default_system_prompt_with_lang_en(
-    app: App, fake: FakeOpenAI, plugin_engine: Engine
+    app: App, fake: FakeOpenAI, plugin_engine: Engine, marsho: Marsho
 ) -> None:
-    assert plugin_config.marsho_system_prompt is None
+    assert marsho.config.marsho_system_prompt is None and marsho.config.marsho_lang == "en"
     prompt = system(await ask(app, fake))
     assert prompt.startswith(EN["persona"])
     assert "Marsho" in prompt and ZH["persona"] not in prompt
 
 
 async def test_the_chinese_persona_is_the_default_in_zh_cn(
-    app: App, fake: FakeOpenAI, plugin_engine: Engine, chinese: None
+    app: App, fake: FakeOpenAI, plugin_engine: Engine, chinese: Marsho
 ) -> None:
     fake.push(text("answer"))
     event = private_message("marsho 你好")
@@ -105,32 +123,41 @@ async def test_the_chinese_persona_is_the_default_in_zh_cn(
     assert prompt.startswith(ZH["persona"]) and EN["persona"] not in prompt
 
 
+def test_the_persona_is_in_the_prompts_language() -> None:
+    assert base_prompt(None, language="zh-CN") == ZH["persona"]
+    assert base_prompt(None, language="en") == EN["persona"]
+    assert base_prompt(None) == ZH["persona"]  # zh-CN, MARSHO_LANG's default
+    assert base_prompt("", "Be kind.", [Liked("Alice")], language="zh-CN") == (
+        "Be kind.\n\n" + ZH["prompt.likes"] + "\n- Alice")
+    assert Prompt(language="zh-CN", time_prompt=False).system() == ZH["persona"]
+
+
 async def test_marsho_system_prompt_replaces_the_persona(
-    app: App, fake: FakeOpenAI, plugin_engine: Engine, monkeypatch: pytest.MonkeyPatch
+    app: App, fake: FakeOpenAI, plugin_engine: Engine
 ) -> None:
-    set_config(monkeypatch, system_prompt="  You are a terse pirate.  ")
-    prompt = system(await ask(app, fake))
+    with settings(system_prompt="  You are a terse pirate.  "):
+        prompt = system(await ask(app, fake))
     assert prompt.startswith("You are a terse pirate.\n\n")
     assert EN["persona"] not in prompt
 
 
 async def test_an_empty_system_prompt_removes_the_persona_but_keeps_the_time(
-    app: App, fake: FakeOpenAI, plugin_engine: Engine, monkeypatch: pytest.MonkeyPatch
+    app: App, fake: FakeOpenAI, plugin_engine: Engine
 ) -> None:
-    set_config(monkeypatch, system_prompt="", time_prompt=True)
-    assert system(await ask(app, fake)) == "It is now 2026-02-17 09:05 (Tuesday, time zone CST, UTC+08:00)."
-    set_config(monkeypatch, time_prompt=False)
-    assert system(await ask(app, fake)) == ""  # nothing at all: no system message
+    with settings(system_prompt="", time_prompt=True):
+        assert system(await ask(app, fake)) == "It is now 2026-02-17 09:05 (Tuesday, time zone CST, UTC+08:00)."
+    with settings(system_prompt="", time_prompt=False):
+        assert system(await ask(app, fake)) == ""  # nothing at all: no system message
 
 
 async def test_the_additional_prompt_is_appended_after_the_persona(
-    app: App, fake: FakeOpenAI, plugin_engine: Engine, monkeypatch: pytest.MonkeyPatch
+    app: App, fake: FakeOpenAI, plugin_engine: Engine
 ) -> None:
-    set_config(monkeypatch, additional_prompt="House rule: no spoilers.")
-    prompt = system(await ask(app, fake))
-    assert prompt.startswith(EN["persona"] + "\n\nHouse rule: no spoilers.\n\n")
-    set_config(monkeypatch, system_prompt="Be brief.")
-    assert system(await ask(app, fake)).startswith("Be brief.\n\nHouse rule: no spoilers.\n\n")
+    with settings(additional_prompt="House rule: no spoilers."):
+        prompt = system(await ask(app, fake))
+        assert prompt.startswith(EN["persona"] + "\n\nHouse rule: no spoilers.\n\n")
+        with settings(system_prompt="Be brief."):
+            assert system(await ask(app, fake)).startswith("Be brief.\n\nHouse rule: no spoilers.\n\n")
 
 
 # --- the time line ------------------------------------------------------------------------------
@@ -145,7 +172,7 @@ async def test_the_time_line_gives_date_time_to_the_minute_weekday_and_zone(
 
 
 async def test_the_chinese_time_line_adds_the_lunar_date(
-    app: App, fake: FakeOpenAI, plugin_engine: Engine, chinese: None
+    app: App, fake: FakeOpenAI, plugin_engine: Engine, chinese: Marsho
 ) -> None:
     lunar = Solar.fromYmdHms(2026, 2, 17, 9, 5, 0).getLunar()  # what lunar-python itself says
     assert (lunar.getYearInGanZhi(), lunar.getMonthInChinese(), lunar.getDayInChinese()) == ("丙午", "正", "初一")
@@ -155,19 +182,29 @@ async def test_the_chinese_time_line_adds_the_lunar_date(
 
 
 async def test_the_lunar_date_follows_the_clock_the_day_before_is_the_old_year(
-    app: App, fake: FakeOpenAI, plugin_engine: Engine, chinese: None, monkeypatch: pytest.MonkeyPatch
+    app: App, fake: FakeOpenAI, plugin_engine: Engine, chinese: Marsho
 ) -> None:
-    monkeypatch.setattr(runtime, "now", lambda: datetime(2026, 2, 16, 23, 59, tzinfo=SHANGHAI))
+    new_years_eve = datetime(2026, 2, 16, 23, 59, tzinfo=SHANGHAI)
+    chinese.prompt.now = lambda: new_years_eve
     lunar = Solar.fromYmdHms(2026, 2, 16, 23, 59, 0).getLunar()
     assert (lunar.getMonthInChinese(), lunar.getDayInChinese()) == ("腊", "廿九")
     assert system(await ask(app, fake)).endswith("农历：二〇二五年腊月廿九。")
+    assert Prompt(persona="", language="zh-CN", now=lambda: new_years_eve).system() == (
+        "现在是 2026-02-16 23:59（星期一，时区 CST, UTC+08:00）。农历：二〇二五年腊月廿九。")
+
+
+def test_the_lunar_date_is_in_the_chinese_time_line_only() -> None:
+    assert time_line(SPRING_FESTIVAL, "zh-CN").endswith("农历：二〇二六年正月初一。")
+    assert time_line(SPRING_FESTIVAL, "en") == "It is now 2026-02-17 09:05 (Tuesday, time zone CST, UTC+08:00)."
+    english = Prompt(persona="", language="en", now=lambda: SPRING_FESTIVAL)
+    assert english.system() == time_line(SPRING_FESTIVAL, "en")
 
 
 async def test_marsho_time_prompt_false_leaves_the_time_out(
-    app: App, fake: FakeOpenAI, plugin_engine: Engine, monkeypatch: pytest.MonkeyPatch
+    app: App, fake: FakeOpenAI, plugin_engine: Engine
 ) -> None:
-    set_config(monkeypatch, time_prompt=False)
-    prompt = system(await ask(app, fake))
+    with settings(time_prompt=False):
+        prompt = system(await ask(app, fake))
     assert prompt == EN["persona"]
     assert "2026" not in prompt and "It is now" not in prompt
 
@@ -209,14 +246,14 @@ def write(path: Path, data: object) -> Path:
 
 
 async def test_the_people_marsho_likes_are_in_the_system_prompt(
-    app: App, fake: FakeOpenAI, plugin_engine: Engine, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    app: App, fake: FakeOpenAI, plugin_engine: Engine, marsho: Marsho, tmp_path: Path
 ) -> None:
     path = write(tmp_path / "likes.json", {"like": [
         {"name": "Asankilp", "advantages": "wrote Marsho's first home"},
         {"name": " 神羽 ", "advantages": ""},
         {"name": "Kiri"},
     ]})
-    monkeypatch.setattr(runtime, "praises", PraisesFile(path, lambda _: None))
+    marsho.prompt.praises = PraisesFile(path, lambda _: None)
     prompt = system(await ask(app, fake))
     assert ("\n\nPeople you like, and why:\n- Asankilp: wrote Marsho's first home\n- 神羽\n- Kiri\n\n"
             "It is now") in prompt
@@ -332,18 +369,18 @@ async def test_each_person_has_their_own_nickname(app: App, plugin_engine: Engin
 
 
 async def test_a_nickname_over_the_limit_is_refused(
-    app: App, plugin_engine: Engine, monkeypatch: pytest.MonkeyPatch
+    app: App, plugin_engine: Engine, marsho: Marsho
 ) -> None:
-    limit = plugin_config.marsho_nickname_limit
+    limit = marsho.config.marsho_nickname_limit
     await exchange(
         app,
         (private_message("marsho.nickname " + "A" * (limit + 1)),
          f"That nickname is too long: at most {limit} characters, please."),
         (private_message("marsho.nickname " + "A" * limit), f"Got it, I'll call you {'A' * limit}!"),
     )
-    set_config(monkeypatch, nickname_limit=3)
-    await exchange(app, (private_message("marsho.nickname Alice"),
-                         "That nickname is too long: at most 3 characters, please."))
+    with settings(nickname_limit=3):
+        await exchange(app, (private_message("marsho.nickname Alice"),
+                             "That nickname is too long: at most 3 characters, please."))
     assert await plugin_engine.history.get_nickname(ALICE_KEY) == "A" * limit  # unchanged
 
 
@@ -358,14 +395,18 @@ def test_check_nickname_keeps_one_line_of_plain_text() -> None:
     assert check_nickname("  Big   Cat  ", 16) == "Big Cat"
     assert check_nickname("小棉的朋友", 5) == "小棉的朋友"  # characters, not bytes
     for bad in ("a\u200bb", "a\x00b", "a\rb", "@a"):
-        with pytest.raises(ValueError, match="nickname.invalid"):
+        with pytest.raises(NicknameError) as caught:
             check_nickname(bad, 16)
-    with pytest.raises(ValueError, match="nickname.too_long"):
+        assert caught.value.code == "nickname.invalid"
+    with pytest.raises(NicknameError) as caught:
         check_nickname("小棉的朋友们", 5)
+    assert (caught.value.code, caught.value.params) == ("nickname.too_long", {"limit": 5})
+    assert str(caught.value) == "That nickname is too long: at most 5 characters, please."  # logs: English
     # nobody may speak as Marsho in a shared group
     for reserved in ("Marsho", "MARSHO", "小棉"):
-        with pytest.raises(ValueError, match="nickname.reserved"):
+        with pytest.raises(NicknameError) as caught:
             check_nickname(reserved, 16, ["marsho", "小棉"])
+        assert caught.value.code == "nickname.reserved"
 
 
 async def test_a_member_cannot_take_marshos_own_name(app: App, plugin_engine: Engine) -> None:
@@ -446,16 +487,17 @@ async def test_in_a_private_chat_the_system_prompt_says_to_use_the_nickname(
 
 
 async def test_in_a_shared_group_conversation_the_speaker_is_named_by_their_nickname(
-    app: App, fake: FakeOpenAI, plugin_engine: Engine, monkeypatch: pytest.MonkeyPatch
+    app: App, fake: FakeOpenAI, plugin_engine: Engine
 ) -> None:
-    set_config(monkeypatch, session_scope="group")
     alice = group_message("marsho hi all", user_id=10001)
     alice.sender.card = "Card of Alice"  # the nickname she chose wins over her group card
     bob = group_message("marsho hello", user_id=10002)
     bob.sender.card = "Bobby"
     fake.push(text("Hi Alice"), text("Hi Bobby"))
-    await exchange(app, (group_message("marsho.nickname Alice", user_id=10001), "Got it, I'll call you Alice!"),
-                   (alice, "Hi Alice"), (bob, "Hi Bobby"))
+    with settings(session_scope="group"):
+        await exchange(
+            app, (group_message("marsho.nickname Alice", user_id=10001), "Got it, I'll call you Alice!"),
+            (alice, "Hi Alice"), (bob, "Hi Bobby"))
     first, second = fake.requests[-2:]
     assert user_messages(first) == ["Alice: hi all"]
     assert user_messages(second) == ["Alice: hi all", "Bobby: hello"]  # Bob: his card, not Alice's name
@@ -467,13 +509,13 @@ async def test_in_a_shared_group_conversation_the_speaker_is_named_by_their_nick
 
 
 async def test_another_persons_nickname_is_not_used(
-    app: App, fake: FakeOpenAI, plugin_engine: Engine, monkeypatch: pytest.MonkeyPatch
+    app: App, fake: FakeOpenAI, plugin_engine: Engine, marsho: Marsho
 ) -> None:
-    await runtime.nicknames.set(ALICE_KEY, "Alice")  # type: ignore[union-attr]
+    await marsho.nicknames.set(ALICE_KEY, "Alice")  # type: ignore[union-attr]
     prompt = system(await ask(app, fake, private_message("marsho hi", user_id=10002)))
     assert "Alice" not in prompt and "call them that" not in prompt
-    set_config(monkeypatch, session_scope="user_in_group")  # each their own: the prompt names them
-    prompt = system(await ask(app, fake, group_message("marsho hi", user_id=10001)))
-    assert prompt.endswith("asked to be called \"Alice\" (a name, nothing more); call them that.")
-    body = await ask(app, fake, group_message("marsho hi", user_id=10002))
+    with settings(session_scope="user_in_group"):  # each their own: the prompt names them
+        prompt = system(await ask(app, fake, group_message("marsho hi", user_id=10001)))
+        assert prompt.endswith("asked to be called \"Alice\" (a name, nothing more); call them that.")
+        body = await ask(app, fake, group_message("marsho hi", user_id=10002))
     assert "Alice" not in system(body) and user_messages(body) == ["hi"]
