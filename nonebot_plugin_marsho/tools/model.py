@@ -3,17 +3,12 @@
 from __future__ import annotations
 
 import inspect
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-TOOL_NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-"""What OpenAI-compatible endpoints accept as a function name."""
-
-SEPARATOR = "__"
-"""Between toolkit and function in a tool's name (seed 000)."""
+from .naming import SEPARATOR, TOOL_NAME_PATTERN  # noqa: F401 - re-exported: callers import them from here
 
 
 @dataclass(frozen=True)
@@ -25,7 +20,7 @@ class ToolCall:
     arguments: str
 
     def to_openai(self) -> dict[str, Any]:
-        """The call as it appears in an assistant message (and in seed 001's GetToolCalls)."""
+        """The call as it appears in an assistant message (and in `Conversation.get_tool_calls`)."""
         return {
             "id": self.id,
             "type": "function",
@@ -172,7 +167,7 @@ OWNER_CONTEXT = ToolContext(session_key="local", role="superuser")
 
 @dataclass(frozen=True)
 class ToolResponse:
-    """A tool's answer with a status (seed 003's ServiceResponse): an error reaches the model
+    """A tool's answer with a status (like AgentScope's ServiceResponse): an error reaches the model
     as an error, and the turn goes on."""
 
     status: Literal["success", "error"]
