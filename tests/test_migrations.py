@@ -144,7 +144,7 @@ def migration_log() -> Iterator[list[str]]:
     """The store's log lines about migrations."""
     lines: list[str] = []
     sink = logger.add(lambda message: lines.append(message.record["message"]), level="INFO",
-                      filter=lambda record: record["message"].startswith("Database "))
+                      filter=lambda record: record["message"].startswith("marsho: database "))
     yield lines
     logger.remove(sink)
 
@@ -189,8 +189,8 @@ async def test_a_database_written_by_the_previous_release_opens_with_every_row(
     finally:
         await store.close()
     assert migration_log == [
-        f"Database {store.safe_url}: tables from before migrations, kept with every row",
-        f"Database {store.safe_url}: applied migration 0001 (baseline: the tables of marsho before "
+        f"marsho: database {store.safe_url}: tables from before migrations, kept with every row",
+        f"marsho: database {store.safe_url}: applied migration 0001 (baseline: the tables of marsho before "
         "migrations (history, settings, nicknames))",
     ]
     assert await run(previous_release, differences) == []
@@ -243,7 +243,7 @@ async def test_an_empty_database_reaches_the_newest_revision(
         assert await store.recent_turns("k", **EVERYTHING) == []
     finally:
         await store.close()
-    assert migration_log == [f"Database {store.safe_url}: applied migration 0001 (baseline: the tables "
+    assert migration_log == [f"marsho: database {store.safe_url}: applied migration 0001 (baseline: the tables "
                              "of marsho before migrations (history, settings, nicknames))"]
 
 
@@ -376,8 +376,8 @@ async def test_a_database_at_an_older_revision_is_upgraded_one_revision_after_th
     finally:
         await upgraded.close()
     assert migration_log == [
-        f"Database {upgraded.safe_url}: applied migration 0002 (nicknames: a pronoun (a test revision))",
-        f"Database {upgraded.safe_url}: applied migration 0003 (nicknames: everyone's pronoun is "
+        f"marsho: database {upgraded.safe_url}: applied migration 0002 (nicknames: a pronoun (a test revision))",
+        f"marsho: database {upgraded.safe_url}: applied migration 0003 (nicknames: everyone's pronoun is "
         '"they" (a test revision that moves data))',
     ]
 
@@ -393,7 +393,7 @@ async def test_the_previous_releases_database_goes_through_every_revision_at_onc
         await assert_every_previous_row_is_there(store)
     finally:
         await store.close()
-    assert [line.split(": ", 1)[1].split(" (")[0] for line in migration_log] == [
+    assert [line.split(": ", 2)[2].split(" (")[0] for line in migration_log] == [
         "tables from before migrations, kept with every row", "applied migration 0001",
         "applied migration 0002", "applied migration 0003"]
 

@@ -167,9 +167,10 @@ class SqlStore:
         except OSError as error:
             raise StoreError(code="store.reach", url=self.safe_url, detail=_describe(error)) from None
         if legacy:
-            logger.info(f"Database {self.safe_url}: tables from before migrations, kept with every row")
+            logger.info(f"marsho: database {self.safe_url}: tables from before migrations, "
+                        "kept with every row")
         for revision, what in applied:
-            logger.info(f"Database {self.safe_url}: applied migration {revision} ({what})")
+            logger.info(f"marsho: database {self.safe_url}: applied migration {revision} ({what})")
 
     @property
     def safe_url(self) -> str:
