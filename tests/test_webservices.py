@@ -1,4 +1,4 @@
-"""Web-service tools (seed 004) against a loopback service: markdown and chart answers (charts as
+"""Web-service tools (POST JSON, answer markdown or a chart) against a loopback service: markdown and chart answers (charts as
 valid PNGs, the model reading a summary), defaults filled into the POST body, `${ENV}` headers
 kept out of results and logs, every bad answer or HTTP failure an error result naming the tool,
 and the config file's problems naming the file and the entry."""
@@ -17,7 +17,7 @@ from nonebot.log import logger
 
 from nonebot_plugin_marsho.tools import ToolCall, ToolResult, ToolRunner, Toolset, charts
 from nonebot_plugin_marsho.tools.model import Toolkit
-from nonebot_plugin_marsho.tools.webservices import fill_defaults, load_webservices, resolve_headers
+from nonebot_plugin_marsho.tools.webservices import fill_defaults, load_webservices
 from tests.fake_web_apis import unreachable_url
 from tests.fake_webservice import Answer, FakeWebService, chart, json_answer, markdown, raw
 
@@ -191,36 +191,29 @@ async def test_env_headers_are_sent_and_never_shown(tmp_path: Path, service: Fak
     assert logged and not any(SECRET in line for line in logged)
 
 
-async def test_missing_env_variable_is_named_at_load_and_call(tmp_path: Path, service: FakeWebService,
-                                                              logged: list[str]) -> None:
-    path = write_config(tmp_path, [entry(service.url(), headers={"X-Key": "${NOT_SET_ANYWHERE}"})])
+async def test_a_service_whose_env_variable_is_not_set_is_not_loaded(
+    tmp_path: Path, service: FakeWebService
+) -> None:
+    path = write_config(tmp_path, [entry(service.url(), headers={"X-Key": "${NOT_SET_ANYWHERE}"}),
+                                   entry(service.url(), name="open")])
     toolkit, problems = load_webservices(path, environ={})
-    assert toolkit is not None
+    assert toolkit is not None and [t.name for t in toolkit.tools] == ["svc__open"]
     [problem] = problems
-    assert problem.severity == "warning" and problem.path == path
-    assert "NOT_SET_ANYWHERE" in problem.message and "tools[0] (ask)" in problem.message
-
-    result = await call(toolkit, "svc__ask", {})
-
-    assert result.status == "error"
-    assert "NOT_SET_ANYWHERE" in result.content and "svc__ask" in result.content
+    assert problem.severity == "error" and problem.path == path
+    assert problem.message == ("tools[0] (ask): 'headers.X-Key' uses the environment variable "
+                               "NOT_SET_ANYWHERE, which is not set")
     assert service.requests == []  # nothing sent without the secret
-    assert any("svc__ask" in line and "NOT_SET_ANYWHERE" in line for line in logged)
 
 
-def test_resolve_headers() -> None:
-    resolved, missing = resolve_headers({"A": "x ${ONE} ${TWO} ${ONE}", "B": "$NOT_A_REF"}, {"ONE": "1"})
-    assert resolved == {"A": "x 1  1", "B": "$NOT_A_REF"} and missing == ["TWO"]
-
-
-async def test_environment_is_read_at_call_time(tmp_path: Path, service: FakeWebService) -> None:
-    environ: dict[str, str] = {}
-    path = write_config(tmp_path, [entry(service.url(), headers={"X-Key": "${LATE_KEY}"})])
+async def test_environment_is_read_when_the_file_is_read(tmp_path: Path, service: FakeWebService
+                                                         ) -> None:
+    environ = {"EARLY_KEY": "at-load"}
+    path = write_config(tmp_path, [entry(service.url(), headers={"X-Key": "${EARLY_KEY}"})])
     toolkit, _ = load_webservices(path, environ=environ)
     assert toolkit is not None
-    environ["LATE_KEY"] = "now-set"
+    environ["EARLY_KEY"] = "changed-later"
     result = await call(toolkit, "svc__ask", {})
-    assert result.status == "ok" and service.requests[0].headers["x-key"] == "now-set"
+    assert result.status == "ok" and service.requests[0].headers["x-key"] == "at-load"
 
 
 # --- charts ------------------------------------------------------------------------------------
@@ -435,13 +428,13 @@ async def test_unreachable_service_is_an_error_result(tmp_path: Path, logged: li
     assert any("svc__ask" in line and "could not be reached" in line for line in logged)
 
 
-async def test_invalid_header_value_is_an_error_without_the_value(tmp_path: Path) -> None:
+def test_an_invalid_header_value_is_a_load_error_without_the_value(tmp_path: Path) -> None:
     path = write_config(tmp_path, [entry("http://127.0.0.1:9/", headers={"X-Key": "${BAD}"})])
-    toolkit, _ = load_webservices(path, environ={"BAD": "line1\nline2-secret"})
-    assert toolkit is not None
-    result = await call(toolkit, "svc__ask", {})
-    assert result.status == "error" and "header(s) X-Key" in result.content
-    assert "line2-secret" not in result.content
+    toolkit, problems = load_webservices(path, environ={"BAD": "line1\nline2-secret"})
+    assert toolkit is None
+    [problem] = problems
+    assert problem.message.startswith("tools[0] (ask): 'headers.X-Key' holds line breaks")
+    assert "line2-secret" not in str(problem)
 
 
 # --- the config file ---------------------------------------------------------------------------
@@ -454,8 +447,8 @@ def test_missing_file_means_no_services(tmp_path: Path) -> None:
     ("{\n  \"tools\": [\n  }", "invalid JSON at line 3"),
     ("[]", "must be a JSON object"),
     ('{"toolkit": "a__b", "tools": []}', "'toolkit' must be"),
-    ('{"toolkit": "svc"}', "'tools' must be a list of services (it is missing)"),
-    ('{"tools": {"name": "x"}}', "'tools' must be a list of services, not an object"),
+    ('{"toolkit": "svc"}', "'tools' is missing"),
+    ('{"tools": {"name": "x"}}', "'tools' must be a list, not an object"),
 ])
 def test_file_level_problems(tmp_path: Path, text: str, expected: str) -> None:
     path = write_config(tmp_path, [], text=text)
@@ -506,9 +499,9 @@ def test_entry_problems_name_the_file_and_the_entry(tmp_path: Path) -> None:
     expected_errors = [
         "tools[1]: must be a JSON object, not a string",
         "tools[2]: 'name' is missing",
-        "tools[3] (two__parts): the tool name 'svc__two__parts'",
-        f"tools[4] ({'x' * 70}): the tool name",
-        "tools[5] (has space): the tool name",
+        "tools[3] (two__parts): 'name' must not contain '__'",
+        f"tools[4] ({'x' * 70}): 'name' must be 1-64 letters, digits",
+        "tools[5] (has space): 'name' must be 1-64 letters, digits",
         "tools[6] (no_url): 'url' is missing",
         "tools[7] (ftp): 'url' must be an http:// or https://",
         "tools[8] (relative): 'url' must be",
@@ -516,11 +509,11 @@ def test_entry_problems_name_the_file_and_the_entry(tmp_path: Path) -> None:
         "tools[10] (array_schema): 'parameters' must be a schema of type \"object\"",
         "tools[11] (bad_timeout): 'timeout' must be a number of seconds",
         "tools[12] (text_timeout): 'timeout' must be",
-        "tools[13] (bad_permission): 'permission' must be one of everyone, admin, superuser",
-        "tools[14] (bad_headers): 'headers' must be an object of strings",
-        "tools[15] (bad_header_name): header name(s) 'Bad Header'",
-        "tools[16] (svc__fine): a service of this name is already defined",
-        "tools[19] (newline_header): the value of header(s) 'X-A' holds line breaks",
+        "tools[13] (bad_permission): 'permission' must be one of 'everyone', 'admin' or 'superuser'",
+        "tools[14] (bad_headers): 'headers.X-N' must be a string",
+        "tools[15] (bad_header_name): 'headers.Bad Header' is not a valid HTTP header name",
+        "tools[16] (fine): a service of this name is already defined",
+        "tools[19] (newline_header): 'headers.X-A' holds line breaks",
     ]
     assert len(errors) == len(expected_errors), errors
     for message, expected in zip(errors, expected_errors, strict=True):

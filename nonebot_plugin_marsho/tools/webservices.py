@@ -1,6 +1,5 @@
-"""Web services as tools (seed 004): a JSON file of services, each a URL the arguments are POSTed to.
-
-The file (comments allowed)::
+"""Web services as tools, the contract of chat platforms' "web service plugins": the arguments
+are POSTed as JSON, the answer is markdown or a chart. A JSON file lists the services::
 
     {
       "toolkit": "services",
@@ -22,7 +21,8 @@ The file (comments allowed)::
 
 Each entry becomes the tool `<toolkit>__<name>`. A call POSTs the arguments as a JSON object,
 defaults of omitted optional parameters filled in; `${NAME}` in a header value is the environment
-variable NAME, read at call time (header values never appear in results or logs). The answer is
+variable NAME, read with the file (a service whose variable is not set is not loaded; the values
+never appear in results or logs). The answer is
 `{"type": "markdown", "data": "...", "desc": "..."}` (the model reads the text) or
 `{"type": "chart", "chart_type": "bar|pie|line|candlestick", "data": [...], "field_headers": [...],
 "dimension": "...", "desc": "..."}` (the chart goes to the chat as a PNG; the model reads a
@@ -39,24 +39,24 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import urlsplit
 
 import httpx
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
 from nonebot.log import logger
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
+from ..fileformat import FileFormatError, entry_label, json_type, read_file, validate
 from . import charts
-from .loader import TOOLKIT_NAME_PATTERN, strip_json_comments
-from .model import (
-    PERMISSIONS,
-    SEPARATOR,
-    TOOL_NAME_PATTERN,
-    LoadProblem,
-    Tool,
-    Toolkit,
-    ToolResponse,
+from .model import LoadProblem, Permission, Tool, Toolkit, ToolResponse
+from .naming import (
+    Environment,
+    Expanded,
+    ParametersSchema,
+    check_toolkit_name,
+    parameter_warnings,
+    redact,
+    tool_name,
 )
 
 DEFAULT_TOOLKIT = "services"
@@ -69,12 +69,6 @@ ERROR_EXCERPT = 300
 """Characters of an HTTP error's body quoted in the result."""
 
 USER_AGENT = "nonebot-plugin-marsho (web service tools)"
-
-ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-
-_TOP_KEYS = {"toolkit", "tools", "$schema", "comment"}
-_ENTRY_KEYS = {"name", "description", "url", "parameters", "headers", "timeout", "permission",
-               "comment"}
 
 
 class ServiceError(Exception):
@@ -100,23 +94,6 @@ def fill_defaults(arguments: Mapping[str, Any], schema: Mapping[str, Any]) -> di
     return filled
 
 
-def resolve_headers(
-    headers: Mapping[str, str], environ: Mapping[str, str]
-) -> tuple[dict[str, str], list[str]]:
-    """(headers with `${NAME}` replaced from `environ`, names of the variables that are not set)."""
-    missing: list[str] = []
-
-    def substitute(match: re.Match[str]) -> str:
-        value = environ.get(match.group(1))
-        if value is None:
-            missing.append(match.group(1))
-            return ""
-        return value
-
-    resolved = {name: ENV_REFERENCE.sub(substitute, value) for name, value in headers.items()}
-    return resolved, list(dict.fromkeys(missing))
-
-
 _HEADER_VALUE = re.compile(r"[\t\x20-\x7e\x80-\xff]*")
 
 
@@ -125,20 +102,9 @@ def _valid_header_value(value: str) -> bool:
     return _HEADER_VALUE.fullmatch(value) is not None
 
 
-def _redact(text: str, secrets: list[str]) -> str:
-    for secret in sorted(secrets, key=len, reverse=True):
-        text = text.replace(secret, "[redacted]")
-    return text
-
-
 def _excerpt(body: bytes, limit: int = ERROR_EXCERPT) -> str:
     text = " ".join(body.decode("utf-8", errors="replace").split())
     return text if len(text) <= limit else text[:limit] + "…"
-
-
-def _json_type(value: Any) -> str:
-    return {bool: "a boolean", int: "a number", float: "a number", str: "a string",
-            type(None): "null", dict: "an object", list: "a list"}.get(type(value), type(value).__name__)
 
 
 @dataclass
@@ -149,9 +115,11 @@ class WebService:
     url: str
     parameters: dict[str, Any]
     headers: dict[str, str] = field(default_factory=dict, repr=False)
+    """As sent: `${NAME}` already replaced when the file was read."""
     timeout: float = DEFAULT_TIMEOUT
-    environ: Mapping[str, str] = field(default_factory=lambda: os.environ, repr=False)
     max_bytes: int = MAX_RESPONSE_BYTES
+    secrets: tuple[str, ...] = field(default=(), repr=False)
+    """Values hidden from results and logs: those of `${NAME}`, and every header value."""
 
     @property
     def host(self) -> str:
@@ -160,25 +128,11 @@ class WebService:
     async def call(self, arguments: Mapping[str, Any]) -> ToolResponse:
         """POST the arguments; the answer as the model should read it, never raising for the
         service's faults."""
-        secrets: list[str] = []
         try:
-            headers, missing = resolve_headers(self.headers, self.environ)
-            secrets = [v for v in headers.values() if len(v) >= 4]
-            if missing:
-                raise ServiceError(
-                    f"cannot be called: its header(s) need the environment variable(s) "
-                    f"{', '.join(missing)}, which are not set. Tell the bot's owner."
-                )
-            invalid = [name for name, value in headers.items() if not _valid_header_value(value)]
-            if invalid:  # named, never quoted: the value may be a secret
-                raise ServiceError(
-                    f"cannot be called: the value of its header(s) {', '.join(invalid)} holds line "
-                    "breaks, control or non-Latin-1 characters. Tell the bot's owner."
-                )
             body = json.dumps(fill_defaults(arguments, self.parameters), ensure_ascii=False)
             try:
                 status, reason, content_type, data = await asyncio.wait_for(
-                    self._post(headers, body.encode("utf-8")), self.timeout
+                    self._post(self.headers, body.encode("utf-8")), self.timeout
                 )
             except (asyncio.TimeoutError, httpx.TimeoutException):
                 raise ServiceError(f"did not answer within {self.timeout:g} s") from None
@@ -197,7 +151,7 @@ class WebService:
                 )
             return await self._answer(self._parse(data, content_type))
         except ServiceError as error:
-            message = _redact(f"the web service {self.tool_name} {error}", secrets)
+            message = redact(f"the web service {self.tool_name} {error}", self.secrets)
             logger.warning(f"marsho: {message} (host {self.host})")
             return ToolResponse.error(message)
 
@@ -245,7 +199,7 @@ class WebService:
                 + (f": {excerpt}" if excerpt else ": an empty body")
             ) from None
         if not isinstance(answer, dict):
-            raise ServiceError(f"answered with {_json_type(answer)}, not a JSON object with "
+            raise ServiceError(f"answered with {json_type(answer)}, not a JSON object with "
                                "'type', 'data' and 'desc'")
         kind = answer.get("type")
         if kind is None:
@@ -257,7 +211,7 @@ class WebService:
             raise ServiceError("answered without 'data'")
         desc = answer.get("desc")
         if desc is not None and not isinstance(desc, str):
-            raise ServiceError(f"answered with a 'desc' that is {_json_type(desc)}, not a string")
+            raise ServiceError(f"answered with a 'desc' that is {json_type(desc)}, not a string")
         if desc is None:
             logger.debug(f"marsho: the web service {self.tool_name} answered without 'desc'")
         return answer
@@ -274,7 +228,7 @@ class WebService:
                 text = extra
             elif data is None:
                 raise ServiceError("answered with type markdown but 'data' is null")
-            else:  # not what seed 004 says, but still readable
+            else:  # not what the contract says, but still readable
                 text = json.dumps(data, ensure_ascii=False)
             return ToolResponse.success(text if not desc else f"{text}\n\n(About this answer: {desc})")
         chart_type = answer.get("chart_type")
@@ -287,7 +241,7 @@ class WebService:
         chart_type = chart_type.strip().lower()
         headers = answer.get("field_headers")
         if headers is not None and not isinstance(headers, list):
-            raise ServiceError(f"answered with 'field_headers' that is {_json_type(headers)}, "
+            raise ServiceError(f"answered with 'field_headers' that is {json_type(headers)}, "
                                "not a list")
         dimension = answer.get("dimension")
         if dimension is not None and not isinstance(dimension, str):
@@ -319,151 +273,111 @@ def _describe(error: BaseException) -> str:
 
 # --- the config file ---------------------------------------------------------------------------
 
-def _problem(problems: list[LoadProblem], toolkit: str, path: Path, message: str,
-             severity: str = "error") -> None:
-    problems.append(LoadProblem(toolkit, path, message, severity))  # type: ignore[arg-type]
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 
 
-def _read_parameters(value: Any, where: str) -> tuple[dict[str, Any] | None, str, list[str]]:
-    """(schema, error, warnings)."""
-    if value is None:
-        return {"type": "object", "properties": {}}, "", []
-    if not isinstance(value, dict):
-        return None, f"{where}: 'parameters' must be a JSON Schema object, not {_json_type(value)}", []
-    schema = dict(value)
-    schema.setdefault("type", "object")
-    if schema["type"] != "object":
-        return None, f"{where}: 'parameters' must be a schema of type \"object\", not {schema['type']!r}", []
-    schema.setdefault("properties", {})
-    try:
-        Draft202012Validator.check_schema(schema)
-    except SchemaError as error:
-        at = "/".join(str(p) for p in error.absolute_path) or "(top)"
-        return None, f"{where}: 'parameters' is not a valid JSON Schema at {at}: {error.message}", []
-    warnings: list[str] = []
-    properties = schema.get("properties") or {}
-    for missing in [r for r in schema.get("required", []) if r not in properties]:
-        warnings.append(f"{where}: 'required' names {missing!r}, which is not in 'properties'")
-    for name, sub in properties.items():
-        if isinstance(sub, dict) and "default" in sub:
-            if name in schema.get("required", []):
-                warnings.append(f"{where}: parameter {name!r} is required and also has a default")
-            errors = list(Draft202012Validator(sub).iter_errors(sub["default"]))
-            if errors:
-                warnings.append(f"{where}: the default of {name!r} does not match its schema: "
-                                f"{errors[0].message}")
-    return schema, "", warnings
+def _header_name(name: str) -> str:
+    if not _HEADER_NAME.fullmatch(name):
+        raise ValueError("is not a valid HTTP header name")
+    return name
 
 
-def _read_entry(
-    index: int, entry: Any, toolkit: str, path: Path, environ: Mapping[str, str],
+def _header_value(value: str) -> str:
+    if not _valid_header_value(value):  # named, never quoted: the value may be a secret
+        raise ValueError("holds line breaks, control or non-Latin-1 characters")
+    return value
+
+
+def _timeout(seconds: float) -> float:
+    if not 0 < seconds <= MAX_TIMEOUT:
+        raise ValueError(f"must be a number of seconds above 0 and at most {MAX_TIMEOUT:g}, "
+                         f"not {seconds:g}")
+    return seconds
+
+
+class ServiceEntry(BaseModel):
+    """One service of webservices.json: the tool `<toolkit>__<name>`, what the model sees, and
+    where and how to POST. Validate with `context={"toolkit": ..., "environment": Environment()}`."""
+
+    model_config = ConfigDict(strict=True, extra="allow")  # unknown keys are warned about
+
+    name: str
+    description: str = ""
+    url: str
+    parameters: ParametersSchema = Field(None, validate_default=True)
+    headers: dict[
+        Annotated[str, AfterValidator(_header_name)],
+        Annotated[Expanded, AfterValidator(_header_value)],
+    ] = {}
+    timeout: Annotated[float, AfterValidator(_timeout)] = DEFAULT_TIMEOUT
+    permission: Permission = "everyone"
+    comment: Any = None
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, name: str, info: ValidationInfo) -> str:
+        tool_name((info.context or {})["toolkit"], name)
+        return name
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, url: str) -> str:
+        url = url.strip()
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"must be an http:// or https:// address with a host, not {url!r}")
+        try:
+            httpx.URL(url)
+        except (httpx.InvalidURL, ValueError) as error:
+            raise ValueError(f"is not a valid address: {error}") from None
+        return url
+
+
+class ServicesFile(BaseModel):
+    """webservices.json: a toolkit name, and its services, each read on its own so that a broken
+    one leaves the others loaded."""
+
+    model_config = ConfigDict(strict=True, extra="allow")  # unknown keys are warned about
+
+    toolkit: Annotated[str, AfterValidator(check_toolkit_name)] = DEFAULT_TOOLKIT
+    tools: list[Any]
+    schema_: Any = Field(None, alias="$schema")
+    comment: Any = None
+
+
+def _unknown_keys(model: BaseModel) -> list[str]:
+    known = [f.alias or name for name, f in type(model).model_fields.items() if name != "comment"]
+    return [f"unknown key {key!r} is ignored (known: {', '.join(k for k in known if k != '$schema')})"
+            for key in sorted(model.model_extra or {})]
+
+
+def _read_service(
+    index: int, raw: Any, toolkit: str, path: Path, environ: Mapping[str, str],
     problems: list[LoadProblem],
-) -> Tool | None:
-    where = f"tools[{index}]"
-    if not isinstance(entry, dict):
-        _problem(problems, toolkit, path, f"{where}: must be a JSON object, not {_json_type(entry)}")
-        return None
-    name = entry.get("name")
-    if isinstance(name, str) and name:
-        where = f"tools[{index}] ({name})"
-    if not isinstance(name, str) or not name:
-        _problem(problems, toolkit, path, f"{where}: 'name' is missing or not a string")
-        return None
-    full_name = f"{toolkit}{SEPARATOR}{name}"
-    if SEPARATOR in name or not TOOL_NAME_PATTERN.match(name) or not TOOL_NAME_PATTERN.match(full_name):
-        _problem(problems, toolkit, path,
-                 f"{where}: the tool name {full_name!r} must be 1-64 letters, digits, '_' or '-', "
-                 f"with no '{SEPARATOR}' inside {name!r}")
-        return None
-    for key in sorted(set(entry) - _ENTRY_KEYS):
-        _problem(problems, toolkit, path, f"{where}: unknown key {key!r} is ignored (known: "
-                 f"{', '.join(sorted(_ENTRY_KEYS - {'comment'}))})", "warning")
-    description = entry.get("description", "")
-    if not isinstance(description, str):
-        _problem(problems, toolkit, path, f"{where}: 'description' must be a string")
-        return None
-    if not description.strip():
-        _problem(problems, toolkit, path,
-                 f"{where}: no 'description'; the model will not know when to call it", "warning")
-    url = entry.get("url")
-    if not isinstance(url, str) or not url.strip():
-        _problem(problems, toolkit, path, f"{where}: 'url' is missing or not a string")
-        return None
-    parts = urlsplit(url.strip())
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        _problem(problems, toolkit, path,
-                 f"{where}: 'url' must be an http:// or https:// address with a host, not {url!r}")
-        return None
-    try:
-        httpx.URL(url.strip())
-    except (httpx.InvalidURL, ValueError) as error:
-        _problem(problems, toolkit, path, f"{where}: 'url' is not a valid address: {error}")
-        return None
-    parameters, schema_error, warnings = _read_parameters(entry.get("parameters"), where)
-    if parameters is None:
-        _problem(problems, toolkit, path, schema_error)
-        return None
-    for warning in warnings:
-        _problem(problems, toolkit, path, warning, "warning")
-    headers = entry.get("headers", {})
-    if headers is None:
-        headers = {}
-    if not isinstance(headers, dict) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in headers.items()
-    ):
-        _problem(problems, toolkit, path,
-                 f"{where}: 'headers' must be an object of strings, e.g. "
-                 "{\"Authorization\": \"Bearer ${MY_API_KEY}\"}")
-        return None
-    bad_names = [k for k in headers if not re.fullmatch(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+", k)]
-    if bad_names:
-        _problem(problems, toolkit, path, f"{where}: header name(s) {', '.join(map(repr, bad_names))} "
-                 "are not valid HTTP header names")
-        return None
-    literal = {k: ENV_REFERENCE.sub("", v) for k, v in headers.items()}
-    bad_values = [k for k, v in literal.items() if not _valid_header_value(v)]
-    if bad_values:
-        _problem(problems, toolkit, path, f"{where}: the value of header(s) "
-                 f"{', '.join(map(repr, bad_values))} holds line breaks, control or non-Latin-1 "
-                 "characters")
-        return None
-    _, missing = resolve_headers(headers, environ)
-    if missing:
-        _problem(problems, toolkit, path,
-                 f"{where}: its headers use the environment variable(s) {', '.join(missing)}, which "
-                 "are not set; calls will fail until they are", "warning")
-    timeout = entry.get("timeout", DEFAULT_TIMEOUT)
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not (
-        0 < timeout <= MAX_TIMEOUT
-    ):
-        _problem(problems, toolkit, path,
-                 f"{where}: 'timeout' must be a number of seconds above 0 and at most {MAX_TIMEOUT:g}, "
-                 f"not {timeout!r}")
-        return None
-    permission = entry.get("permission", "everyone")
-    if permission not in PERMISSIONS:
-        _problem(problems, toolkit, path,
-                 f"{where}: 'permission' must be one of {', '.join(PERMISSIONS)}, not {permission!r}")
-        return None
+) -> Tool:
+    """One entry as a Tool; FileFormatError when it cannot be one."""
+    where = entry_label("tools", index, raw)
+    environment = Environment(environ)
+    entry = validate(ServiceEntry, raw, path, where=where,
+                     context={"toolkit": toolkit, "environment": environment})
+    warnings = _unknown_keys(entry) + parameter_warnings(entry.parameters)
+    if not entry.description.strip():
+        warnings.append("no 'description'; the model will not know when to call it")
+    problems.extend(LoadProblem(toolkit, path, f"{where}: {w}", "warning") for w in warnings)
+    name = tool_name(toolkit, entry.name)
     service = WebService(
-        tool_name=full_name, url=url.strip(), parameters=parameters, headers=dict(headers),
-        timeout=float(timeout), environ=environ,
+        tool_name=name, url=entry.url, parameters=entry.parameters, headers=entry.headers,
+        timeout=entry.timeout, secrets=(*environment.secrets, *entry.headers.values()),
     )
 
     async def call(**arguments: Any) -> ToolResponse:
         return await service.call(arguments)
 
-    call.__name__ = full_name
-    call.__qualname__ = full_name
+    call.__name__ = name
+    call.__qualname__ = name
     call.service = service  # type: ignore[attr-defined]
-    return Tool(
-        name=full_name,
-        description=description,
-        parameters=parameters,
-        func=call,
-        toolkit=toolkit,
-        permission=permission,
-    )
+    return Tool(name=name, description=entry.description, parameters=entry.parameters, func=call,
+                toolkit=toolkit, permission=entry.permission)
 
 
 def load_webservices(
@@ -471,55 +385,33 @@ def load_webservices(
 ) -> tuple[Toolkit | None, list[LoadProblem]]:
     """The services of the file at `path` as a Toolkit, and the problems met.
 
-    A missing file means no services: (None, []). A broken entry is skipped with an error naming
-    the file and the entry; the others still load. None when no service loaded.
+    A missing file means no services: (None, []). A broken entry, or one using a `${NAME}` that
+    `environ` lacks, is skipped with an error naming the file and the entry; the others still
+    load. None when no service loaded.
     """
     path = Path(path)
-    problems: list[LoadProblem] = []
     if not path.exists():
         return None, []
-    toolkit = DEFAULT_TOOLKIT
     try:
-        text = path.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as error:
-        _problem(problems, toolkit, path, f"cannot be read: {error}")
-        return None, problems
-    try:
-        data = json.loads(strip_json_comments(text))
-    except json.JSONDecodeError as error:
-        _problem(problems, toolkit, path,
-                 f"invalid JSON at line {error.lineno}, column {error.colno}: {error.msg}")
-        return None, problems
-    if not isinstance(data, dict):
-        _problem(problems, toolkit, path,
-                 "must be a JSON object such as {\"toolkit\": \"services\", \"tools\": [...]}")
-        return None, problems
-    name = data.get("toolkit", DEFAULT_TOOLKIT)
-    if not isinstance(name, str) or not TOOLKIT_NAME_PATTERN.match(name) or SEPARATOR in name:
-        _problem(problems, toolkit, path,
-                 f"'toolkit' must be 1-60 letters, digits, '_' or '-' without '{SEPARATOR}', not {name!r}")
-        return None, problems
-    toolkit = name
-    for key in sorted(set(data) - _TOP_KEYS):
-        _problem(problems, toolkit, path, f"unknown key {key!r} is ignored (known: toolkit, tools)",
-                 "warning")
-    entries = data.get("tools")
-    if not isinstance(entries, list):
-        _problem(problems, toolkit, path, "'tools' must be a list of services"
-                 + (" (it is missing)" if entries is None else f", not {_json_type(entries)}"))
-        return None, problems
+        config = read_file(path, ServicesFile)
+    except FileFormatError as error:
+        return None, [LoadProblem(DEFAULT_TOOLKIT, path, message) for message in error.messages]
+    toolkit = config.toolkit
+    problems = [LoadProblem(toolkit, path, w, "warning") for w in _unknown_keys(config)]
     tools: list[Tool] = []
-    for index, entry in enumerate(entries):
-        tool = _read_entry(index, entry, toolkit, path, environ, problems)
-        if tool is None:
+    for index, raw in enumerate(config.tools):
+        try:
+            tool = _read_service(index, raw, toolkit, path, environ, problems)
+        except FileFormatError as error:
+            problems.extend(LoadProblem(toolkit, path, message) for message in error.messages)
             continue
         if any(t.name == tool.name for t in tools):
-            _problem(problems, toolkit, path, f"tools[{index}] ({tool.name}): a service of this name "
-                     "is already defined above; rename one")
+            problems.append(LoadProblem(toolkit, path, f"{entry_label('tools', index, raw)}: a "
+                                        "service of this name is already defined above; rename one"))
             continue
         tools.append(tool)
     if not tools:
         if not any(p.severity == "error" for p in problems):
-            _problem(problems, toolkit, path, "defines no services", "warning")
+            problems.append(LoadProblem(toolkit, path, "defines no services", "warning"))
         return None, problems
     return Toolkit(name=toolkit, path=path, tools=tools, source=str(path)), problems
