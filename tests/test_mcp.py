@@ -152,7 +152,7 @@ def test_config_problems_name_the_file_and_server(tmp_path: Path) -> None:
     path.write_text('{"mcpServers": {"a": {"command": "x"},}', encoding="utf-8")
     servers, problems = read_mcp_config(path)
     assert servers == {} and len(problems) == 1
-    assert str(path) in problems[0] and "not valid JSON" in problems[0] and "line 1" in problems[0]
+    assert str(path) in problems[0] and "invalid JSON at line 1" in problems[0]
 
     path.write_text(
         json.dumps(
@@ -177,14 +177,14 @@ def test_config_problems_name_the_file_and_server(tmp_path: Path) -> None:
     assert all(p.startswith(f"{path}: MCP server '") for p in problems), problems
     text = "\n".join(problems)
     for name, words in {
-        "nothing": "needs a `command`",
-        "both": "has both `command` and `url`",
-        "who": "`permission` must be one of",
-        "slow": "`timeout` must be a positive number",
+        "nothing": "needs a 'command'",
+        "both": "has both 'command' and 'url'",
+        "who": "'permission' must be one of",
+        "slow": "'timeout' must be a positive number",
         "odd": "unknown transport 'websocket'",
-        "ftp": "`url` must be an http:// or https:// URL",
-        "secret": "refers to environment variables that are not set: MARSHO_SURELY_UNSET_VAR",
-        "list": "must be an object",
+        "ftp": "'url' must be an http:// or https:// URL",
+        "secret": "'env.K' uses the environment variable MARSHO_SURELY_UNSET_VAR, which is not set",
+        "list": "must be a JSON object",
     }.items():
         assert f"MCP server {name!r}: {words}" in text, (name, text)
 

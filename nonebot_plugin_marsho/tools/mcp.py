@@ -19,34 +19,33 @@ import binascii
 import contextlib
 import json
 import os
-import re
 import sys
 import time
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import urlparse
 
 import anyio
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
+import httpx
 from mcp import ClientSession, StdioServerParameters, types
 from mcp.client.sse import sse_client
 from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import McpError
 from nonebot.log import logger
+from pydantic import BaseModel, BeforeValidator, ConfigDict, field_validator, model_validator
 
+from ..fileformat import FileFormatError, read_file, validate
 from ..i18n import text
-from .loader import strip_json_comments
-from .model import PERMISSIONS, SEPARATOR, Permission, Tool, Toolkit, ToolResponse, Toolset
+from .model import Permission, Tool, Toolkit, ToolResponse, Toolset
+from .naming import SEPARATOR, Environment, Expanded, normalize_parameters, redact, safe_name
 
 try:  # the SDK's current client (1.2x); the older one is deprecated but still there
     from mcp.client.streamable_http import streamable_http_client as _new_http_client
-    from mcp.shared._httpx_utils import create_mcp_http_client as _http_client_factory
 except ImportError:  # pragma: no cover - older SDKs
     _new_http_client = None  # type: ignore[assignment]
-    _http_client_factory = None  # type: ignore[assignment]
 from mcp.client.streamable_http import streamablehttp_client as _old_http_client
 
 if sys.version_info < (3, 11):  # pragma: no cover
@@ -64,10 +63,11 @@ _TRANSPORT_ALIASES: dict[str, Transport] = {
     "streamablehttp": "streamable-http",
     "http": "streamable-http",
 }
-_NAME_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
-_ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 MAX_SERVER_NAME = 40
 """Characters of a server's name kept in tool names, leaving room for the tool's own name."""
+
+HTTP_TIMEOUT = httpx.Timeout(30.0, read=300.0)
+"""The SDK's own defaults for its HTTP transports: a server may hold a response stream open."""
 
 
 class ServerStatus(str):
@@ -90,20 +90,22 @@ class ServerConfig:
     name: str
     transport: Transport
     command: str = ""
-    args: tuple[str, ...] = ()
-    env: dict[str, str] | None = None
+    args: tuple[str, ...] = field(default=(), repr=False)
+    env: dict[str, str] | None = field(default=None, repr=False)
     cwd: str | None = None
-    url: str = ""
-    headers: dict[str, str] = field(default_factory=dict)
+    url: str = field(default="", repr=False)
+    headers: dict[str, str] = field(default_factory=dict, repr=False)
     permission: Permission = "superuser"
     timeout: float | None = None
     """Seconds one call may take; None: the manager's call_timeout."""
     disabled: bool = False
+    secrets: tuple[str, ...] = field(default=(), repr=False)
+    """The values `${NAME}` put in, hidden from the server's errors in logs and listings."""
 
     @property
     def toolkit_name(self) -> str:
         """The server's name as a toolkit: the characters tool names allow, at most 40."""
-        return _safe_name(self.name, MAX_SERVER_NAME)
+        return safe_name(self.name, MAX_SERVER_NAME)
 
     @property
     def where(self) -> str:
@@ -116,160 +118,144 @@ class ServerConfig:
         return f"{parsed.scheme}://{parsed.hostname or ''}{port}{parsed.path}"
 
 
-def _safe_name(text: str, limit: int) -> str:
-    return (_NAME_UNSAFE.sub("_", text) or "_")[:limit]
-
-
 # ---------------------------------------------------------------------------------------------
 # config
 
 
-def _expand(value: str, missing: list[str]) -> str:
-    """`${NAME}` → the environment variable NAME (so that secrets stay out of the file)."""
-
-    def replace(match: re.Match[str]) -> str:
-        name = match.group(1)
-        if name not in os.environ:
-            missing.append(name)
-            return match.group(0)
-        return os.environ[name]
-
-    return _ENV_REFERENCE.sub(replace, value)
+def _text(value: Any) -> Any:
+    """Numbers where text is expected are read as text, as other clients do (`"args": ["-p", 8080]`)."""
+    return str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
 
 
-def _string_map(value: Any, what: str, problems: list[str], missing: list[str]) -> dict[str, str] | None:
-    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
-        problems.append(f"`{what}` must be an object of strings")
-        return None
-    out: dict[str, str] = {}
-    for key, item in value.items():
-        if isinstance(item, bool) or not isinstance(item, (str, int, float)):
-            problems.append(f"`{what}.{key}` must be a string")
-            return None
-        out[key] = _expand(str(item), missing)
-    return out
+Text = Annotated[Expanded, BeforeValidator(_text)]
 
 
-def _read_server(name: str, entry: Any) -> tuple[ServerConfig | None, list[str]]:
-    """One server entry, or what is wrong with it (messages without the file and server)."""
-    if not isinstance(entry, dict):
-        return None, [f"must be an object, not {type(entry).__name__}"]
-    problems: list[str] = []
-    missing: list[str] = []
-    command, url = entry.get("command"), entry.get("url")
-    kind = entry.get("transport", entry.get("type"))
-    transport: Transport | None = None
-    if kind is not None:
-        transport = _TRANSPORT_ALIASES.get(str(kind).lower())
-        if transport is None:
-            problems.append(f"unknown transport {kind!r} (use stdio, sse or streamable-http)")
-    fields: dict[str, Any] = {}
-    if command is not None and url is not None:
-        problems.append("has both `command` and `url`; a server is either a command or a URL")
-    elif command is not None:
-        if not isinstance(command, str) or not command.strip():
-            problems.append("`command` must be a non-empty string")
-        if transport not in (None, "stdio"):
-            problems.append(f"has a `command`, so its transport is stdio, not {kind!r}")
-        transport = "stdio"
-        args = entry.get("args", [])
-        if not isinstance(args, list) or not all(isinstance(a, (str, int, float)) for a in args):
-            problems.append("`args` must be a list of strings")
-            args = []
-        fields.update(
-            command=_expand(str(command), missing), args=tuple(_expand(str(a), missing) for a in args)
-        )
-        if entry.get("env") is not None:
-            fields["env"] = _string_map(entry["env"], "env", problems, missing)
-        cwd = entry.get("cwd")
-        if cwd is not None:
-            if not isinstance(cwd, str):
-                problems.append("`cwd` must be a string")
-            else:
-                fields["cwd"] = _expand(cwd, missing)
-    elif url is not None:
-        parsed = urlparse(url) if isinstance(url, str) else None
-        if parsed is None or parsed.scheme not in ("http", "https") or not parsed.netloc:
-            problems.append(f"`url` must be an http:// or https:// URL, not {url!r}")
-        else:
+class McpServerEntry(BaseModel):
+    """One server of mcp.json's `mcpServers`, as other MCP clients write it: a `command` (with
+    `args`, `env`, `cwd`) or a `url` (with `headers`), plus our `permission`, `timeout` and
+    `disabled`. `${NAME}` is expanded in every string; validate with
+    `context={"environment": Environment(...)}`."""
+
+    model_config = ConfigDict(strict=True)  # other keys are ignored: other clients add their own
+
+    command: Text | None = None
+    args: list[Text] = []
+    env: dict[str, Text] | None = None
+    cwd: Text | None = None
+    url: Text | None = None
+    headers: dict[str, Text] | None = None
+    transport: str | None = None
+    type: str | None = None
+    """What some clients call `transport`."""
+    permission: Permission = "superuser"
+    timeout: float | None = None
+    disabled: bool = False
+
+    @field_validator("command")
+    @classmethod
+    def _command(cls, command: str | None) -> str | None:
+        if command is not None and not command.strip():
+            raise ValueError("must not be empty")
+        return command
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, url: str | None) -> str | None:
+        parsed = urlparse(url) if url is not None else None
+        if parsed is not None and (parsed.scheme not in ("http", "https") or not parsed.netloc):
+            raise ValueError(f"must be an http:// or https:// URL, not {url!r}")
+        return url
+
+    @field_validator("timeout")
+    @classmethod
+    def _timeout(cls, timeout: float | None) -> float | None:
+        if timeout is not None and timeout <= 0:
+            raise ValueError(f"must be a positive number of seconds, not {timeout:g}")
+        return timeout
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServerEntry:
+        """Check the transport against `command` or `url`, and settle it in `transport`."""
+        kind = self.transport if self.transport is not None else self.type
+        transport = _TRANSPORT_ALIASES.get(kind.lower()) if kind is not None else None
+        if kind is not None and transport is None:
+            raise ValueError(f"unknown transport {kind!r} (use stdio, sse or streamable-http)")
+        if self.command is not None and self.url is not None:
+            raise ValueError("has both 'command' and 'url'; a server is either a command or a URL")
+        if self.command is not None:
+            if transport not in (None, "stdio"):
+                raise ValueError(f"has a 'command', so its transport is stdio, not {kind!r}")
+            transport = "stdio"
+        elif self.url is not None:
+            if transport == "stdio":
+                raise ValueError("has a 'url', so its transport is sse or streamable-http, not stdio")
             if transport is None:  # guess: the SSE transport's endpoint is conventionally /sse
-                transport = "sse" if parsed.path.rstrip("/").endswith("/sse") else "streamable-http"
-            elif transport == "stdio":
-                problems.append("has a `url`, so its transport is sse or streamable-http, not stdio")
-            fields["url"] = _expand(url, missing)
-        if entry.get("headers") is not None:
-            fields["headers"] = _string_map(entry["headers"], "headers", problems, missing) or {}
-    else:
-        problems.append("needs a `command` (a local server) or a `url` (a remote one)")
-    permission = entry.get("permission", "superuser")
-    if permission not in PERMISSIONS:
-        problems.append(f"`permission` must be one of {', '.join(PERMISSIONS)}, not {permission!r}")
-    timeout = entry.get("timeout")
-    if timeout is not None and (
-        isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0
-    ):
-        problems.append(f"`timeout` must be a positive number of seconds, not {timeout!r}")
-    disabled = entry.get("disabled", False)
-    if not isinstance(disabled, bool):
-        problems.append(f"`disabled` must be true or false, not {disabled!r}")
-    if missing and not disabled:
-        names = ", ".join(sorted(set(missing)))
-        problems.append(f"refers to environment variables that are not set: {names}")
-    if problems or transport is None:
-        return None, problems
-    config = ServerConfig(
-        name=name,
-        transport=transport,
-        permission=permission,
-        timeout=float(timeout) if timeout is not None else None,
-        disabled=disabled,
-        **fields,
-    )
-    return config, []
+                sse = urlparse(self.url).path.rstrip("/").endswith("/sse")
+                transport = "sse" if sse else "streamable-http"
+        else:
+            raise ValueError("needs a 'command' (a local server) or a 'url' (a remote one)")
+        self.transport = transport
+        return self
+
+    def server(self, name: str, secrets: list[str]) -> ServerConfig:
+        """The server as the manager connects it."""
+        return ServerConfig(
+            name=name, transport=self.transport,  # type: ignore[arg-type] # settled above
+            command=self.command or "", args=tuple(self.args), env=self.env, cwd=self.cwd,
+            url=self.url or "", headers=self.headers or {}, permission=self.permission,
+            timeout=self.timeout, disabled=self.disabled, secrets=tuple(secrets),
+        )
 
 
-def read_mcp_config(path: Path) -> tuple[dict[str, ServerConfig], list[str]]:
+class McpFile(BaseModel):
+    """mcp.json: `{"mcpServers": {name: server}}`, each server read on its own so that a broken
+    one leaves the others loaded."""
+
+    model_config = ConfigDict(strict=True)  # other keys are ignored
+
+    mcpServers: dict[str, Any]  # noqa: N815 - the key every MCP client uses
+
+
+def read_mcp_config(
+    path: Path, *, environ: Mapping[str, str] | None = None
+) -> tuple[dict[str, ServerConfig], list[str]]:
     """The servers of an `mcpServers` file (comments allowed), and its problems as sentences.
 
-    A missing file is no servers and no problems. A bad entry is left out and named in a
-    problem; the others still load. Disabled servers are returned with `disabled=True`.
+    A missing or empty file is no servers and no problems. A bad entry, or one using a `${NAME}`
+    that is not set, is left out and named in a problem; the others still load. Disabled
+    servers are returned with `disabled=True` (their `${NAME}` need not be set).
     """
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return {}, []
-    except (OSError, UnicodeDecodeError) as error:
-        return {}, [f"{path}: could not be read: {error}"]
-    text = strip_json_comments(text)
-    if not text.strip():
+    if not path.exists():
         return {}, []
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as error:
-        return {}, [f"{path}: not valid JSON: {error.msg} at line {error.lineno}, column {error.colno}"]
-    if not isinstance(data, dict) or not isinstance(data.get("mcpServers"), dict):
-        return {}, [f'{path}: expected an object with an "mcpServers" object of servers by name']
+        config = read_file(path, McpFile, empty={"mcpServers": {}})
+    except FileFormatError as error:
+        return {}, str(error).splitlines()
     servers: dict[str, ServerConfig] = {}
     problems: list[str] = []
     taken: dict[str, str] = {}
-    for name, entry in data["mcpServers"].items():
+    for name, entry in config.mcpServers.items():
         if not name.strip():
             problems.append(f"{path}: a server in mcpServers has an empty name")
             continue
-        config, issues = _read_server(name, entry)
-        problems.extend(f"{path}: MCP server {name!r}: {issue}" for issue in issues)
-        if config is None:
+        disabled = isinstance(entry, dict) and entry.get("disabled") is True
+        environment = Environment(environ, required=not disabled)
+        try:
+            server = validate(McpServerEntry, entry, path, where=f"MCP server {name!r}",
+                              context={"environment": environment}).server(name, environment.secrets)
+        except FileFormatError as error:
+            problems.extend(str(error).splitlines())
             continue
-        other = taken.get(config.toolkit_name)
+        other = taken.get(server.toolkit_name)
         if other is not None:
             problems.append(
                 f"{path}: MCP server {name!r}: its tools would be named like those of {other!r} "
-                f"({config.toolkit_name}__...); rename one of them"
+                f"({server.toolkit_name}__...); rename one of them"
             )
             continue
-        taken[config.toolkit_name] = name
-        servers[name] = config
+        taken[server.toolkit_name] = name
+        servers[name] = server
     return servers, problems
 
 
@@ -444,8 +430,10 @@ class _Server:
             delay = min(delay * 2, manager.backoff_max)
 
     def _explain(self, message: str) -> str:
+        """What went wrong, with the server's last stderr lines; `${NAME}` values hidden (a
+        server may echo its token, an HTTP error its URL)."""
         tail = self._stderr.tail() if self._stderr is not None else ""
-        return f"{message} (its stderr: {tail})" if tail else message
+        return redact(f"{message} (its stderr: {tail})" if tail else message, self.config.secrets)
 
     def _drop_connection(self) -> None:
         self.session = None
@@ -463,9 +451,11 @@ class _Server:
             opened = stdio_client(params, errlog=errlog)
         elif config.transport == "sse":
             opened = sse_client(config.url, headers=config.headers or None)
-        elif _new_http_client is not None and _http_client_factory is not None:
+        elif _new_http_client is not None:
             # given a client, the SDK leaves closing it to us
-            client = await stack.enter_async_context(_http_client_factory(headers=config.headers or None))
+            client = await stack.enter_async_context(
+                httpx.AsyncClient(headers=config.headers or None, timeout=HTTP_TIMEOUT)
+            )
             opened = _new_http_client(config.url, http_client=client)
         else:  # pragma: no cover - older SDKs
             opened = _old_http_client(config.url, headers=config.headers or None)
@@ -593,7 +583,7 @@ class _Server:
         )
         names: set[str] = set()
         for item in listed:
-            name = _safe_name(prefix + item.name, 64)
+            name = safe_name(prefix + item.name, 64)
             suffix = 2
             while name in names:
                 tag = f"_{suffix}"
@@ -623,17 +613,14 @@ class _Server:
         self.toolkit = None
 
     def _make_tool(self, name: str, listed: types.Tool) -> Tool:
-        schema = dict(listed.inputSchema or {})
-        schema.pop("$schema", None)  # validated as 2020-12 by the runner either way
         try:
-            Draft202012Validator.check_schema(schema)
-        except SchemaError as error:
+            schema = normalize_parameters(listed.inputSchema)
+        except ValueError as error:  # the server's to fix; its tool stays usable
             logger.warning(
-                f"marsho: MCP server {self.name}: tool {listed.name} has an invalid input "
-                f"schema ({error.message}); its arguments are only checked to be an object"
+                f"marsho: MCP server {self.name}: tool {listed.name}'s input schema {error}; "
+                "its arguments are only checked to be an object"
             )
-            schema = {"type": "object"}
-        schema.setdefault("type", "object")
+            schema = normalize_parameters(None)
         description = (listed.description or listed.title or "").strip()
         description = description or f"{listed.name} (from the MCP server {self.name})"
         remote = listed.name
