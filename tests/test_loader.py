@@ -19,8 +19,9 @@ from nonebot_plugin_marsho.tools import (
 )
 from nonebot_plugin_marsho.tools.loader import MODULE_NAMESPACE
 
-# Seed 000's example, copied verbatim: `#` annotations and `"required"` beside `"parameters"`.
-SEED_000_INIT = """\
+# The example of nonebot-plugin-marshoai's toolkit guide (README_TOOLS), copied verbatim: `#`
+# annotations and `"required"` beside `"parameters"`.
+MARSHOAI_EXAMPLE_INIT = """\
 from datetime import datetime
 
 async def get_weather(location: str):
@@ -32,7 +33,7 @@ async def get_current_time():
     return time_prompt
 """
 
-SEED_000_TOOLS_JSON = """\
+MARSHOAI_EXAMPLE_TOOLS_JSON = """\
 [
     {
         "type": "function",
@@ -91,7 +92,7 @@ def write_toolkit(
 
 
 def tool_entry(name: str, parameters: Any = None, description: str = "A tool") -> dict[str, Any]:
-    """One tools.json entry in the `{"type": "function", "function": ...}` form of seed 000."""
+    """One tools.json entry in the `{"type": "function", "function": ...}` form of marshoai's toolkits."""
     function: dict[str, Any] = {"name": name, "description": description}
     if parameters is not None:
         function["parameters"] = parameters
@@ -120,8 +121,8 @@ def assert_names_file(problem: LoadProblem, path: Path, *words: str) -> None:
 # --- files that must load -------------------------------------------------------------------------
 
 
-async def test_seed_000_example_loads_verbatim(tmp_path: Path) -> None:
-    write_toolkit(tmp_path, "marshoai-example", SEED_000_INIT, SEED_000_TOOLS_JSON)
+async def test_marshoai_example_loads_verbatim(tmp_path: Path) -> None:
+    write_toolkit(tmp_path, "marshoai-example", MARSHOAI_EXAMPLE_INIT, MARSHOAI_EXAMPLE_TOOLS_JSON)
 
     toolset = load(tmp_path)
 
@@ -136,8 +137,8 @@ async def test_seed_000_example_loads_verbatim(tmp_path: Path) -> None:
     assert "Shenzhen" in await weather.func(location="Shenzhen")
 
 
-def test_seed_000_required_beside_parameters_is_moved_inside_with_a_warning(tmp_path: Path) -> None:
-    folder = write_toolkit(tmp_path, "marshoai-example", SEED_000_INIT, SEED_000_TOOLS_JSON)
+def test_marshoai_required_beside_parameters_is_moved_inside_with_a_warning(tmp_path: Path) -> None:
+    folder = write_toolkit(tmp_path, "marshoai-example", MARSHOAI_EXAMPLE_INIT, MARSHOAI_EXAMPLE_TOOLS_JSON)
 
     toolset = load(tmp_path)
 

@@ -1,6 +1,7 @@
 """The tool system's public surface: load toolkits into a Toolset, run ToolCalls into ToolResults."""
 
-from .loader import BUILTIN_TOOLSET, ToolsetSource, load_toolset, strip_json_comments
+from ..fileformat import strip_json_comments
+from .loader import BUILTIN_TOOLSET, ToolsetSource, load_toolset
 from .model import (
     OWNER_CONTEXT,
     LoadProblem,

@@ -1,12 +1,12 @@
-"""Toolkit folders (tools.json + __init__.py, seed 000; or self-describing functions, seed 003)
-→ a Toolset, naming the file of every problem."""
+"""Toolkit folders → a Toolset, naming the file of every problem. A toolkit is a folder with an
+`__init__.py` and either a tools.json describing its functions (the toolkit format of
+nonebot-plugin-marshoai) or functions that describe themselves (a Toolbox, or docstrings)."""
 
 from __future__ import annotations
 
 import hashlib
 import importlib.util
 import inspect
-import json
 import re
 import sys
 import traceback
@@ -16,10 +16,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from .model import SEPARATOR, TOOL_NAME_PATTERN, LoadProblem, Tool, Toolkit, Toolset
+from ..fileformat import (
+    FileFormatError,
+    entry_label,
+    json_type,
+    read_file,
+    read_json,
+    validate,
+)
+from .model import LoadProblem, Permission, Tool, Toolkit, Toolset
+from .naming import (
+    SEPARATOR,
+    ParametersSchema,
+    check_toolkit_name,
+    parameter_warnings,
+    split_tool_name,
+)
 from .schema import ToolDefinitionError, check_permission, read_signature
 from .toolbox import Toolbox
 
@@ -29,8 +43,6 @@ BUILTIN_TOOLSET = Path(__file__).resolve().parent.parent / "toolkits"
 MODULE_NAMESPACE = "nonebot_plugin_marsho._toolkits"
 """Private package under which toolkit modules are imported, so no bare top-level names clash."""
 
-TOOLKIT_NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,60}$")
-
 
 @dataclass(frozen=True)
 class ToolsetSource:
@@ -39,41 +51,6 @@ class ToolsetSource:
     path: Path
     origin: str
     must_exist: bool = True
-
-
-def strip_json_comments(text: str) -> str:
-    """Remove `#`, `//` and `/* */` comments outside strings, keeping every line where it was."""
-    out: list[str] = []
-    i, n = 0, len(text)
-    in_string = False
-    while i < n:
-        char = text[i]
-        if in_string:
-            out.append(char)
-            if char == "\\" and i + 1 < n:
-                out.append(text[i + 1])
-                i += 2
-                continue
-            if char == '"':
-                in_string = False
-            i += 1
-        elif char == '"':
-            in_string = True
-            out.append(char)
-            i += 1
-        elif char == "#" or text.startswith("//", i):
-            while i < n and text[i] != "\n":
-                i += 1
-        elif text.startswith("/*", i):
-            end = text.find("*/", i + 2)
-            end = n if end == -1 else end + 2
-            # keep the newlines so that line numbers in later errors stay right
-            out.append("\n" * text.count("\n", i, end))
-            i = end
-        else:
-            out.append(char)
-            i += 1
-    return "".join(out)
 
 
 class _Problems:
@@ -89,158 +66,124 @@ class _Problems:
     def warning(self, path: Path, message: str) -> None:
         self.items.append(LoadProblem(self.toolkit, path, message, "warning"))
 
+    def errors(self, error: FileFormatError) -> None:
+        for message in error.messages:
+            self.error(error.path, message)
+
     @property
     def failed(self) -> bool:
         return any(p.severity == "error" for p in self.items)
 
 
-@dataclass(frozen=True)
-class _ToolSpec:
+class ToolEntry(BaseModel):
+    """One entry of a toolkit's tools.json, in nonebot-plugin-marshoai's format
+    `{"type": "function", "function": {"name", "description", "parameters"}}` (plus our
+    optional "permission"), read flat. Validate with `context={"toolkit": <folder name>}`."""
+
+    model_config = ConfigDict(strict=True)  # other keys ("strict"...) are ignored
+
     name: str
-    function: str
-    description: str
-    parameters: dict[str, Any]
-    permission: str | None = None
+    """The full tool name, `<toolkit>__<function>`."""
+    description: str = ""
+    parameters: ParametersSchema = Field(None, validate_default=True)
+    permission: Permission | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _unwrap(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        entry = data
+        if "function" in entry:
+            if not isinstance(entry["function"], dict):
+                raise ValueError(f"'function' must be a JSON object, not {json_type(entry['function'])}")
+            if entry.get("type", "function") != "function":
+                raise ValueError(f"'type' must be \"function\", not {entry['type']!r}")
+            data = {**entry["function"]}
+            for key in ("permission", "required"):  # ours, and marshoai's misplaced "required"
+                if key in entry and key not in data:
+                    data[key] = entry[key]
+        elif "name" not in entry:
+            raise ValueError("has neither 'function' nor 'name'")
+        parameters = data.get("parameters")
+        if "required" in data and (parameters is None or isinstance(parameters, dict)):
+            # marshoai's example puts "required" beside "parameters"; JSON Schema wants it inside
+            data = {**data, "parameters": {"required": data["required"], **(parameters or {})}}
+        return data
+
+    @field_validator("name")
+    @classmethod
+    def _in_toolkit(cls, name: str, info: ValidationInfo) -> str:
+        split_tool_name(name, (info.context or {})["toolkit"])
+        return name
+
+    @property
+    def function(self) -> str:
+        """The name of the function in `__init__.py`."""
+        return self.name.split(SEPARATOR, 1)[1]
 
 
-def _normalize_parameters(
-    name: str, function: dict[str, Any], path: Path, problems: _Problems
-) -> dict[str, Any] | None:
+class ToolkitManifest(BaseModel):
+    """A toolkit's optional toolkit.json: whether it loads unless enabled, and what it sends out."""
+
+    model_config = ConfigDict(strict=True)  # other keys are ignored
+
+    enabled_by_default: bool = True
+    """False for toolkits that send data out or are dangerous: off until MARSHO_ENABLED_TOOLKITS."""
+    sends: str = ""
+    """What the toolkit sends out of the bot, and to whom (empty: nothing)."""
+
+
+def _required_warning(raw: Any) -> str | None:
+    """The warning for marshoai's "required" beside "parameters", which ToolEntry moves inside."""
+    function = raw.get("function", raw) if isinstance(raw, dict) else None
+    if not isinstance(function, dict):
+        return None
+    if "required" not in function and "required" not in raw:
+        return None
     parameters = function.get("parameters")
-    if parameters is None:
-        parameters = {}
-    if not isinstance(parameters, dict):
-        problems.error(path, f"{name}: 'parameters' must be a JSON object (a JSON Schema)")
-        return None
-    parameters = dict(parameters)
-    parameters.setdefault("type", "object")
-    if parameters["type"] != "object":
-        problems.error(
-            path, f"{name}: 'parameters' must be a schema of type \"object\", not {parameters['type']!r}"
-        )
-        return None
-    parameters.setdefault("properties", {})
-    if "required" in function:
-        if "required" in parameters:
-            problems.warning(path, f"{name}: 'required' stands beside 'parameters' and inside it; "
-                             "the one inside is used")
-        else:
-            parameters["required"] = function["required"]
-            problems.warning(path, f"{name}: 'required' stands beside 'parameters'; "
-                             "moved inside 'parameters' where JSON Schema expects it")
-    try:
-        Draft202012Validator.check_schema(parameters)
-    except SchemaError as error:
-        where = "/".join(str(part) for part in error.absolute_path) or "(top)"
-        problems.error(
-            path, f"{name}: 'parameters' is not a valid JSON Schema at {where}: {error.message}"
-        )
-        return None
-    properties = parameters.get("properties")
-    if isinstance(properties, dict):
-        for missing in [r for r in parameters.get("required", []) if r not in properties]:
-            problems.warning(path, f"{name}: 'required' names {missing!r}, which is not in 'properties'")
-    return parameters
+    if isinstance(parameters, dict) and "required" in parameters:
+        return "'required' stands beside 'parameters' and inside it; the one inside is used"
+    return "'required' stands beside 'parameters'; moved inside 'parameters' where JSON Schema expects it"
 
 
-def _read_entry(
-    index: int, entry: Any, toolkit: str, path: Path, problems: _Problems
-) -> _ToolSpec | None:
-    where = f"entry {index + 1}"
-    if not isinstance(entry, dict):
-        problems.error(path, f"{where}: must be a JSON object, not {type(entry).__name__}")
-        return None
-    if "function" in entry:
-        function = entry["function"]
-        if not isinstance(function, dict):
-            problems.error(path, f"{where}: 'function' must be a JSON object")
-            return None
-        if entry.get("type", "function") != "function":
-            problems.error(path, f"{where}: 'type' must be \"function\", not {entry['type']!r}")
-            return None
-        if "required" in entry and "required" not in function:
-            function = {**function, "required": entry["required"]}
-    elif "name" in entry:
-        function = entry
-        problems.warning(path, f"{where}: no {{\"type\": \"function\", \"function\": ...}} "
-                         "wrapper; read as the function itself")
-    else:
-        problems.error(path, f"{where}: has neither 'function' nor 'name'")
-        return None
-
-    name = function.get("name")
-    if not isinstance(name, str) or not name:
-        problems.error(path, f"{where}: 'function.name' is missing or not a string")
-        return None
-    prefix = toolkit + SEPARATOR
-    if not name.startswith(prefix):
-        problems.error(
-            path, f"{where}: tool name {name!r} must start with {prefix!r} "
-            f"(the toolkit folder's name, two underscores, then the function's name)"
-        )
-        return None
-    func_name = name[len(prefix):]
-    if not func_name or SEPARATOR in func_name:
-        problems.error(path, f"{where}: in {name!r} the function part {func_name!r} must be a "
-                       f"non-empty name without '{SEPARATOR}'")
-        return None
-    if not TOOL_NAME_PATTERN.match(name):
-        problems.error(path, f"{where}: tool name {name!r} must be 1-64 letters, digits, '_' or '-' "
-                       "(what OpenAI-compatible endpoints accept)")
-        return None
-    description = function.get("description", "")
-    if not isinstance(description, str):
-        problems.error(path, f"{name}: 'description' must be a string")
-        return None
-    if not description.strip():
-        problems.warning(path, f"{name}: no 'description'; the model will not know when to call it")
-    parameters = _normalize_parameters(name, function, path, problems)
-    if parameters is None:
-        return None
-    permission = entry.get("permission")
-    if permission is not None:
-        try:
-            check_permission(permission, name)
-        except ToolDefinitionError as error:
-            problems.error(path, str(error))
-            return None
-    return _ToolSpec(name, func_name, description, parameters, permission)
-
-
-def read_tools_json(path: Path, toolkit: str, problems: _Problems) -> list[_ToolSpec]:
+def read_tools_json(path: Path, toolkit: str, problems: _Problems) -> list[ToolEntry]:
     """Parse and check a tools.json; problems go to `problems`, good entries are returned."""
     try:
-        text = path.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError as error:
-        problems.error(path, f"not UTF-8 text (byte {error.start}): save it as UTF-8")
-        return []
-    except OSError as error:
-        problems.error(path, f"cannot be read: {error.strerror}")
-        return []
-    try:
-        data = json.loads(strip_json_comments(text))
-    except json.JSONDecodeError as error:
-        problems.error(path, f"invalid JSON at line {error.lineno}, column {error.colno}: {error.msg}")
+        data = read_json(path)
+    except FileFormatError as error:
+        problems.errors(error)
         return []
     if isinstance(data, dict) and ("function" in data or "name" in data):
         problems.warning(path, "holds one tool definition, not a list; read as a list of one")
         data = [data]
     if not isinstance(data, list):
-        problems.error(path, f"must be a JSON list of tool definitions, not a {type(data).__name__}")
+        problems.error(path, f"must be a JSON list of tool definitions, not {json_type(data)}")
         return []
-    specs: list[_ToolSpec] = []
-    first_seen: dict[str, int] = {}
-    for index, entry in enumerate(data):
-        spec = _read_entry(index, entry, toolkit, path, problems)
-        if spec is None:
+    entries: list[ToolEntry] = []
+    first_seen: dict[str, str] = {}
+    for index, raw in enumerate(data):
+        where = entry_label(None, index, raw.get("function", raw) if isinstance(raw, dict) else None)
+        try:
+            entry = validate(ToolEntry, raw, path, where=where, context={"toolkit": toolkit})
+        except FileFormatError as error:
+            problems.errors(error)
             continue
-        if spec.name in first_seen:
-            problems.error(path, f"entry {index + 1}: tool name {spec.name!r} is already defined "
-                           f"by entry {first_seen[spec.name] + 1}")
+        if "function" not in raw:
+            problems.warning(path, f"{where}: no {{\"type\": \"function\", \"function\": ...}} "
+                             "wrapper; read as the function itself")
+        warnings = [_required_warning(raw)] + parameter_warnings(entry.parameters)
+        if not entry.description.strip():
+            warnings.append("no 'description'; the model will not know when to call it")
+        for warning in filter(None, warnings):
+            problems.warning(path, f"{where}: {warning}")
+        if entry.name in first_seen:
+            problems.error(path, f"{where}: the tool name {entry.name!r} is already defined by "
+                           f"{first_seen[entry.name]}")
             continue
-        first_seen[spec.name] = index
-        specs.append(spec)
-    return specs
+        first_seen[entry.name] = where
+        entries.append(entry)
+    return entries
 
 
 def _ensure_namespace() -> None:
@@ -301,7 +244,7 @@ def _without_presets(parameters: dict[str, Any], hidden: set[str]) -> dict[str, 
 
 
 def _tool_from_spec(
-    spec: _ToolSpec, module: types.ModuleType, toolboxes: list[Toolbox],
+    spec: ToolEntry, module: types.ModuleType, toolboxes: list[Toolbox],
     settings: Mapping[str, Any], tools_file: Path, problems: _Problems,
 ) -> Tool | None:
     func = getattr(module, spec.function, None)
@@ -376,13 +319,10 @@ def load_toolkit(
     """
     settings = settings or {}
     name = folder.name
-    if SEPARATOR in name:
-        problems.error(folder, f"toolkit folder name {name!r} must not contain '{SEPARATOR}' "
-                       "(it separates toolkit and function in tool names)")
-        return None
-    if not TOOLKIT_NAME_PATTERN.match(name):
-        problems.error(folder, f"toolkit folder name {name!r} may hold only letters, digits, '_' "
-                       "and '-' (it becomes part of every tool name)")
+    try:
+        check_toolkit_name(name)
+    except ValueError as error:
+        problems.error(folder, f"the toolkit folder's name {error}")
         return None
     init_file = folder / "__init__.py"
     tools_file = folder / "tools.json"
@@ -415,9 +355,6 @@ def load_toolkit(
         for tool in tools:
             if tool.name in seen:
                 problems.error(init_file, f"tool name {tool.name!r} is registered twice")
-            elif not TOOL_NAME_PATTERN.match(tool.name):
-                problems.error(init_file, f"tool name {tool.name!r} must be 1-64 letters, "
-                               "digits, '_' or '-'")
             seen.add(tool.name)
         if not tools:
             problems.error(init_file, "no tools: add a tools.json, register functions in a "
@@ -459,27 +396,16 @@ MANIFEST = "toolkit.json"
 """Optional file beside `__init__.py`: {"enabled_by_default": false, "sends": "what goes where"}."""
 
 
-def read_manifest(folder: Path, problems: _Problems) -> dict[str, Any]:
-    """The toolkit's `toolkit.json`, checked; {} when there is none."""
+def read_manifest(folder: Path, problems: _Problems) -> ToolkitManifest:
+    """The toolkit's `toolkit.json`, checked; the defaults when there is none (or it is broken)."""
     path = folder / MANIFEST
     if not path.is_file():
-        return {}
+        return ToolkitManifest()
     try:
-        data = json.loads(strip_json_comments(path.read_text(encoding="utf-8-sig")))
-    except (OSError, UnicodeDecodeError) as error:
-        problems.error(path, f"cannot be read: {error}")
-        return {}
-    except json.JSONDecodeError as error:
-        problems.error(path, f"invalid JSON at line {error.lineno}, column {error.colno}: {error.msg}")
-        return {}
-    if not isinstance(data, dict):
-        problems.error(path, "must be a JSON object such as {\"enabled_by_default\": false}")
-        return {}
-    if not isinstance(data.get("enabled_by_default", True), bool):
-        problems.error(path, "'enabled_by_default' must be true or false")
-    if not isinstance(data.get("sends", ""), str):
-        problems.error(path, "'sends' must be a string saying what the toolkit sends where")
-    return data
+        return read_file(path, ToolkitManifest)
+    except FileFormatError as error:
+        problems.errors(error)
+        return ToolkitManifest()
 
 
 def load_toolset(
@@ -516,8 +442,8 @@ def load_toolset(
             if problems.failed:
                 toolset.problems.extend(problems.items)
                 continue
-            if not manifest.get("enabled_by_default", True) and name not in enabled_names:
-                toolset.available[name] = manifest.get("sends", "")
+            if not manifest.enabled_by_default and name not in enabled_names:
+                toolset.available[name] = manifest.sends
                 continue
             if name in loaded_from:
                 problems.error(folder, f"a toolkit named {name!r} is already loaded from "
@@ -526,7 +452,7 @@ def load_toolset(
                 toolkit = load_toolkit(folder, problems, settings.get(name))
                 if toolkit is not None:
                     toolkit.source = source.origin
-                    toolkit.sends = manifest.get("sends", "")
+                    toolkit.sends = manifest.sends
                     toolset.disabled.extend(
                         t.name for t in toolkit.tools if t.name in disabled_tool_names
                     )

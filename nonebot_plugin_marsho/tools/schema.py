@@ -1,4 +1,4 @@
-"""Describe a Python function as a tool (seed 003): JSON schema from its type hints through
+"""Describe a Python function as a tool: JSON schema from its type hints through
 pydantic, descriptions from its Google, reST or numpydoc docstring through docstring-parser."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Registering plain Python functions as tools (seed 003): `Toolbox.add` and `@toolbox.tool`."""
+"""Registering plain Python functions as tools, described by their signatures and docstrings:
+`Toolbox.add` and `@toolbox.tool`."""
 
 from __future__ import annotations
 
@@ -6,8 +7,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, overload
 
-from .model import SEPARATOR, TOOL_NAME_PATTERN, Tool
-from .schema import check_permission, check_presets, function_tool, read_signature
+from .model import Tool
+from .naming import tool_name
+from .schema import (
+    ToolDefinitionError,
+    check_permission,
+    check_presets,
+    function_tool,
+    read_signature,
+)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -57,16 +65,12 @@ class Toolbox:
         **presets: Any,
     ) -> F:
         """Register `func`; keyword arguments other than the options are presets for it."""
-        tool_name: str = name or getattr(func, "__name__", None) or ""
-        if SEPARATOR in tool_name or not TOOL_NAME_PATTERN.match(tool_name):
-            raise ValueError(
-                f"tool name {tool_name!r} must be 1-64 letters, digits, '_' or '-', "
-                f"without {SEPARATOR!r}"
-            )
-        check_permission(permission, tool_name)
+        function: str = name or getattr(func, "__name__", None) or ""
+        _checked_name("", function)
+        check_permission(permission, function)
         check_presets(func, presets)
         self.registrations.append(
-            Registration(func, tool_name, description, permission, dict(presets))
+            Registration(func, function, description, permission, dict(presets))
         )
         return func
 
@@ -97,13 +101,21 @@ class Toolbox:
             presets = {**entry.presets, **_accepted(entry.func, settings or {})}
             tools.append(function_tool(
                 entry.func,
-                name=f"{toolkit}{SEPARATOR}{entry.name}" if toolkit else entry.name,
+                name=_checked_name(toolkit, entry.name),
                 description=entry.description,
                 permission=entry.permission,
                 presets=presets,
                 toolkit=toolkit,
             ))
         return tools
+
+
+def _checked_name(toolkit: str, function: str) -> str:
+    """The tool's full name, or a ToolDefinitionError saying which rule it breaks."""
+    try:
+        return tool_name(toolkit, function)
+    except ValueError as error:
+        raise ToolDefinitionError(f"the tool name {error}") from None
 
 
 def _accepted(func: Callable[..., Any], settings: Mapping[str, Any]) -> dict[str, Any]:
