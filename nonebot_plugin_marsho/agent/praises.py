@@ -2,52 +2,55 @@
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, StrictStr, ValidationInfo, field_validator, model_validator
+from pydantic.dataclasses import dataclass
 
-class PraisesError(ValueError):
-    """The "people Marsho likes" file is unreadable; the message names the file and the entry."""
+from ..fileformat import FileFormatError, read_file
+
+PraisesError = FileFormatError
+"""The "people Marsho likes" file is unreadable; the message names the file and the entry."""
 
 
 @dataclass(frozen=True)
 class Liked:
-    """One person Marsho likes, and why (an entry of praises.json)."""
+    """One person Marsho likes, and why (an entry of praises.json); both trimmed."""
 
-    name: str
-    advantages: str = ""
+    name: StrictStr
+    advantages: StrictStr = ""
+
+    @field_validator("name", "advantages")
+    @classmethod
+    def _trimmed(cls, text: str, info: ValidationInfo) -> str:
+        if info.field_name == "name" and not text.strip():
+            raise ValueError("must not be empty")
+        return text.strip()
+
+
+class Praises(BaseModel):
+    """marshoai's praises.json: `{"like": [{"name": ..., "advantages": ...}]}`, or the bare list."""
+
+    model_config = ConfigDict(strict=True)  # other keys are ignored
+
+    like: list[Liked]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bare_list(cls, data: Any) -> Any:
+        if isinstance(data, list):
+            return {"like": data}
+        if not isinstance(data, dict) or "like" not in data:
+            raise ValueError('expected {"like": [{"name": ..., "advantages": ...}]}')
+        return data
 
 
 def read_praises(path: Path) -> list[Liked]:
-    """The people in `path`: marshoai's praises.json, `{"like": [{"name": ..., "advantages":
-    ...}]}` (a bare list of entries is read too). Raises PraisesError saying what is wrong where."""
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except OSError as error:
-        raise PraisesError(f"{path}: cannot read it ({error.strerror or error})") from None
-    try:
-        data: Any = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise PraisesError(f"{path}, line {error.lineno}, column {error.colno}: {error.msg}") from None
-    entries = data.get("like") if isinstance(data, dict) else data
-    if not isinstance(entries, list):
-        raise PraisesError(f'{path}: expected {{"like": [{{"name": ..., "advantages": ...}}]}}')
-    people = []
-    for index, entry in enumerate(entries):
-        where = f'{path}: "like"[{index}]'
-        if not isinstance(entry, dict):
-            raise PraisesError(f"{where} is not an object with a name")
-        name, advantages = entry.get("name"), entry.get("advantages", "")
-        if not isinstance(name, str) or not name.strip():
-            raise PraisesError(f'{where} has no "name" (a non-empty string)')
-        if not isinstance(advantages, str):
-            raise PraisesError(f'{where}: "advantages" must be a string')
-        people.append(Liked(name.strip(), advantages.strip()))
-    return people
+    """The people in `path` (comments allowed). Raises PraisesError saying what is wrong where."""
+    return read_file(path, Praises).like
 
 
 class PraisesFile:
