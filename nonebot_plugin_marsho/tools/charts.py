@@ -1,16 +1,15 @@
-"""Chart answers of web services (seed 004) → a PNG for the chat, and a text summary for the model.
+"""Chart answers of web services (the web-service contract: POST JSON, answer markdown or a chart)
+→ a PNG for the chat, and a text summary for the model.
 
 `read_table` turns the service's `data` (rows as lists or objects, or columns as an object) and
 `field_headers` into a `ChartTable`, raising `ChartDataError` with a readable reason when it cannot;
 `summarize_chart` is what the model reads; `render_chart` draws bar, pie, line or candlestick
 charts with matplotlib's Agg canvas (no GUI, no pyplot), with a CJK-capable font when one is
-installed. Rendering is synchronous and CPU-bound: from async code, run it in a worker thread
-(`render_chart_async`).
+installed. Rendering is synchronous and CPU-bound: from async code, run it in a worker thread.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import io
 import math
@@ -24,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from nonebot.log import logger
+
+from ..fileformat import json_type
 
 CHART_TYPES: tuple[str, ...] = ("bar", "pie", "line", "candlestick")
 
@@ -191,7 +192,7 @@ def read_table(data: Any, field_headers: Sequence[Any] | None = None) -> ChartTa
             raise ChartDataError("'data' mixes rows of different kinds (lists, objects, values)")
     else:
         raise ChartDataError(
-            f"'data' must be a list of rows or an object of columns, not {_json_type(data)}"
+            f"'data' must be a list of rows or an object of columns, not {json_type(data)}"
         )
     if len(headers) > MAX_COLUMNS:
         raise ChartDataError(f"'data' has {len(headers)} columns; at most {MAX_COLUMNS} can be drawn")
@@ -204,11 +205,6 @@ def read_table(data: Any, field_headers: Sequence[Any] | None = None) -> ChartTa
         else:
             seen[header] = 1
     return ChartTable(headers=list(headers), rows=rows)
-
-
-def _json_type(value: Any) -> str:
-    return {bool: "a boolean", int: "a number", float: "a number", str: "a string",
-            type(None): "null", dict: "an object", list: "a list"}.get(type(value), type(value).__name__)
 
 
 # --- candlesticks ------------------------------------------------------------------------------
@@ -313,7 +309,6 @@ def summarize_chart(
 _lock = threading.RLock()
 _font_family: str | None = None
 _font_searched = False
-_font_file: Path | None = None
 
 
 def _matplotlib() -> Any:
@@ -325,25 +320,6 @@ def _matplotlib() -> Any:
     if "matplotlib.pyplot" not in sys.modules:
         matplotlib.use("Agg")  # before pyplot, should anything import it later
     return matplotlib
-
-
-def set_font_file(path: str | Path) -> str:
-    """Use this font file (.ttf/.otf/.ttc) for charts; returns its family name.
-
-    For bots whose system has no CJK font: point this at e.g. NotoSansCJKsc-Regular.otf.
-    """
-    global _font_family, _font_searched, _font_file
-    _matplotlib()
-    from matplotlib import font_manager
-
-    with _lock:
-        file = Path(path).expanduser()
-        if not file.is_file():
-            raise FileNotFoundError(f"font file {file} does not exist")
-        font_manager.fontManager.addfont(str(file))
-        family = font_manager.FontProperties(fname=str(file)).get_name()
-        _font_family, _font_searched, _font_file = family, True, file
-        return family
 
 
 _CJK_FILE_HINT = re.compile(
@@ -522,18 +498,7 @@ def render_chart(
     """A PNG (800 × 500) of the chart: `rows` as `read_table` accepts them, `dimension` naming the
     x-axis column (the pie's slice labels), headers as axis labels and legend.
 
-    Raises ChartDataError when the data cannot make this chart. Blocking: from async code use
-    `render_chart_async`.
+    Raises ChartDataError when the data cannot make this chart. Blocking: from async code, run
+    it in a worker thread.
     """
     return render_table(chart_type, read_table(rows, field_headers), dimension, title)
-
-
-async def render_chart_async(
-    chart_type: str,
-    rows: Any,
-    field_headers: Sequence[Any] | None,
-    dimension: str | None,
-    title: str = "",
-) -> bytes:
-    """`render_chart` in a worker thread, so the event loop keeps running."""
-    return await asyncio.to_thread(render_chart, chart_type, rows, field_headers, dimension, title)
