@@ -71,7 +71,7 @@ WEATHER_JSON = """
         {
             "type": "function",
             "function": {
-                "name": "weather__today",  // seed 000's format, comments allowed
+                "name": "weather__today",  // the marshoai tools.json format, comments allowed
                 "description": "Weather of a city today.",
                 "parameters": {
                     "type": "object",

@@ -1,5 +1,5 @@
-"""The programmatic API (issue 3 item 7, seed 001): Conversation's set_tools, chat, get_tool_calls,
-submit_tool_results and get_last_response, against the fake endpoint over loopback."""
+"""The programmatic API (the "AIO" calls of the tool system's spec): Conversation's set_tools, chat,
+get_tool_calls, submit_tool_results and get_last_response, against the fake endpoint over loopback."""
 
 from __future__ import annotations
 

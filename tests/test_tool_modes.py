@@ -1,5 +1,5 @@
-"""Models without function calling: tools in the prompt (seed 003), `off`, and the fallback
-when an endpoint refuses `tools`."""
+"""Models without function calling: tools in the prompt (MARSHO_TOOL_MODE=prompt), `off`, and the
+fallback when an endpoint refuses `tools`."""
 
 from __future__ import annotations
 

@@ -27,16 +27,6 @@ class ToolCall:
             "function": {"name": self.name, "arguments": self.arguments},
         }
 
-    @classmethod
-    def from_openai(cls, data: dict[str, Any]) -> ToolCall:
-        """Read a call back from an assistant message stored in history."""
-        function = data.get("function") or {}
-        return cls(
-            id=str(data.get("id", "")),
-            name=str(function.get("name", "")),
-            arguments=str(function.get("arguments", "")),
-        )
-
 
 ResultStatus = Literal[
     "ok", "unknown_tool", "bad_arguments", "denied", "timeout", "error"
