@@ -1,6 +1,7 @@
 """The running bot: one object assembled at startup from the config (engine, fair use, poke
 cooldowns, nicknames, the prompt, MCP servers, web services) and handed to every handler, torn
-down at shutdown. Tests build their own with `Marsho.from_config(...)` and `using(app)`."""
+down at shutdown. Tests build their own (`with_config(...)`) and make handlers use it
+(`running.using(app)`)."""
 
 from __future__ import annotations
 
@@ -293,5 +294,6 @@ running = Running()
 
 
 def current_app() -> Marsho:
-    """The running Marsho, for handlers (`app: Marsho = Depends(current_app)`)."""
+    """The running Marsho. The rules fetch it once per event and hand it to their handlers in
+    the state; other code may use `app: Marsho = Depends(current_app)`."""
     return running.get()

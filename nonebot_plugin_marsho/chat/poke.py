@@ -7,19 +7,20 @@ from nonebot import on_notice
 from nonebot.adapters import Bot, Event
 from nonebot.adapters.onebot.v11 import PokeNotifyEvent
 from nonebot.log import logger
-from nonebot.params import Depends
 from nonebot.rule import Rule
+from nonebot.typing import T_State
 from nonebot_plugin_alconna.uniseg import At, Segment, Text, UniMessage
 
 from ..exceptions import MarshoError
 from .app import Marsho, current_app
-from .matchers import admitted_here, is_superuser, user_key
+from .matchers import APP_KEY, admitted_here, is_superuser, user_key
 
 MAX_POKE_CHARS = 200
 """A poke answer longer than this is cut (the model was asked for one short line)."""
 
 
-async def _poked_me(bot: Bot, event: Event, app: Marsho = Depends(current_app)) -> bool:
+async def _poked_me(bot: Bot, event: Event, state: T_State) -> bool:
+    app = state[APP_KEY] = current_app()  # handed to the handler (cheaper than Depends)
     return (
         isinstance(event, PokeNotifyEvent)
         and app.config.marsho_poke != "off"
@@ -58,7 +59,8 @@ async def poke_line(app: Marsho, who: str, *, thrifty: bool = False) -> str:
 
 
 @poke.handle()
-async def handle_poke(bot: Bot, event: PokeNotifyEvent, app: Marsho = Depends(current_app)) -> None:
+async def handle_poke(bot: Bot, event: PokeNotifyEvent, state: T_State) -> None:
+    app: Marsho = state[APP_KEY]
     user = str(event.user_id)
     # keyed by bot too: two bot accounts in one group each answer their own pokes
     chat = f"{bot.self_id}:group:{event.group_id}" if event.group_id else f"{bot.self_id}:private:{user}"
