@@ -205,6 +205,29 @@ class Config(BaseModel):
     marsho_timeout: float = Field(default=60.0, gt=0)
     """Seconds one request to the endpoint may take, connection included."""
 
+    marsho_max_response_bytes: int = Field(default=4_000_000, ge=10_000)
+    """Bytes read from one endpoint response; past them the request fails with a clear error and
+    nothing is stored (a real answer is a few KB; a long one with reasoning under 1 MB)."""
+
+    marsho_max_answer_chars: int = Field(default=20_000, ge=500)
+    """Characters of one answer kept and sent; the rest is cut with a note."""
+
+    marsho_max_tool_calls: int = Field(default=16, ge=1, le=256)
+    """Tool calls run from one response; the rest get a result saying they were not run and why."""
+
+    marsho_max_concurrent_requests: int = Field(default=64, ge=1)
+    """Requests to the endpoint in flight at once, across all chats; the others wait their turn,
+    taken fairly across conversations, so a flood in one group cannot starve the others."""
+
+    marsho_user_queue: int = Field(default=2, ge=1, le=20)
+    """Questions one user may have running or waiting at once; more are dropped with one notice."""
+
+    marsho_calls_chars: int = Field(default=500, ge=50)
+    """Characters of each call's arguments and of each result shown by `marsho.calls`."""
+
+    marsho_max_forward_nodes: int = Field(default=30, ge=2, le=100)
+    """Messages one forward message may hold; a longer answer is cut with a note."""
+
     marsho_max_history: int = Field(default=40, ge=0)
     """Messages of earlier turns sent with each request, per session."""
 
