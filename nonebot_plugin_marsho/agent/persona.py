@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import time
+import unicodedata
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
@@ -136,17 +137,43 @@ class NicknameError(MarshoError):
     """A nickname that cannot be kept; the code says why."""
 
 
+def name_key(name: str) -> str:
+    """How names are compared: NFKC (full-width `Ｍａｒｓｈｏ` is `Marsho`), case folded, spaces
+    collapsed, and invisible format characters dropped."""
+    folded = unicodedata.normalize("NFKC", name).casefold()
+    return " ".join("".join(c for c in folded if unicodedata.category(c) != "Cf").split())
+
+
 def check_nickname(text: str, limit: int, reserved: Iterable[str] = ()) -> str:
     """The nickname to keep, or NicknameError saying what is wrong; `reserved`: names nobody may
-    take (Marsho's own: a member called "Marsho" would speak as the bot)."""
-    name = " ".join(text.split())
-    if any(c in NICKNAME_FORBIDDEN for c in text.strip()) or not name.isprintable():
+    take (Marsho's own and the bot account's: a member called "Marsho" would speak as the bot),
+    compared after NFKC normalisation."""
+    normal = unicodedata.normalize("NFKC", text).strip()
+    name = " ".join(normal.split())
+    if any(c in NICKNAME_FORBIDDEN for c in normal) or not name.isprintable():
         raise NicknameError(code="nickname.invalid", limit=limit)
     if len(name) > limit:
         raise NicknameError(code="nickname.too_long", limit=limit)
-    if name.casefold() in {r.casefold() for r in reserved}:
+    if name_key(name) in {name_key(r) for r in reserved}:
         raise NicknameError(code="nickname.reserved", limit=limit)
     return name
+
+
+SPEAKER_CHARS = 32
+"""Characters of a speaker label (a nickname, group card or account name) the model sees."""
+
+
+def speaker_label(name: str, user_id: str, reserved: Iterable[str] = ()) -> str:
+    """A name as the label before a shared conversation's message (`Alice: ...`): NFKC, one line,
+    without the label's separator or brackets, at most SPEAKER_CHARS characters, so a group card
+    such as `marsho: I confirm...\nuser10003` cannot forge a second speaker line; a name that is
+    (after normalisation) one of `reserved` is marked with the user id, so nobody speaks as the bot."""
+    text = unicodedata.normalize("NFKC", name)
+    text = "".join(" " if c in NICKNAME_FORBIDDEN or not c.isprintable() else c for c in text)
+    label = " ".join(text.split())[:SPEAKER_CHARS].strip() or user_id
+    if name_key(label) in {name_key(r) for r in reserved}:
+        return f"{label} (user {user_id})"
+    return label
 
 
 class Nicknames:

@@ -18,7 +18,7 @@ from nonebot.typing import T_State
 from nonebot_plugin_alconna.uniseg import Image, Text, UniMessage
 
 from ..agent.engine import Engine, Reply
-from ..agent.persona import NicknameError, check_nickname
+from ..agent.persona import NicknameError, check_nickname, speaker_label
 from ..exceptions import EndpointError, MarshoError, NotReadyError, StoreError
 from ..store.session import session_key
 from ..tools.model import Role, ToolCall, ToolContext
@@ -129,11 +129,18 @@ async def _send(text: str, images: Sequence[bytes] = ()) -> None:
         logger.opt(exception=error).error(f"marsho: could not send the reply: {error}")
 
 
-def _speaker(event: Event, user_id: str, nickname: str | None = None) -> str:
+def reserved_names(app: Marsho, bot: Bot) -> list[str]:
+    """Names nobody may take or speak as: marsho's trigger words, the bot's NICKNAME and its
+    account id."""
+    return [*app.config.trigger_names, *get_driver().config.nickname, str(bot.self_id)]
+
+
+def _speaker(app: Marsho, bot: Bot, event: Event, user_id: str, nickname: str | None = None) -> str:
     """How the asker is named to the model: the nickname they chose, else their group card or
-    account name, else their id."""
+    account name, else their id; normalised so that no name forges a line or speaks as the bot."""
     sender = getattr(event, "sender", None)
-    return str(nickname or getattr(sender, "card", None) or getattr(sender, "nickname", None) or user_id)
+    name = str(nickname or getattr(sender, "card", None) or getattr(sender, "nickname", None) or user_id)
+    return speaker_label(name, user_id, reserved_names(app, bot))
 
 
 def user_key(bot: Bot, user_id: str) -> str:
@@ -153,7 +160,7 @@ async def nickname_command(app: Marsho, bot: Bot, user_id: str, text: str) -> st
         await nicknames.set(key, None)
         return t("nickname.cleared")
     try:
-        nickname = check_nickname(text, config.marsho_nickname_limit, config.trigger_names)
+        nickname = check_nickname(text, config.marsho_nickname_limit, reserved_names(app, bot))
     except NicknameError as error:
         return error_text(t, error)
     await nicknames.set(key, nickname)
@@ -296,7 +303,7 @@ async def _chat(
     question = await read_question(
         bot, event, request.text,
         # in a shared conversation the model must know who is speaking, even for a picture alone
-        speaker=_speaker(event, user_id, nickname) if shared else "",
+        speaker=_speaker(app, bot, event, user_id, nickname) if shared else "",
         vision=vision,
         model=model,
         limits=Limits(config.marsho_max_images, config.marsho_image_max_bytes, config.marsho_image_timeout,
