@@ -11,7 +11,10 @@ when it points inside); `..` is refused; and symbolic links are never followed, 
 file itself nor as a folder on the way (each folder is opened relative to the one before with
 O_NOFOLLOW, and the file with O_NOFOLLOW too, so a link swapped in between two checks cannot
 lead outside either). A link itself may be listed, moved or deleted: that never touches what it
-points to. Reads and writes are capped (`max_read_bytes`, `max_write_bytes`); only regular files
+points to. A file with more than one hard link is refused for reading, writing, moving, deleting
+and being replaced: another of its names may be outside the workspace (a hard link needs no
+permission on the file it names), so what it holds is not the workspace's to read or change.
+Reads and writes are capped (`max_read_bytes`, `max_write_bytes`); only regular files
 are read or written; the workspace folder itself cannot be deleted or moved.
 
 Needs a system with openat-style calls (Linux, macOS, BSDs); elsewhere the tools refuse.
@@ -179,6 +182,17 @@ def _is_link(names: list[str], parent_fd: int | None) -> bool:
         return False
 
 
+def _refuse_hard_links(info: os.stat_result, where: str, doing: str) -> None:
+    """Refuse a file that has other names (hard links), which may be outside the workspace."""
+    if not stat.S_ISDIR(info.st_mode) and info.st_nlink > 1:
+        raise _Refused(
+            f"{where} is not {doing}: the file has {info.st_nlink} hard links (names), and another "
+            "of them may be outside the workspace, so this tool does not read, write, move or "
+            "delete it. Tell the user; the bot owner can remove the extra link, or copy the file "
+            "into the workspace"
+        )
+
+
 def _split(workspace: _Workspace, path: str, what: str) -> tuple[list[str], str]:
     names = workspace.parts(path)
     if not names:
@@ -237,6 +251,7 @@ def read(path: str, offset: int = 0, workspace: str = "", max_read_bytes: int = 
                     raise _Refused(f"{where} is a folder: use list to see what it holds")
                 if not stat.S_ISREG(info.st_mode):
                     raise _Refused(f"{where} is not a regular file")
+                _refuse_hard_links(info, where, "read")
                 data = os.pread(fd, cap, offset)
             finally:
                 os.close(fd)
@@ -292,6 +307,7 @@ def write(
                 info = os.fstat(fd)
                 if not stat.S_ISREG(info.st_mode):
                     raise _Refused(f"{where} is not a regular file")
+                _refuse_hard_links(info, where, "written")  # before anything is truncated
                 if append and info.st_size + len(data) > cap:
                     raise _Refused(f"{where} would grow to {info.st_size + len(data)} bytes; "
                                    f"files may hold at most {cap}")
@@ -321,6 +337,9 @@ def _describe(entry: os.DirEntry[str], folder: int) -> tuple[int, str]:
     if stat.S_ISDIR(info.st_mode):
         return 0, f"{entry.name}/"
     if stat.S_ISREG(info.st_mode):
+        if info.st_nlink > 1:
+            return 1, (f"{entry.name} ({info.st_size} bytes; {info.st_nlink} hard links, so "
+                       "refused by read, write, move and delete)")
         return 1, f"{entry.name} ({info.st_size} bytes)"
     return 2, f"{entry.name} (special file)"
 
@@ -375,8 +394,10 @@ def move(source: str, destination: str, overwrite: bool = False, workspace: str 
             source_folder = space.open_folder(source_folder_names)
             target_folder = -1
             try:
-                if _lstat(source_name, source_folder) is None:
+                moving = _lstat(source_name, source_folder)
+                if moving is None:
                     raise _Refused(f"{shown([*source_folder_names, source_name])} does not exist")
+                _refuse_hard_links(moving, shown([*source_folder_names, source_name]), "moved")
                 try:
                     target_folder = space.open_folder(destination_names)
                     target_names = [*destination_names, source_name]  # into an existing folder
@@ -392,6 +413,7 @@ def move(source: str, destination: str, overwrite: bool = False, workspace: str 
                     if not overwrite:
                         raise _Refused(f"{shown(target_names)} already exists: pass "
                                        "overwrite=true to replace it")
+                    _refuse_hard_links(existing, shown(target_names), "replaced")
                 try:
                     os.rename(source_name, target_name, src_dir_fd=source_folder,
                               dst_dir_fd=target_folder)
@@ -408,18 +430,35 @@ def move(source: str, destination: str, overwrite: bool = False, workspace: str 
     return _run(action)
 
 
-def _remove_tree(folder: int, name: str) -> int:
+def _check_tree(folder: int, names: list[str], top: str) -> None:
+    """Refuse (before anything is deleted) a folder holding a file with several hard links."""
+    fd = os.open(names[-1], os.O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, dir_fd=folder)
+    try:
+        with os.scandir(fd) as entries:
+            children = [(e.name, e.stat(follow_symlinks=False)) for e in entries]
+        for child, info in children:
+            if stat.S_ISDIR(info.st_mode):
+                _check_tree(fd, [*names, child], top)
+            else:
+                _refuse_hard_links(info, shown([*names, child]),
+                                   f"deleted, so neither is the folder {top}")
+    finally:
+        os.close(fd)
+
+
+def _remove_tree(folder: int, name: str, names: list[str]) -> int:
     """Delete the folder `name` in `folder` and all it holds, never following a link; how many
     entries went."""
     fd = os.open(name, os.O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, dir_fd=folder)
     removed = 0
     try:
         with os.scandir(fd) as entries:
-            children = [(e.name, e.is_dir(follow_symlinks=False)) for e in entries]
-        for child, is_dir in children:
-            if is_dir:
-                removed += _remove_tree(fd, child)
+            children = [(e.name, e.stat(follow_symlinks=False)) for e in entries]
+        for child, info in children:
+            if stat.S_ISDIR(info.st_mode):
+                removed += _remove_tree(fd, child, [*names, child])
             else:
+                _refuse_hard_links(info, shown([*names, child]), "deleted")  # one made meanwhile
                 os.unlink(child, dir_fd=fd)
                 removed += 1
     finally:
@@ -451,11 +490,13 @@ def delete(path: str, recursive: bool = False, workspace: str = "") -> ToolRespo
                 if info is None:
                     raise _Refused(f"{where} does not exist")
                 if not stat.S_ISDIR(info.st_mode):
+                    _refuse_hard_links(info, where, "deleted")
                     os.unlink(name, dir_fd=folder)
                     kind = "link" if stat.S_ISLNK(info.st_mode) else "file"
                     return f"Deleted the {kind} {where}."
                 if recursive:
-                    count = _remove_tree(folder, name)
+                    _check_tree(folder, names, where)
+                    count = _remove_tree(folder, name, names)
                     return f"Deleted the folder {where} ({count} entries in all)."
                 try:
                     os.rmdir(name, dir_fd=folder)
