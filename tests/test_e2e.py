@@ -38,6 +38,9 @@ def user_texts(body: dict[str, Any]) -> list[str]:
     return [m["content"] for m in body["messages"] if m["role"] == "user"]
 
 
+OWNER_ID = "10099"
+"""The bot processes' superuser: gets the detail of a failure that members get in one sentence."""
+
 @pytest.fixture(scope="module")
 def endpoint() -> Iterator[FakeOpenAI]:
     fake = FakeOpenAI().start()
@@ -50,7 +53,8 @@ def bot(endpoint: FakeOpenAI, request: pytest.FixtureRequest) -> Iterator[BotPro
     process = BotProcess(
         base_url=endpoint.base_url,
         toolkit_dirs=[CHAT_TOOLSET, E2E_TOOLSET],
-        env={"MARSHO_AT": "true", "MARSHO_TOOL_TIMEOUT": "15", "MARSHO_TIMEOUT": "15"},
+        env={"MARSHO_AT": "true", "MARSHO_TOOL_TIMEOUT": "15", "MARSHO_TIMEOUT": "15",
+             "SUPERUSERS": f'["{OWNER_ID}"]'},
     )
     failed_before = request.session.testsfailed
     with process:
@@ -168,6 +172,11 @@ async def test_endpoint_error_is_explained_and_the_next_message_works(
     endpoint.push(error(500, "upstream exploded"))
     event, reply = await sim.ask("marsho first question", group_id=group)
     assert reply.reply_id == event["message_id"]
+    # a member: one sentence, without the upstream text; the owner: the detail
+    assert reply.text == ("Sorry, I could not answer: the model's service failed. "
+                          "The bot's owner has the details in the log.")
+    endpoint.push(error(500, "upstream exploded"))
+    event, reply = await sim.ask("marsho first question", group_id=group, user_id=int(OWNER_ID))
     assert "500" in reply.text and "upstream exploded" in reply.text
 
     endpoint.push(text("all good again"))
@@ -180,7 +189,8 @@ async def test_endpoint_error_is_explained_and_the_next_message_works(
 async def test_unreachable_endpoint_is_explained_and_the_bot_keeps_answering() -> None:
     """A second bot, pointed where nothing listens; it also checks ONEBOT_ACCESS_TOKEN."""
     dead_url = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
-    process = BotProcess(base_url=dead_url, env={"MARSHO_TIMEOUT": "10"}, access_token="s3cret")
+    process = BotProcess(base_url=dead_url, env={"MARSHO_TIMEOUT": "10", "SUPERUSERS": f'["{OWNER_ID}"]'},
+                         access_token="s3cret")
     async with process:
         with pytest.raises(ConnectionError, match="403"):
             await OneBotSim(process.ws_url, self_id=SELF_ID).connect(timeout=1)
@@ -188,8 +198,10 @@ async def test_unreachable_endpoint_is_explained_and_the_bot_keeps_answering() -
             for question in ("marsho are you there?", "marsho still nothing?"):
                 event, reply = await simulator.ask(question, group_id=40001)
                 assert reply.reply_id == event["message_id"]
-                assert "Cannot reach the endpoint" in reply.text, reply.text
-                assert "MARSHO_BASE_URL" in reply.text, reply.text
+                assert "the model's service cannot be reached" in reply.text, reply.text
+                assert "127.0.0.1" not in reply.text, reply.text  # no address for members
+            event, reply = await simulator.ask("marsho owner here", group_id=40001, user_id=int(OWNER_ID))
+            assert "Cannot reach the endpoint" in reply.text and "MARSHO_BASE_URL" in reply.text, reply.text
 
 
 async def test_a_blocking_sync_tool_does_not_block_other_chats(

@@ -282,14 +282,19 @@ async def test_an_answer_that_cannot_be_saved_is_still_sent_with_a_note(
     async def disk_full(*args: object) -> None:
         raise StoreError(problem)
 
-    fake.push(text("kept"), text("not kept"), text("third"))
+    fake.push(text("kept"), text("not kept"))
     await exchange(app, (group_message("marsho one"), "kept"))
     before = await plugin_engine.history.export(GROUP_KEY)
     with monkeypatch.context() as patch:
         patch.setattr(plugin_engine.history, "append_turn", disk_full)
-        await exchange(app, (group_message("marsho two"),
-                             f"not kept\n(This exchange could not be saved: {problem})"))
+        # a member is told it was not saved; the owner also why (the database's address)
+        await exchange(app, (group_message("marsho two"), "not kept\n(This exchange could not be "
+                             "saved; the bot's owner has the details in the log.)"))
+        fake.push(text("not kept either"))
+        await exchange(app, (group_message("marsho two again", user_id=SUPERUSER),
+                             f"not kept either\n(This exchange could not be saved: {problem})"))
     assert await plugin_engine.history.export(GROUP_KEY) == before
+    fake.push(text("third"))
     await exchange(app, (group_message("marsho three"), "third"))
     assert user_messages(fake.requests[-1]) == ["user10001: one", "user10001: three"]
 
@@ -303,6 +308,10 @@ async def test_history_that_cannot_be_read_is_explained(
         raise StoreError(problem)
 
     monkeypatch.setattr(plugin_engine.history, "recent_turns", unreadable)
-    await exchange(app, (group_message("marsho hi"),
-                         f"Sorry, my conversation database failed: {problem}"))
+    await exchange(
+        app,
+        (group_message("marsho hi"), "Sorry, I could not answer: my conversation database failed. "
+                                     "The bot's owner has the details in the log."),
+        (group_message("marsho hi", user_id=SUPERUSER), f"Sorry, my conversation database failed: {problem}"),
+    )
     assert fake.requests == []

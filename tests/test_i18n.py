@@ -23,7 +23,7 @@ from nonebot_plugin_marsho.chat.render import error_text, usage_text
 from nonebot_plugin_marsho.config import Config, describe_validation_error
 from nonebot_plugin_marsho.exceptions import EndpointError
 from nonebot_plugin_marsho.i18n import EN, ZH, Texts
-from tests.conftest import configured
+from tests.conftest import SUPERUSER_ID, configured
 from tests.fake_openai import FakeOpenAI, error
 from tests.onebot import group_message, onebot_bot, private_message, reply_call
 
@@ -51,6 +51,10 @@ DYNAMIC_KEYS: dict[str, list[str]] = {
     'f"mcp.{self.state}"': [f"mcp.{state}" for state in (
         "idle", "connecting", "connected", "retrying", "disabled", "stopped")],
     '"mcp.disabled" if config.disabled else "mcp.idle"': ["mcp.disabled", "mcp.idle"],
+    # chat/render.brief_text(t, reason): what members are told instead of a failure's detail
+    "reason": [f"brief.{k}" for k in (
+        "key", "busy", "timeout", "down", "failed", "unusable", "too_large", "database", "config",
+        "toolkits", "budget", "internal")],
 }
 
 
@@ -321,9 +325,21 @@ async def test_an_endpoint_error_is_explained_in_chinese(
         bot = onebot_bot(ctx)
         event = group_message("marsho 你好")
         ctx.receive_event(bot, event)
-        ctx.should_call_api(*reply_call(event, "抱歉，没能得到回答：接口正在限流（429：slow down）。请稍后再试。"),
+        ctx.should_call_api(*reply_call(event, "抱歉，没能回答：模型服务正忙，请稍后再试。详细信息在机器人主人的日志里。"),
                             result={"message_id": 1})
     assert len(fake.requests) == 1
+
+
+async def test_the_owner_gets_the_endpoints_words_in_chinese(
+    app: App, fake: FakeOpenAI, plugin_engine, chinese: None
+) -> None:
+    fake.push(error(429, "slow down"))
+    async with app.test_matcher() as ctx:
+        bot = onebot_bot(ctx)
+        event = group_message("marsho 你好", user_id=int(SUPERUSER_ID))
+        ctx.receive_event(bot, event)
+        ctx.should_call_api(*reply_call(event, "抱歉，没能得到回答：接口正在限流（429：slow down）。请稍后再试。"),
+                            result={"message_id": 1})
 
 
 async def test_english_is_back_after_the_chinese_tests(

@@ -15,7 +15,7 @@ from nonebot_plugin_marsho.agent.llm import split_reasoning
 from nonebot_plugin_marsho.chat import matchers
 from nonebot_plugin_marsho.chat.app import running
 from nonebot_plugin_marsho.chat.matchers import Request, parse_request
-from tests.conftest import configured
+from tests.conftest import SUPERUSER_ID, configured
 from tests.fake_openai import FakeOpenAI, error, text, tool_calls
 from tests.onebot import group_message, onebot_bot, private_message, reply_call
 
@@ -257,17 +257,23 @@ async def test_calls_without_tool_calls_says_so(app: App, plugin_engine) -> None
 async def test_an_endpoint_failure_is_explained_and_history_is_kept(
     app: App, fake: FakeOpenAI, plugin_engine
 ) -> None:
-    fake.push(text("kept"), error(401, "bad key"))
+    fake.push(text("kept"), error(401, "bad key"), error(401, "bad key"))
     async with app.test_matcher() as ctx:
         bot = onebot_bot(ctx)
         event = group_message("marsho first")
         ctx.receive_event(bot, event)
         ctx.should_call_api(*reply_call(event, "kept"), result={"message_id": 1})
+        # a member: what happened, in one sentence; the owner: the endpoint's words and the fix
         event = group_message("marsho second")
         ctx.receive_event(bot, event)
         ctx.should_call_api(*reply_call(
+            event, "Sorry, I could not answer: the model's service refused the bot's key. "
+            "The bot's owner has the details in the log."), result={"message_id": 2})
+        event = group_message("marsho second", user_id=int(SUPERUSER_ID))
+        ctx.receive_event(bot, event)
+        ctx.should_call_api(*reply_call(
             event, "Sorry, I could not get an answer: The endpoint rejected the API key "
-            "(401: bad key). Check MARSHO_API_KEY."), result={"message_id": 2})
+            "(401: bad key). Check MARSHO_API_KEY."), result={"message_id": 3})
     turns, _, _ = await plugin_engine.history.stats(matchers.session_key(
         "OneBot V11", group_id="20001", user_id="10001"))
     assert turns == 1
@@ -281,8 +287,13 @@ async def test_a_bad_setting_is_reported_to_the_chat(app: App, fake: FakeOpenAI,
             event = group_message("marsho hi")
             ctx.receive_event(bot, event)
             ctx.should_call_api(*reply_call(
+                event, "Sorry, I could not answer: I am not configured correctly. The bot's owner has "
+                "the details in the log."), result={"message_id": 1})
+            event = group_message("marsho hi", user_id=int(SUPERUSER_ID))
+            ctx.receive_event(bot, event)
+            ctx.should_call_api(*reply_call(
                 event, f"marsho is not configured correctly: {problem}. Fix .env and restart the bot."),
-                result={"message_id": 1})
+                result={"message_id": 2})
     assert fake.requests == []
 
 

@@ -625,7 +625,8 @@ async def test_an_answer_that_could_not_be_saved_still_brings_its_pictures(
         bot = onebot_bot(ctx)
         event = group_message("marsho draw me a pixel")
         ctx.receive_event(bot, event)
-        api, data = reply_call(event, "Here is your pixel.\n(This exchange could not be saved: disk full)")
+        api, data = reply_call(event, "Here is your pixel.\n(This exchange could not be saved; the bot's "
+                                      "owner has the details in the log.)")
         data["message"] = data["message"] + MessageSegment.image(PIXEL)
         ctx.should_call_api(api, data, result={"message_id": 1})
 

@@ -51,7 +51,9 @@ class Marsho:
     poke_cooldown: Cooldown = field(init=False)
     engine: Engine | None = None
     problem: str = ""
-    """Why there is no engine (still starting, a broken setting, the database down)."""
+    """Why there is no engine (still starting, a broken setting, the database down), in detail."""
+    problem_brief: str = ""
+    """The catalogue key of what members are told instead of `problem` ("" while starting)."""
     mcp: McpManager | None = None
     nicknames: Nicknames | None = None
 
@@ -179,6 +181,7 @@ class Marsho:
             logger.warning(f"marsho: {note}")
         if self.config_error:
             self.problem = t("problem.config", error=self.config_error)
+            self.problem_brief = "brief.config"
             logger.error(f"marsho: {self.config_error}. Fix .env and restart; until then marsho answers "
                          "every chat with this message.")
             return
@@ -188,6 +191,7 @@ class Marsho:
             toolset = self.load_toolset()
         except Exception as error:
             self.problem = t("problem.toolkits", error=f"{type(error).__name__}: {error}")
+            self.problem_brief = "brief.toolkits"
             logger.opt(exception=error).error(f"marsho: could not load the toolkits: {error}")
             return
         self.log_toolset(toolset)
@@ -221,6 +225,7 @@ class Marsho:
             await engine.restore_model()
         except StoreError as error:
             self.problem = t("problem.database", error=error_text(t, error))
+            self.problem_brief = "brief.database"
             logger.error(f"marsho: cannot use the database: {error}. Check MARSHO_DATABASE_URL.")
             await llm.close()
             runner.close()
@@ -258,7 +263,7 @@ class Marsho:
         """Close the endpoint's connections, the tool threads, the MCP servers and the database."""
         engine, self.engine = self.engine, None
         mcp, self.mcp = self.mcp, None
-        self.problem = self.texts("problem.starting")
+        self.problem, self.problem_brief = self.texts("problem.starting"), ""
         if mcp is not None:
             await mcp.stop()
         if engine is not None:

@@ -20,13 +20,23 @@ from nonebot_plugin_alconna.uniseg import Image, Text, UniMessage
 from ..agent.engine import Engine, Reply
 from ..agent.persona import NicknameError, check_nickname, speaker_label
 from ..exceptions import EndpointError, MarshoError, NotReadyError, StoreError
+from ..i18n import Texts
 from ..store.session import session_key
 from ..tools.model import Role, ToolCall, ToolContext
 from .app import Marsho, current_app
 from .fairuse import seconds_text
 from .incoming import Limits, read_question, sees_pictures, text_only
 from .outgoing import Delivery, send_answer, send_progress, send_reasoning
-from .render import calls_text, error_text, history_text, reply_text, tools_text, usage_text
+from .render import (
+    brief_reason,
+    brief_text,
+    calls_text,
+    error_text,
+    history_text,
+    reply_text,
+    tools_text,
+    usage_text,
+)
 
 COMMANDS = ("help", "reset", "tools", "calls", "history", "export", "model", "nickname")
 MAX_EXPORT_CHARS = 3000
@@ -223,29 +233,37 @@ def _announcer(app: Marsho, how: Delivery) -> Callable[[list[ToolCall]], Any] | 
     return announce
 
 
+def _failure(t: Texts, owner: bool, detail: str, error: BaseException) -> str:
+    """The reply to a failed question: the detail for superusers, one sentence for members."""
+    return detail if owner else brief_text(t, brief_reason(error))
+
+
 @marsho.handle()
 async def handle_request(bot: Bot, event: Event, state: T_State) -> None:
     """Answer one request: a command or a question for the model."""
     request: Request = state[STATE_KEY]
     app: Marsho = state[APP_KEY]
     config, t = app.config, app.texts
-    if app.config_error:
-        await _send(t("config.broken", error=app.config_error))
-        return
     has_more = request.text or not text_only(event)
-    if request.command == "help" or (request.command == "chat" and not has_more):
+    if request.command == "help" or (request.command == "chat" and not has_more and not app.config_error):
         await _send(usage_text(t, config.trigger_names, config.marsho_at))
+        return
+    group_id, user_id = _ids(event)
+    role = await asker_role(bot, event, group_id)
+    # superusers (and the log) get the detail; everyone else one sentence without addresses,
+    # paths or upstream text
+    owner = role == "superuser"
+    if app.config_error:
+        await _send(t("config.broken", error=app.config_error) if owner else brief_text(t, "brief.config"))
         return
     try:
         engine = app.require_engine()
     except NotReadyError as error:
-        await _send(str(error))
+        await _send(str(error) if owner or not app.problem_brief else brief_text(t, app.problem_brief))
         return
-    group_id, user_id = _ids(event)
     scope = config.marsho_session_scope
     key = session_key(bot.adapter.get_name(), group_id=group_id, user_id=user_id, scope=scope)
     shared = bool(group_id) and scope == "group"
-    role = await asker_role(bot, event, group_id)
     try:
         if request.command == "nickname":
             await _send(await nickname_command(app, bot, user_id, request.text))
@@ -253,26 +271,26 @@ async def handle_request(bot: Bot, event: Event, state: T_State) -> None:
         if request.command != "chat":
             await _send(await _command(app, engine, request, key, role, shared))
             return
-        wait = app.fair_use.charge(user_id, group_id, superuser=role == "superuser")
+        wait = app.fair_use.charge(user_id, group_id, superuser=owner)
         if wait:
             await _send(t("rate.limited", wait=seconds_text(t, wait)))
             return
         reply, tips = await _chat(app, bot, event, engine, request, key, shared=shared, role=role)
     except EndpointError as error:
         logger.warning(f"marsho: session {key}: {error}")
-        await _send(t("error.endpoint", error=error_text(t, error)))
+        await _send(_failure(t, owner, t("error.endpoint", error=error_text(t, error)), error))
         return
     except StoreError as error:
         logger.error(f"marsho: session {key}: {error}")
-        await _send(t("error.database", error=error_text(t, error)))
+        await _send(_failure(t, owner, t("error.database", error=error_text(t, error)), error))
         return
     except MarshoError as error:  # a problem we can name (the token budget...)
         logger.warning(f"marsho: session {key}: {error}")
-        await _send(t("error.named", error=error_text(t, error)))
+        await _send(_failure(t, owner, t("error.named", error=error_text(t, error)), error))
         return
     except Exception as error:
         logger.opt(exception=error).error(f"marsho: session {key}: {request.command} failed")
-        await _send(t("error.internal", error=f"{type(error).__name__}: {error}"))
+        await _send(_failure(t, owner, t("error.internal", error=f"{type(error).__name__}: {error}"), error))
         return
     if reply is None:  # nothing to ask (a picture for a model that cannot see): the tip says so
         await _send("\n".join(tips))
@@ -283,7 +301,9 @@ async def handle_request(bot: Bot, event: Event, state: T_State) -> None:
     answer = reply_text(t, reply, engine.max_tool_rounds)
     if reply.save_error is not None:  # answered, but not saved: still worth sending
         logger.error(f"marsho: session {key}: {reply.save_error}")
-        text = f"{answer}\n" + t("error.unsaved", error=error_text(t, reply.save_error))
+        saved = reply.save_error
+        unsaved = t("error.unsaved", error=error_text(t, saved)) if owner else t("error.unsaved_brief")
+        text = f"{answer}\n{unsaved}"
     else:
         text = "\n\n".join([answer, *tips])
     await send_answer(bot, text, reply.images, how)

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..agent.engine import Reply
-from ..exceptions import MarshoError, join_hint
+from ..exceptions import BudgetError, MarshoError, StoreError, join_hint
 from ..i18n import Texts
 from ..tools.model import Toolset
 
@@ -103,3 +103,26 @@ def error_text(t: Texts, error: MarshoError) -> str:
         return str(error)
     message = t(error.code, **error.params)
     return join_hint(message, t(error.hint, **error.params)) if error.hint else message
+
+
+def brief_reason(error: BaseException | None) -> str:
+    """The catalogue key of what a member is told went wrong: one sentence, without the
+    endpoint's address, a server path or the upstream error text (superusers get the detail)."""
+    code = getattr(error, "code", "") or ""
+    if isinstance(error, StoreError):
+        return "brief.database"
+    if isinstance(error, BudgetError):
+        return "brief.budget"
+    if code.startswith("endpoint."):
+        kind = code.removeprefix("endpoint.")
+        return {
+            "401": "brief.key", "403": "brief.key", "no_key": "brief.key", "429": "brief.busy",
+            "timeout": "brief.timeout", "unreachable": "brief.down", "5xx": "brief.failed",
+            "too_large": "brief.too_large",
+        }.get(kind, "brief.unusable")
+    return "brief.internal"
+
+
+def brief_text(t: Texts, reason: str) -> str:
+    """What a member reads when their question failed."""
+    return t("error.brief", reason=t(reason))
