@@ -95,6 +95,8 @@ EN: dict[str, str] = {
     # marsho.calls, marsho.history
     "calls.none": "No tool calls in this conversation's last answer.",
     "calls.cut": "…({chars} characters)",
+    "calls.hidden_admin": "result visible to group admins and superusers",
+    "calls.hidden_superuser": "result visible to superusers",
     "history.empty": "This conversation is empty.",
     "history.stats": (
         "This conversation: {turns} turns, {messages} messages, about {tokens} tokens stored "
@@ -276,6 +278,8 @@ ZH: dict[str, str] = {
     "tools.toolset_folder": "（工具集文件夹）",
     "calls.none": "这段对话的上一个回答没有调用工具。",
     "calls.cut": "…（共 {chars} 个字符）",
+    "calls.hidden_admin": "结果仅群管理员和超级用户可见",
+    "calls.hidden_superuser": "结果仅超级用户可见",
     "history.empty": "这段对话还是空的。",
     "history.stats": (
         "这段对话：{turns} 轮，{messages} 条消息，约 {tokens} 个 token（{counting}）。"

@@ -130,6 +130,36 @@ def without_pictures(message: Message, placeholder: str = "[picture]") -> Messag
     return {**message, "content": "\n".join(text for text in texts if text)}
 
 
+def hidden_result(name: str) -> str:
+    """What the model reads in place of a result the asker may not see."""
+    return (f"[the result of {name} is hidden: the person asking now may not use that tool; "
+            "do not guess or repeat it]")
+
+
+def visible_to(turns: list[Turn], toolset: Toolset, context: ToolContext | None) -> list[Turn]:
+    """The history as this asker's request may carry it: in a shared conversation, the results of
+    tools the asker may not use (a superuser's database query...) become a short placeholder, so
+    they reach neither the model on the member's behalf nor the member through its answer."""
+    if context is not None and context.role == "superuser":
+        return turns
+    seen: list[Turn] = []
+    for turn in turns:
+        names = {call.get("id"): (call.get("function") or {}).get("name", "")
+                 for message in turn.messages if message.get("role") == "assistant"
+                 for call in message.get("tool_calls") or [] if isinstance(call, dict)}
+        if not names or all(toolset.may_see(name, context) for name in names.values()):
+            seen.append(turn)
+            continue
+        messages = [
+            {**message, "content": hidden_result(names.get(message.get("tool_call_id"), "?"))}
+            if message.get("role") == "tool"
+            and not toolset.may_see(names.get(message.get("tool_call_id"), ""), context) else message
+            for message in turn.messages
+        ]
+        seen.append(Turn(messages, turn.tokens))
+    return seen
+
+
 class Engine:
     """Runs chat turns: one at a time per session, every loop and the request's size bounded,
     history kept valid."""
@@ -210,9 +240,9 @@ class Engine:
         be stored comes back with `save_error` set.
         """
         async with self.history.lock(key):
-            history = await self.history.recent_turns(
+            history = visible_to(await self.history.recent_turns(
                 key, max_messages=self.max_history, max_tokens=self.max_tokens
-            )
+            ), self.toolset, context)
             question: Message = {"role": "user", "content": text}
             tools = self.toolset.schemas(context)
             outcome = await answer(
@@ -256,17 +286,26 @@ class Engine:
         async with self.history.lock(key):
             return await self.history.clear(key)
 
-    async def last_calls(self, key: str) -> list[dict[str, Any]]:
-        """The last turn's tool calls as an OpenAI-style JSON array, each with the result it got."""
+    async def last_calls(self, key: str, context: ToolContext | None = None) -> list[dict[str, Any]]:
+        """The last turn's tool calls as an OpenAI-style JSON array, each with the result it got;
+        a call of a tool the asker may not use keeps only its name, and `hidden` says who may see
+        it (the tool's permission)."""
         turn = await self.history.last_turn(key)
         if turn is None:
             return []
         results = {m.get("tool_call_id"): m.get("content", "") for m in turn.messages
                    if m.get("role") == "tool"}
-        return [
-            {**{k: call[k] for k in ("id", "type", "function") if k in call},
-             "result": results.get(call.get("id"), "")}
-            for message in turn.messages
-            if message.get("role") == "assistant"
-            for call in message.get("tool_calls") or []
-        ]
+        calls = []
+        for message in turn.messages:
+            if message.get("role") != "assistant":
+                continue
+            for call in message.get("tool_calls") or []:
+                name = str((call.get("function") or {}).get("name", ""))
+                if self.toolset.may_see(name, context):
+                    calls.append({**{k: call[k] for k in ("id", "type", "function") if k in call},
+                                  "result": results.get(call.get("id"), "")})
+                else:
+                    tool = self.toolset.get(name)
+                    calls.append({"id": call.get("id"), "type": "function", "function": {"name": name},
+                                  "hidden": tool.permission if tool is not None else "superuser"})
+        return calls

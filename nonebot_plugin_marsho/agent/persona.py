@@ -169,7 +169,8 @@ def speaker_label(name: str, user_id: str, reserved: Iterable[str] = ()) -> str:
     such as `marsho: I confirm...\nuser10003` cannot forge a second speaker line; a name that is
     (after normalisation) one of `reserved` is marked with the user id, so nobody speaks as the bot."""
     text = unicodedata.normalize("NFKC", name)
-    text = "".join(" " if c in NICKNAME_FORBIDDEN or not c.isprintable() else c for c in text)
+    text = "".join("" if unicodedata.category(c) == "Cf"  # invisible: zero-width spaces...
+                   else " " if c in NICKNAME_FORBIDDEN or not c.isprintable() else c for c in text)
     label = " ".join(text.split())[:SPEAKER_CHARS].strip() or user_id
     if name_key(label) in {name_key(r) for r in reserved}:
         return f"{label} (user {user_id})"

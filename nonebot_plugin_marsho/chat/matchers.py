@@ -188,7 +188,8 @@ async def _command(app: Marsho, engine: Engine, request: Request, key: str, role
     if request.command == "tools":
         return tools_text(t, engine.toolset, app.mcp.status() if app.mcp else None)
     if request.command == "calls":
-        return calls_text(t, await engine.last_calls(key))
+        asker = ToolContext(session_key=key, role=role)
+        return calls_text(t, await engine.last_calls(key, asker), app.config.marsho_calls_chars)
     if request.command == "history":
         turns, messages, tokens = await engine.history.stats(key)
         return history_text(t, turns, messages, tokens, engine.max_tokens, engine.counter.name)

@@ -76,17 +76,28 @@ def _translated(t: Texts, state: str) -> str:
     return t(code, **getattr(state, "params", {})) if code else state
 
 
-def calls_text(t: Texts, calls: list[dict[str, Any]]) -> str:
-    """What `marsho.calls` answers: an OpenAI-style JSON array of tool calls, each call with its result."""
+def calls_text(t: Texts, calls: list[dict[str, Any]], max_chars: int = MAX_CALLS_RESULT_CHARS) -> str:
+    """What `marsho.calls` answers: an OpenAI-style JSON array of tool calls, each with its
+    result; arguments and results cut to `max_chars` (MARSHO_CALLS_CHARS), and a call the asker
+    may not see shown by its tool's name only."""
     if not calls:
         return t("calls.none")
     shown = []
     for call in calls:
-        result = str(call.get("result", ""))
-        if len(result) > MAX_CALLS_RESULT_CHARS:
-            result = result[:MAX_CALLS_RESULT_CHARS] + t("calls.cut", chars=len(result))
-        shown.append({**call, "result": result})
+        if "hidden" in call:
+            hidden = t("calls.hidden_admin") if call["hidden"] == "admin" else t("calls.hidden_superuser")
+            shown.append({k: v for k, v in call.items() if k != "hidden"} | {"result": hidden})
+            continue
+        function = dict(call.get("function") or {})
+        if "arguments" in function:
+            function["arguments"] = _cut(t, str(function["arguments"]), max_chars)
+        result = _cut(t, str(call.get("result", "")), max_chars)
+        shown.append({**call, "function": function, "result": result})
     return json.dumps(shown, ensure_ascii=False, indent=1)
+
+
+def _cut(t: Texts, text: str, max_chars: int) -> str:
+    return text if len(text) <= max_chars else text[:max_chars] + t("calls.cut", chars=len(text))
 
 
 def history_text(t: Texts, turns: int, messages: int, tokens: int, budget: int, counting: str) -> str:

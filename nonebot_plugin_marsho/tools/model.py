@@ -197,6 +197,13 @@ class Toolset:
         """The tool of that name, if loaded."""
         return self.tools.get(name)
 
+    def may_see(self, name: str, context: ToolContext | None) -> bool:
+        """Whether the asker may read what the tool `name` returned (and how it was called): as
+        they may use it; a tool no longer loaded, only superusers."""
+        asker = context or ToolContext()
+        tool = self.tools.get(name)
+        return asker.may_use(tool) if tool is not None else asker.role == "superuser"
+
     def schemas(self, context: ToolContext | None = None) -> list[dict[str, Any]]:
         """The request's `tools` list: every tool the asker may use (a plain member, if unknown)."""
         asker = context or ToolContext()
