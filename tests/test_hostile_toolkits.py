@@ -8,13 +8,19 @@ Every test drives the real tool, loaded from the built-in toolset and run by a T
 
 from __future__ import annotations
 
+import json
 import os
+import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.test_toolkit_dangerous import call, load
+
+REPO = Path(__file__).resolve().parent.parent
 
 # --- files: hard links ---------------------------------------------------------------------------
 
@@ -95,3 +101,120 @@ async def test_files_list_marks_a_hard_link_and_a_single_link_file_still_works(
     written = await call(kit, "files__write", {"path": "link.txt", "content": "mine"})
     assert written.status == "ok", written.content
     assert (await call(kit, "files__delete", {"path": "link.txt"})).status == "ok"
+
+
+# --- sqlite: bounded memory ---------------------------------------------------------------------
+
+HUNDRED_AND_ONE_BIG_BLOBS = (
+    "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 101) "
+    "SELECT zeroblob(9999999) FROM n"
+)
+"""101 rows of 10 MB: built whole, this result took the bot to 1 GB (VmHWM 1,007,380 kB)."""
+
+SQLITE_BOT = """
+import asyncio, json, resource, sys
+from nonebot_plugin_marsho.tools import (BUILTIN_TOOLSET, ToolCall, ToolContext, ToolRunner,
+                                         ToolsetSource, load_toolset)
+
+def peak_kb():
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
+
+async def main():
+    toolset = load_toolset([ToolsetSource(BUILTIN_TOOLSET, "built-in")], enabled=["sqlite"],
+                           settings={"sqlite": {"database": sys.argv[1]}})
+    runner = ToolRunner(toolset, timeout=60)
+    before = peak_kb()
+    result = await runner.run_one(ToolCall("1", "sqlite__query", json.dumps({"sql": sys.argv[2]})),
+                                  ToolContext(user_id="1", role="superuser"))
+    runner.close()
+    print(json.dumps({"status": result.status, "content": result.content, "before_kb": before,
+                      "after_kb": peak_kb(),
+                      "children_kb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}))
+
+asyncio.run(main())
+"""
+"""A bot of its own: loads the sqlite toolkit, runs one query, reports its peak memory (VmHWM)
+before and after, and the largest peak of its children (the query's worker)."""
+
+
+def sqlite_kit(database: Path, **settings: Any) -> Any:
+    return load({"sqlite": {"database": str(database), **settings}}, enabled=("sqlite",))
+
+
+@pytest.fixture
+def empty_database(tmp_path: Path) -> Path:
+    path = tmp_path / "empty.db"
+    sqlite3.connect(path).close()
+    return path
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs /proc (Linux)")
+def test_sqlite_a_huge_result_is_cut_at_the_byte_bound_in_bounded_memory(
+    empty_database: Path,
+) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", SQLITE_BOT, str(empty_database), HUNDRED_AND_ONE_BIG_BLOBS],
+        cwd=REPO, capture_output=True, timeout=120, check=False,
+    )
+    assert done.returncode == 0, done.stderr.decode(errors="replace")[-2000:]
+    report = json.loads(done.stdout.decode().splitlines()[-1])
+
+    assert report["status"] == "ok", report["content"]
+    assert report["content"].startswith("The first 1 row (reading stopped at the "
+                                        "max_result_bytes bound")
+    assert "(the bound is 1000000)" in report["content"]
+    assert report["content"].endswith("\n<blob, 9999999 bytes>")
+    grown_mb = (report["after_kb"] - report["before_kb"]) / 1024
+    assert grown_mb < 50, f"the bot's peak memory grew by {grown_mb:.0f} MB"
+    # the worker's peak (it counts the bot's pages it was forked with, so about the bot's size)
+    assert report["children_kb"] / 1024 < 300, report
+
+
+async def test_sqlite_stops_reading_at_max_result_bytes(empty_database: Path) -> None:
+    sql = ("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 50) "
+           "SELECT i, printf('%.100c', 'x') AS filler FROM n")
+
+    result = await call(sqlite_kit(empty_database, max_result_bytes=1000), "sqlite__query",
+                        {"sql": sql})
+
+    assert result.status == "ok", result.content
+    head, *lines = result.content.splitlines()
+    assert head.startswith("The first 10 rows (reading stopped at the max_result_bytes bound: "
+                           "the rows read held 1080 bytes of values (the bound is 1000)")
+    assert len(lines) == 11  # the column names and 10 rows
+
+
+async def test_sqlite_a_10_mb_value_shows_as_its_size_not_its_bytes(tmp_path: Path) -> None:
+    path = tmp_path / "big.db"
+    connection = sqlite3.connect(path)
+    connection.execute("CREATE TABLE things (name TEXT, data BLOB, note TEXT)")
+    connection.execute("INSERT INTO things VALUES (?, ?, ?)",
+                       ("big", b"\x01" * 10_000_000, "y" * 10_000_000))
+    connection.execute("INSERT INTO things VALUES ('small', x'00', 'short')")
+    connection.commit()
+    connection.close()
+
+    result = await call(sqlite_kit(path, max_result_bytes=100_000_000), "sqlite__query",
+                        {"sql": "SELECT name, data, note FROM things"})
+
+    assert result.status == "ok", result.content
+    assert result.content.splitlines() == [
+        "2 rows:",
+        "name | data | note",
+        f"big | <blob, 10000000 bytes> | {'y' * 199}… (10000000 characters)",
+        "small | <blob, 1 bytes> | short",
+    ]
+
+
+async def test_sqlite_a_row_too_big_for_its_memory_is_an_error_saying_so(
+    empty_database: Path,
+) -> None:
+    wide = ", ".join(["b"] * 40)  # 40 columns of 10 MB: 400 MB in one row, inside SQLite
+    sql = f"WITH x AS (SELECT randomblob(9999999) AS b) SELECT {wide} FROM x"
+
+    result = await call(sqlite_kit(empty_database), "sqlite__query", {"sql": sql})
+
+    assert result.status == "error"
+    assert "needed more than the 256 MB it may use" in result.content
+    assert "length(x)" in result.content
