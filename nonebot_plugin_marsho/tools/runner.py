@@ -6,6 +6,7 @@ import asyncio
 import functools
 import inspect
 import json
+import math
 import re
 import time
 import traceback
@@ -23,21 +24,102 @@ from .model import ResultStatus, Tool, ToolCall, ToolContext, ToolResponse, Tool
 MAX_SCHEMA_ECHO = 1500
 """Characters of a tool's schema quoted back to the model after bad arguments."""
 
+MAX_PROBLEM_ECHO = 200
+"""Characters of one validation problem quoted back (they can quote the model's whole value)."""
+
+UNREADABLE_ARGUMENTS = "<arguments that could not be read: nested too deeply or not JSON>"
+"""A call's arguments text when the model sent them as a JSON value that cannot be written back
+as JSON; the runner answers it like any other bad JSON."""
+
+
+def clean_text(text: str) -> str:
+    """`text` with lone surrogates (JSON's "\\ud800", a file name read with surrogateescape)
+    replaced by U+FFFD: a str holding one cannot be encoded, stored or sent."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    return text
+
+
+def json_text(value: Any) -> str | None:
+    """`value` as JSON text (non-ASCII kept, lone surrogates escaped), or None when it cannot be
+    written: nested too deeply, an int past Python's 4300 digits, not JSON data at all."""
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (ValueError, TypeError, RecursionError):
+        return None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # escaped, the lone surrogates stay what the model wrote
+        return json.dumps(value)
+    return text
+
+
+class BadJSON(ValueError):
+    """JSON that does not parse, or parses into what a session must not hold: `reason` says why."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _finite(number: str) -> float:
+    value = float(number)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {number[:20]}{'…' if len(number) > 20 else ''} is out of range")
+    return value
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+_STRICT_JSON = json.JSONDecoder(parse_float=_finite, parse_constant=_no_constant)
+
+
+def loads_json(text: str) -> Any:
+    """Parse JSON the model or an endpoint wrote, refusing what would break later: NaN and
+    Infinity, numbers out of a float's range, ints past 4300 digits, nesting past the stack.
+    Raises BadJSON, whose reason reads like json's own messages."""
+    try:
+        return _STRICT_JSON.decode(text)
+    except json.JSONDecodeError as error:
+        raise BadJSON(f"{error.msg} at line {error.lineno}, column {error.colno}") from None
+    except RecursionError:
+        raise BadJSON("nested too deeply") from None
+    except ValueError as error:  # "Exceeds the limit (4300 digits) ...; use sys.set_int_..."
+        raise BadJSON(str(error).split(";")[0][:MAX_PROBLEM_ECHO]) from None
+
 
 def serialize_result(value: Any) -> str:
-    """The text the model reads for a tool's return value: strings as they are, the rest as JSON."""
+    """The text the model reads for a tool's return value: strings as they are, the rest as JSON.
+
+    Raises ValueError when the value cannot be written as JSON (nested too deeply...)."""
     if isinstance(value, str):
         return value
     if isinstance(value, (bytes, bytearray)):
         return bytes(value).decode("utf-8", errors="replace")
     if value is None:
         return "null"
-    return json.dumps(to_jsonable_python(value, fallback=str), ensure_ascii=False)
+    try:
+        text = json_text(to_jsonable_python(value, fallback=str))
+    except (ValueError, TypeError, RecursionError) as error:
+        reason = _describe_exception(error)[:MAX_PROBLEM_ECHO]
+        raise ValueError(f"it cannot be written as JSON ({reason})") from None
+    if text is None:
+        raise ValueError("it cannot be written as JSON (nested too deeply, or a number too large)")
+    return text
 
 
 def cap_text(text: str, max_bytes: int) -> str:
-    """Cut text to at most `max_bytes` UTF-8 bytes, saying how much was left out."""
-    data = text.encode("utf-8")
+    """Cut text to at most `max_bytes` UTF-8 bytes, saying how much was left out (lone surrogates
+    become U+FFFD on the way)."""
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = clean_text(text)
+        data = text.encode("utf-8")
     if len(data) <= max_bytes:
         return text
     note = f"\n…[truncated: the result was {len(data)} bytes; only the first {{kept}} are shown]"
@@ -117,12 +199,15 @@ class ToolRunner:
         timeout: float = 30.0,
         max_parallel: int = 8,
         max_result_bytes: int = 16_000,
+        max_calls: int = 16,
         executor: ThreadPoolExecutor | None = None,
     ) -> None:
         self.toolset = toolset
         self.timeout = timeout
         self.max_parallel = max_parallel
         self.max_result_bytes = max_result_bytes
+        self.max_calls = max_calls
+        """Calls run from one batch (MARSHO_MAX_TOOL_CALLS); each one past it is answered, not run."""
         # sync tools run here, so a slow one never blocks the bot's event loop
         self._executor = executor or ThreadPoolExecutor(
             max_workers=max(4, max_parallel * 2), thread_name_prefix="marsho-tool"
@@ -138,8 +223,15 @@ class ToolRunner:
     ) -> list[ToolResult]:
         """Run a batch at the same time (at most `max_parallel` at once); results in call order.
 
-        `on_result` hears of each result as soon as its call finishes.
+        Only the first `max_calls` run; every later call gets an error result saying it was not
+        run and why, so each call still has exactly one result. `on_result` hears of each result
+        as soon as its call finishes.
         """
+        extra = calls[self.max_calls:]
+        if extra:
+            logger.warning(f"marsho: {len(calls)} tool calls in one response; the first "
+                           f"{self.max_calls} run, {len(extra)} are answered 'not run' "
+                           "(MARSHO_MAX_TOOL_CALLS)")
         gate = asyncio.Semaphore(self.max_parallel)
 
         async def run_gated(call: ToolCall) -> ToolResult:
@@ -149,7 +241,22 @@ class ToolRunner:
                 on_result(call, result)
             return result
 
-        return list(await asyncio.gather(*(run_gated(call) for call in calls)))
+        results = list(await asyncio.gather(*(run_gated(call) for call in calls[:self.max_calls])))
+        for call in extra:
+            result = self._not_run(call)
+            if on_result is not None:
+                on_result(call, result)
+            results.append(result)
+        return results
+
+    def _not_run(self, call: ToolCall) -> ToolResult:
+        return ToolResult(
+            call_id=call.id,
+            name=call.name,
+            content=(f"Error: not run: at most {self.max_calls} tool calls per response "
+                     "(MARSHO_MAX_TOOL_CALLS). Call fewer tools at once."),
+            status="error",
+        )
 
     async def run_one(self, call: ToolCall, context: ToolContext | None = None) -> ToolResult:
         """Run one call; every failure becomes a result the model can read and act on."""
@@ -169,7 +276,7 @@ class ToolRunner:
         return ToolResult(
             call_id=call.id,
             name=call.name,
-            content=cap_text(content, self.max_result_bytes),
+            content=cap_text(content, self.max_result_bytes),  # lone surrogates cleaned too
             status=status,
             seconds=time.perf_counter() - started,
             images=images,
@@ -182,29 +289,22 @@ class ToolRunner:
             arguments: Any = {}
         else:
             try:
-                arguments = json.loads(raw)
-            except json.JSONDecodeError as error:
+                arguments = loads_json(raw)
+            except BadJSON as error:
                 return None, (
-                    f"Error: the arguments for {tool.name} are not valid JSON ({error.msg} at "
-                    f"line {error.lineno}, column {error.colno}). Call it again with a JSON object "
-                    f"matching this schema: {_schema_text(tool)}"
+                    f"Error: the arguments for {tool.name} are not valid JSON ({error.reason}). "
+                    f"Call it again with a JSON object matching this schema: {_schema_text(tool)}"
                 )
         if not isinstance(arguments, dict):
             return None, (
                 f"Error: the arguments for {tool.name} must be a JSON object, not "
                 f"{type(arguments).__name__}. Expected schema: {_schema_text(tool)}"
             )
-        # keyed by the schema too: an MCP server may change a tool's schema under the same name
-        key = (tool.name, id(tool.parameters))
-        validator = self._validators.get(key)
-        if validator is None:
-            validator = self._validators[key] = Draft202012Validator(tool.parameters)
-        errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.path))
-        if errors:
-            problems = "; ".join(
-                f"at '{'/'.join(str(p) for p in e.path) or '(arguments)'}': {e.message}"
-                for e in errors[:5]
-            )
+        try:
+            problems = self._problems(tool, arguments)
+        except (RecursionError, ValueError):  # a value nested past the stack, in the checks
+            problems = "at '(arguments)': nested too deeply to check"
+        if problems:
             return None, (
                 f"Error: invalid arguments for {tool.name}: {problems}. Call it again with "
                 f"arguments matching this schema: {_schema_text(tool)}"
@@ -217,15 +317,34 @@ class ToolRunner:
                 parsed = tool.arguments_model.model_validate(arguments)
             except ValidationError as error:
                 problems = "; ".join(
-                    f"at '{'/'.join(map(str, e['loc'])) or '(arguments)'}': {e['msg']}"
+                    f"at '{'/'.join(map(str, e['loc'])) or '(arguments)'}': {e['msg'][:MAX_PROBLEM_ECHO]}"
                     for e in error.errors()[:5]
                 )
                 return None, (
                     f"Error: invalid arguments for {tool.name}: {problems}. Expected schema: "
                     f"{_schema_text(tool)}"
                 )
+            except (RecursionError, ValueError):
+                return None, (
+                    f"Error: invalid arguments for {tool.name}: nested too deeply to check. "
+                    f"Expected schema: {_schema_text(tool)}"
+                )
             arguments = {name: getattr(parsed, name) for name in type(parsed).model_fields}
         return arguments, ""
+
+    def _problems(self, tool: Tool, arguments: dict[str, Any]) -> str:
+        """What the tool's JSON schema finds wrong with the arguments ("" when nothing)."""
+        # keyed by the schema too: an MCP server may change a tool's schema under the same name
+        key = (tool.name, id(tool.parameters))
+        validator = self._validators.get(key)
+        if validator is None:
+            validator = self._validators[key] = Draft202012Validator(tool.parameters)
+        errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.path))
+        return "; ".join(
+            f"at '{'/'.join(str(p) for p in e.path)[:MAX_PROBLEM_ECHO] or '(arguments)'}': "
+            f"{e.message[:MAX_PROBLEM_ECHO]}"
+            for e in errors[:5]
+        )
 
     async def _execute(
         self, call: ToolCall, asker: ToolContext
@@ -260,11 +379,15 @@ class ToolRunner:
             # no traceback in the log: its values could hold a preset secret
             logger.warning(f"marsho: {redact(message, tool.presets)}{_origin(raised.error)}")
             return "error", message, ()
-        if isinstance(value, ToolResponse):
-            if value.status == "error":
-                return "error", f"Error: {serialize_result(value.content)}", value.images
-            return "ok", serialize_result(value.content), value.images
-        return "ok", serialize_result(value), ()
+        response = value if isinstance(value, ToolResponse) else None
+        images = response.images if response is not None else ()
+        try:
+            text = serialize_result(response.content if response is not None else value)
+        except ValueError as error:
+            return "error", f"Error: {tool.name} returned a value that {error}", images
+        if response is not None and response.status == "error":
+            return "error", f"Error: {text}", images
+        return "ok", text, images
 
     async def _invoke(self, tool: Tool, arguments: dict[str, Any]) -> Any:
         try:
