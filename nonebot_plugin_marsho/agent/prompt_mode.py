@@ -7,9 +7,11 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 from ..tools.model import ToolCall
+from ..tools.runner import UNREADABLE_ARGUMENTS, clean_text, json_text
 
 CALLING_FORMAT = (
     '[{"name": "{function name}", '
@@ -17,7 +19,15 @@ CALLING_FORMAT = (
 )
 """Seed 003's tools_calling_format."""
 
-_FENCE = re.compile(r"```[A-Za-z0-9_-]*\s*\n?(.*?)```", re.DOTALL)
+_FENCE_INFO = re.compile(r"[A-Za-z0-9_-]*\s*")
+"""What follows a fence's opening backticks before the code: the language and blank space."""
+
+MAX_BARE_TRIES = 200
+"""Places where a bare JSON list or object could start that are tried, per answer: each try can
+read to the end of the text, and a hostile answer can hold thousands of brackets."""
+
+ARGUMENTS_PLACEHOLDER = json.dumps("(arguments not shown: they could not be read back as JSON)")
+"""What a stored call's arguments become in prompt mode when they cannot be written as JSON."""
 
 
 def _type_of(schema: dict[str, Any]) -> str:
@@ -80,28 +90,48 @@ def _as_calls(data: Any) -> list[ToolCall] | None:
         if not isinstance(item, dict) or not isinstance(item.get("name"), str):
             return None
         arguments = item.get("arguments", {})
-        if not isinstance(arguments, str):
-            arguments = json.dumps(arguments, ensure_ascii=False)
-        calls.append(ToolCall(id=f"call_{uuid.uuid4().hex[:12]}", name=item["name"],
-                              arguments=arguments))
+        if not isinstance(arguments, str):  # nested too deeply to write back: the runner says so
+            arguments = json_text(arguments) or UNREADABLE_ARGUMENTS
+        calls.append(ToolCall(id=f"call_{uuid.uuid4().hex[:12]}", name=clean_text(item["name"]),
+                              arguments=clean_text(arguments)))
     return calls
+
+
+def _fenced_blocks(text: str) -> Iterator[tuple[int, int, str]]:
+    """(start, end, code) of each ``` block in order, fences paired as they come: one pass over
+    the text, whatever it holds (a regex with a lazy `.*?` is quadratic on unclosed fences)."""
+    position = 0
+    while (start := text.find("```", position)) >= 0:
+        close = text.find("```", start + 3)
+        if close < 0:
+            return
+        info = _FENCE_INFO.match(text, start + 3, close)
+        yield start, close + 3, text[info.end() if info else start + 3:close]
+        position = close + 3
+
+
+def _calls_in(code: str) -> list[ToolCall] | None:
+    try:
+        return _as_calls(json.loads(code))
+    except (ValueError, RecursionError):  # not JSON, nested too deeply, an int past 4300 digits
+        return None
 
 
 def parse_tool_calls(text: str) -> tuple[list[ToolCall], str]:
     """Seed 003's parse step: a JSON list of calls in the text (fenced or bare) → the calls and
     the text without them. No calls found → ([], text)."""
-    for match in _FENCE.finditer(text):
-        try:
-            calls = _as_calls(json.loads(match.group(1)))
-        except json.JSONDecodeError:
-            continue
+    for start, end, code in _fenced_blocks(text):
+        calls = _calls_in(code)
         if calls:
-            return calls, (text[:match.start()] + text[match.end():]).strip()
+            return calls, (text[:start] + text[end:]).strip()
     decoder = json.JSONDecoder()
-    for start in (m.start() for m in re.finditer(r"[\[{]", text)):
+    for tries, match in enumerate(re.finditer(r"[\[{]", text)):
+        if tries >= MAX_BARE_TRIES:
+            break
+        start = match.start()
         try:
             data, end = decoder.raw_decode(text, start)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):
             continue
         calls = _as_calls(data)
         if calls:
@@ -109,14 +139,23 @@ def parse_tool_calls(text: str) -> tuple[list[ToolCall], str]:
     return [], text
 
 
-def _call_text(call: dict[str, Any]) -> dict[str, Any]:
-    function = call.get("function") or {}
+def _call_text(call: Any) -> tuple[str, str]:
+    """A stored call's name and its arguments as JSON text: the JSON it holds, written again (the
+    text itself as a JSON string when it is not JSON), or a short placeholder when that cannot
+    be done (nested past the stack, numbers past 4300 digits): a stored turn never fails one."""
+    function = call.get("function") if isinstance(call, dict) else None
+    if not isinstance(function, dict):
+        function = {}
+    name = function.get("name", "")
     arguments: Any = function.get("arguments") or "{}"
-    try:
-        arguments = json.loads(arguments)
-    except (TypeError, json.JSONDecodeError):
-        pass
-    return {"name": function.get("name", ""), "arguments": arguments}
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except json.JSONDecodeError:
+            pass
+        except (ValueError, RecursionError):
+            return name if isinstance(name, str) else "?", ARGUMENTS_PLACEHOLDER
+    return name if isinstance(name, str) else "?", json_text(arguments) or ARGUMENTS_PLACEHOLDER
 
 
 def to_prompt_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -124,7 +163,7 @@ def to_prompt_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     call becomes its JSON list, the results become one "Tool results:" user
     message, each numbered with its function, arguments, status and result."""
     converted: list[dict[str, Any]] = []
-    names: dict[str, tuple[str, Any]] = {}
+    names: dict[str, tuple[str, str]] = {}
     results: list[str] = []
 
     def flush() -> None:
@@ -135,12 +174,12 @@ def to_prompt_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for message in messages:
         role = message.get("role")
         if role == "tool":
-            name, arguments = names.get(message.get("tool_call_id", ""), ("?", {}))
+            name, arguments = names.get(message.get("tool_call_id", ""), ("?", "{}"))
             content = str(message.get("content", ""))
             status = "ERROR" if content.startswith("Error:") else "SUCCESS"
             results.append(
                 f"{len(results) + 1}. Execute function {name}\n"
-                f"    [ARGUMENTS]: {json.dumps(arguments, ensure_ascii=False)}\n"
+                f"    [ARGUMENTS]: {arguments}\n"
                 f"    [STATUS]: {status}\n"
                 f"    [RESULT]: {content}"
             )
@@ -149,8 +188,13 @@ def to_prompt_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if role == "assistant" and message.get("tool_calls"):
             calls = [_call_text(call) for call in message["tool_calls"]]
             for call, raw in zip(calls, message["tool_calls"], strict=True):
-                names[raw.get("id", "")] = (call["name"], call["arguments"])
-            text = json.dumps(calls, ensure_ascii=False)
+                if isinstance(raw, dict):
+                    names[raw.get("id", "")] = call
+            # json.dumps([{"name": ..., "arguments": ...}]) would write the same text, but fails
+            # on the whole list when one part cannot be written
+            text = "[" + ", ".join(
+                f'{{"name": {json_text(name)}, "arguments": {arguments}}}' for name, arguments in calls
+            ) + "]"
             if message.get("content"):
                 text = f"{message['content']}\n{text}"
             converted.append({"role": "assistant", "content": text})
