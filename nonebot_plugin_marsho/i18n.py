@@ -184,6 +184,14 @@ EN: dict[str, str] = {
     ),
     "endpoint.no_choices": "The endpoint {url} answered with no choices{detail}.",
     "endpoint.empty_choice": "The endpoint {url} answered with an empty choice.",
+    "endpoint.too_large": "The endpoint {url} sent an answer of more than {limit} bytes; it was not read.",
+    "endpoint.too_large.hint": "Ask for something shorter, or raise MARSHO_MAX_RESPONSE_BYTES.",
+    "endpoint.empty_body": "The endpoint {url} answered with an empty body.",
+    "endpoint.not_utf8": (
+        "The endpoint {url} sent an answer that is not UTF-8 text (a bad byte at position "
+        "{position}; it starts {start})."
+    ),
+    "endpoint.bad_json": "The endpoint {url} sent JSON that cannot be read ({error}; it starts {start}).",
     "budget.fixed": (
         "the system prompt and the tool schemas alone take about {tokens} tokens, too close to "
         "MARSHO_HISTORY_TOKENS={budget}: raise it, or shorten MARSHO_SYSTEM_PROMPT, "
@@ -351,6 +359,11 @@ ZH: dict[str, str] = {
     "endpoint.not_completion.hint": "请检查 MARSHO_BASE_URL：它应当在 /chat/completions 之前结束。",
     "endpoint.no_choices": "接口 {url} 的回答里没有 choices{detail}。",
     "endpoint.empty_choice": "接口 {url} 的回答里 choice 是空的。",
+    "endpoint.too_large": "接口 {url} 返回的内容超过 {limit} 字节，没有读取。",
+    "endpoint.too_large.hint": "请问一个答案更短的问题，或调大 MARSHO_MAX_RESPONSE_BYTES。",
+    "endpoint.empty_body": "接口 {url} 返回了空白的内容。",
+    "endpoint.not_utf8": "接口 {url} 返回的内容不是 UTF-8 文本（第 {position} 个字节有误；开头是 {start}）。",
+    "endpoint.bad_json": "接口 {url} 返回的 JSON 无法读取（{error}；开头是 {start}）。",
     "budget.fixed": (
         "系统提示词和工具定义就占了约 {tokens} 个 token，太接近 MARSHO_HISTORY_TOKENS={budget}："
         "请调大它，或缩短 MARSHO_SYSTEM_PROMPT、MARSHO_ADDITIONAL_PROMPT 或 praises 文件，或禁用一些工具"
