@@ -11,6 +11,13 @@ from typing import Any
 PACKAGE = "nonebot_plugin_marsho"
 
 
+def say(*parts: Any, **options: Any) -> None:
+    """print(), with the bot's secrets hidden (API keys, tokens, `${NAME}` values)."""
+    from nonebot_plugin_marsho.redaction import redact
+
+    print(*(redact(str(part)) for part in parts), **options)
+
+
 def _load_plugin(verbose: bool) -> Any:
     """Initialise NoneBot from `.env` and load this package as the bot does; returns plugin.py."""
     import importlib
@@ -36,21 +43,21 @@ def _load_plugin(verbose: bool) -> Any:
 
 def _print_toolset(toolset: Any) -> None:
     for toolkit in toolset.toolkits:
-        print(f"✓ {toolkit.name}  ({toolkit.source}: {toolkit.path})")
+        say(f"✓ {toolkit.name}  ({toolkit.source}: {toolkit.path})")
         for tool in toolkit.tools:
             mark = "" if tool.permission == "everyone" else f"  [{tool.permission}]"
-            print(f"    {tool.name}{mark}: {tool.summary}")
+            say(f"    {tool.name}{mark}: {tool.summary}")
     for name in toolset.disabled:
-        print(f"- {name}  (disabled in .env)")
+        say(f"- {name}  (disabled in .env)")
     for name, sends in toolset.available.items():
-        print(f"○ {name}  (off until MARSHO_ENABLED_TOOLKITS names it"
+        say(f"○ {name}  (off until MARSHO_ENABLED_TOOLKITS names it"
               + (f"; sends {sends})" if sends else ")"))
     for problem in toolset.warnings:
-        print(f"! {problem.toolkit}: {problem}")
+        say(f"! {problem.toolkit}: {problem}")
     for name, problems in toolset.failed_toolkits().items():
-        print(f"✗ {name or '(toolset folder)'}")
+        say(f"✗ {name or '(toolset folder)'}")
         for problem in problems:
-            print(f"    {problem}")
+            say(f"    {problem}")
 
 
 def command_tools(app: Any) -> int:
@@ -58,27 +65,30 @@ def command_tools(app: Any) -> int:
     toolset = app.load_toolset()
     _print_toolset(toolset)
     errors = len(toolset.errors)
-    print(f"{len(toolset.toolkits)} toolkits, {len(toolset.tools)} tools, {errors} errors, "
+    say(f"{len(toolset.toolkits)} toolkits, {len(toolset.tools)} tools, {errors} errors, "
           f"{len(toolset.warnings)} warnings")
     return 1 if errors else 0
 
 
 async def command_call(app: Any, name: str, arguments: str) -> int:
     """Run one tool exactly as a model's call would (as the bot's owner)."""
+    from nonebot_plugin_marsho.chat.app import held_secrets
+    from nonebot_plugin_marsho.redaction import SECRETS
     from nonebot_plugin_marsho.tools import OWNER_CONTEXT, ToolCall, ToolRunner
 
     config = app.config
     toolset = app.load_toolset()
+    SECRETS.add(*held_secrets(config, toolset))
     for problem in toolset.errors:
-        print(f"✗ {problem.toolkit}: {problem}", file=sys.stderr)
+        say(f"✗ {problem.toolkit}: {problem}", file=sys.stderr)
     runner = ToolRunner(toolset, timeout=config.marsho_tool_timeout,
                         max_result_bytes=config.marsho_max_tool_result_bytes)
     try:
         result = await runner.run_one(ToolCall("cli", name, arguments), OWNER_CONTEXT)
     finally:
         runner.close()
-    print(result.content)
-    print(f"[{result.status} in {result.seconds:.2f} s]", file=sys.stderr)
+    say(result.content)
+    say(f"[{result.status} in {result.seconds:.2f} s]", file=sys.stderr)
     return 0 if result.ok else 1
 
 
@@ -90,9 +100,9 @@ async def command_ask(app: Any, text: str) -> int:
 
     def progress(call: Any, result: Any) -> None:
         if result is None:
-            print(f"→ {call.name}({call.arguments})", flush=True)
+            say(f"→ {call.name}({call.arguments})", flush=True)
         else:
-            print(f"← {call.name} [{result.status}, {result.seconds:.2f} s]: {result.content}",
+            say(f"← {call.name} [{result.status}, {result.seconds:.2f} s]: {result.content}",
                   flush=True)
 
     await app.start()
@@ -102,11 +112,11 @@ async def command_ask(app: Any, text: str) -> int:
         reply = await engine.chat("cli:local", text, OWNER_CONTEXT, system_prompt=prompt,
                                   progress=progress)
     except MarshoError as error:
-        print(f"error: {error}", file=sys.stderr)
+        say(f"error: {error}", file=sys.stderr)
         return 1
     finally:
         await app.stop()
-    print(reply_text(app.texts, reply, engine.max_tool_rounds))
+    say(reply_text(app.texts, reply, engine.max_tool_rounds))
     return 0
 
 

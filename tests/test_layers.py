@@ -12,7 +12,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "nonebot_plugin_marsho"
 NAME = "nonebot_plugin_marsho"
 
-SHARED = {"i18n", "exceptions", "fileformat"}
+SHARED = {"i18n", "exceptions", "fileformat", "redaction"}
 """Top-level modules every layer may use; they import only each other."""
 
 MAY_IMPORT: dict[str, set[str]] = {
@@ -27,6 +27,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "i18n": set(),
     "exceptions": {"i18n"},
     "fileformat": {"i18n", "exceptions"},
+    "redaction": set(),
 }
 WIRING = {"plugin", "__init__", "__main__"}
 ADAPTERS_ALLOWED = {"chat"}

@@ -3,8 +3,7 @@ messages and MARSHO_HISTORY_TOKENS tokens, and the running turn cut down (never 
 
 from __future__ import annotations
 
-from nonebot.log import logger
-
+from ..redaction import logger
 from ..store.session import Message, Turn
 from .tokens import TokenCounter
 

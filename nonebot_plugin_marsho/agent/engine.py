@@ -8,9 +8,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from nonebot.log import logger
-
 from ..exceptions import BudgetError, StoreError
+from ..redaction import logger, redact
 from ..store.session import History, Message, Turn
 from ..tools.model import ToolCall, ToolContext, ToolResult, Toolset
 from ..tools.runner import ToolRunner
@@ -97,6 +96,9 @@ async def answer(
         finally:
             if told is not None and not told.done():
                 told.cancel()
+        # a tool may echo a secret (a web service reflecting its headers): hidden before the
+        # result is stored, sent to the model or shown
+        results = [dataclasses.replace(result, content=redact(result.content)) for result in results]
         for result in results:
             log = logger.info if result.ok else logger.warning
             log(f"marsho: tool {result.name} → {result.status} in {result.seconds:.2f} s")
@@ -128,6 +130,28 @@ def without_pictures(message: Message, placeholder: str = "[picture]") -> Messag
     texts = [str(part.get("text", "")) if part.get("type") == "text" else placeholder
              for part in content if isinstance(part, dict)]
     return {**message, "content": "\n".join(text for text in texts if text)}
+
+
+def redacted(message: Message) -> Message:
+    """The message without any of the bot's secrets: its text, its content parts' text and its
+    tool calls' arguments."""
+    content = message.get("content")
+    changed: Message = dict(message)
+    if isinstance(content, str):
+        changed["content"] = redact(content)
+    elif isinstance(content, list):
+        changed["content"] = [{**part, "text": redact(str(part["text"]))}
+                              if isinstance(part, dict) and "text" in part else part for part in content]
+    if message.get("tool_calls"):
+        changed["tool_calls"] = [_redacted_call(call) for call in message["tool_calls"]]
+    return changed
+
+
+def _redacted_call(call: Any) -> Any:
+    function = call.get("function") if isinstance(call, dict) else None
+    if not isinstance(function, dict):
+        return call
+    return {**call, "function": {**function, "arguments": redact(str(function.get("arguments", "")))}}
 
 
 def hidden_result(name: str) -> str:
@@ -251,7 +275,9 @@ class Engine:
                 tools, context=context, max_tool_rounds=self.max_tool_rounds, progress=progress,
                 announce=announce,
             )
-            turn = [without_pictures(question, self.picture_placeholder), *outcome.added]
+            # nothing stored holds a secret, whoever wrote it (the model echoing one, a question)
+            turn = [redacted(m) for m in (without_pictures(question, self.picture_placeholder),
+                                          *outcome.added)]
             try:
                 await self.history.append_turn(key, turn, [self.counter.count_message(m) for m in turn])
             except StoreError as error:

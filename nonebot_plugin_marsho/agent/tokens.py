@@ -8,7 +8,7 @@ import math
 import re
 from typing import Any, Protocol
 
-from nonebot.log import logger
+from ..redaction import logger
 
 _NOTES = ("\n…[cut to fit the conversation's token budget]", "…[cut]")
 

@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nonebot.adapters import Bot, Event
-from nonebot.log import logger
 from nonebot_plugin_alconna.uniseg import Image, Reply, UniMessage
 
 from ..i18n import Texts
+from ..redaction import logger
 from .media import MediaError, data_url, download_image, sniff_image
 
 

@@ -11,10 +11,10 @@ from typing import Literal
 
 from nonebot.adapters import Bot
 from nonebot.exception import ActionFailed
-from nonebot.log import logger
 from nonebot_plugin_alconna.uniseg import CustomNode, Image, Reference, Segment, Text, UniMessage
 
 from ..i18n import Texts
+from ..redaction import logger, redact
 from .media import MediaError, download_image
 from .richtext import FormulaPart, ImageLinkPart, TextPart, find_rich, render_formula, split_paragraphs
 
@@ -38,6 +38,8 @@ class Delivery:
     image_max_bytes: int = 5_000_000
     image_timeout: float = 10.0
     name: str = "marsho"
+    max_forward_nodes: int = 30
+    """Messages one forward message may hold (MARSHO_MAX_FORWARD_NODES)."""
     texts: Texts = field(default_factory=Texts)
     """The language of what is said around the answer (MARSHO_LANG)."""
 
@@ -125,17 +127,20 @@ def _forward(bot: Bot, name: str, contents: Sequence[list[Segment]]) -> UniMessa
 async def send_reasoning(bot: Bot, reasoning: str, delivery: Delivery) -> None:
     """The model's thinking as a forward message of its own (skipped, with a log line, where
     the chat cannot take forward messages)."""
-    reasoning = reasoning.strip()
+    reasoning = redact(reasoning.strip())
     if not reasoning:
         return
-    chunks = split_paragraphs(reasoning, REASONING_NODE_CHARS)
+    chunks = split_paragraphs(reasoning, REASONING_NODE_CHARS)[: delivery.max_forward_nodes]
     title = f"{delivery.name}: {delivery.texts('reply.reasoning_title')}"
     if await _send(_forward(bot, title, [[Text(c)] for c in chunks]), reply=False) is not True:
         logger.warning("marsho: the reasoning was not sent (MARSHO_SEND_REASONING)")
 
 
 async def send_answer(bot: Bot, text: str, images: Sequence[bytes], delivery: Delivery) -> None:
-    """Send an answer: the first message quotes the question; pictures the tools made go last."""
+    """Send an answer: the first message quotes the question; pictures the tools made go last.
+    No secret of the bot's goes out (the text is redacted), and a forward message holds at most
+    `max_forward_nodes` messages."""
+    text = redact(text)
     pictures: list[Segment] = [Image(raw=i) for i in images]
     long = len(text) > delivery.split_chars
     if not long or delivery.long_answer == "single":
@@ -146,6 +151,9 @@ async def send_answer(bot: Bot, text: str, images: Sequence[bytes], delivery: De
     contents = list(await asyncio.gather(*(rich_segments(c, delivery, allowance) for c in chunks)))
     if delivery.long_answer == "forward" or len(chunks) > delivery.max_split_messages:
         nodes = [*contents, pictures] if pictures else contents
+        if len(nodes) > delivery.max_forward_nodes:  # an answer that long is cut, with a note
+            cut = delivery.texts("reply.forward_cut", count=len(nodes), limit=delivery.max_forward_nodes)
+            nodes = [*nodes[: delivery.max_forward_nodes - 1], [Text(cut)]]
         if await _send(_forward(bot, delivery.name, nodes), reply=False) is not False:
             return  # sent, or perhaps sent: sending it again in parts could post it twice
         logger.info("marsho: the chat refused the forward message; sending the answer in parts")

@@ -6,12 +6,12 @@ from __future__ import annotations
 from nonebot import on_notice
 from nonebot.adapters import Bot, Event
 from nonebot.adapters.onebot.v11 import PokeNotifyEvent
-from nonebot.log import logger
 from nonebot.rule import Rule
 from nonebot.typing import T_State
 from nonebot_plugin_alconna.uniseg import At, Segment, Text, UniMessage
 
 from ..exceptions import MarshoError
+from ..redaction import logger, redact
 from .app import Marsho, current_app
 from .matchers import APP_KEY, admitted_here, is_superuser, user_key
 
@@ -79,6 +79,7 @@ async def handle_poke(bot: Bot, event: PokeNotifyEvent, state: T_State) -> None:
         logger.warning(f"marsho: poke: {error}")
         nickname = None
     line = await poke_line(app, nickname or app.texts("poke.someone"), thrifty=over)
+    line = redact(line)
     segments: list[Segment] = [At("user", user), Text(" " + line)] if event.group_id else [Text(line)]
     try:
         await UniMessage(segments).send()

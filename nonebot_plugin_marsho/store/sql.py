@@ -14,7 +14,6 @@ from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from typing import Any
 
-from nonebot.log import logger
 from sqlalchemy import (
     BigInteger,
     Column,
@@ -38,6 +37,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 from sqlalchemy.pool import StaticPool
 
 from ..exceptions import StoreError
+from ..redaction import logger
 from . import migrations
 from .session import Message, SessionLocks, Turn
 

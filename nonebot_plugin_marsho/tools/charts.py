@@ -22,9 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nonebot.log import logger
-
 from ..fileformat import json_type
+from ..redaction import logger
 
 CHART_TYPES: tuple[str, ...] = ("bar", "pie", "line", "candlestick")
 

@@ -34,11 +34,11 @@ from mcp import ClientSession, StdioServerParameters, types
 from mcp.client.sse import sse_client
 from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import McpError
-from nonebot.log import logger
 from pydantic import BaseModel, BeforeValidator, ConfigDict, field_validator, model_validator
 
 from ..fileformat import FileFormatError, read_file, validate
 from ..i18n import text
+from ..redaction import logger
 from .model import Permission, Tool, Toolkit, ToolResponse, Toolset
 from .naming import SEPARATOR, Environment, Expanded, normalize_parameters, redact, safe_name
 

@@ -43,10 +43,10 @@ from typing import Annotated, Any
 from urllib.parse import urlsplit
 
 import httpx
-from nonebot.log import logger
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from ..fileformat import FileFormatError, entry_label, json_type, read_file, validate
+from ..redaction import logger
 from . import charts
 from .model import LoadProblem, Permission, Tool, Toolkit, ToolResponse
 from .naming import (
