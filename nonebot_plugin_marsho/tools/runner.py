@@ -32,13 +32,16 @@ UNREADABLE_ARGUMENTS = "<arguments that could not be read: nested too deeply or 
 as JSON; the runner answers it like any other bad JSON."""
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def clean_text(text: str) -> str:
     """`text` with lone surrogates (JSON's "\\ud800", a file name read with surrogateescape)
     replaced by U+FFFD: a str holding one cannot be encoded, stored or sent."""
     try:
         text.encode("utf-8")
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    except UnicodeEncodeError:  # a str holds no surrogate pairs: each one found is alone
+        return _SURROGATE.sub("\ufffd", text)
     return text
 
 
@@ -106,9 +109,9 @@ def serialize_result(value: Any) -> str:
         text = json_text(to_jsonable_python(value, fallback=str))
     except (ValueError, TypeError, RecursionError) as error:
         reason = _describe_exception(error)[:MAX_PROBLEM_ECHO]
-        raise ValueError(f"it cannot be written as JSON ({reason})") from None
+        raise ValueError(f"cannot be written as JSON ({reason})") from None
     if text is None:
-        raise ValueError("it cannot be written as JSON (nested too deeply, or a number too large)")
+        raise ValueError("cannot be written as JSON (nested too deeply, or a number too large)")
     return text
 
 
