@@ -3,6 +3,10 @@
 openai 3.x sends through httpx2, which respx cannot intercept, so tests (and benchmarks) talk to
 this server over loopback. Each request body is recorded in `requests`; answers come from the
 queue filled by `push(...)`, else from `responder(body)`, else a plain "ok" text.
+
+Hostile endpoints too: `streamed(...)` writes a body chunk by chunk as a generator makes it
+(huge or endless ones are never held whole, here or by a client that stops reading in time),
+`huge_text(...)` is a completion of any size, `raw(...)` any bytes with any headers.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import json
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from http.server import ThreadingHTTPServer
 from typing import Any
@@ -30,6 +34,11 @@ class Answer:
     body: bytes = b""
     content_type: str = "application/json"
     delay: float = 0.0
+    headers: dict[str, str] = field(default_factory=dict)
+    chunks: Callable[[], Iterable[bytes]] | None = None
+    """When set, the body is what this makes, written as it comes (`body` is not sent)."""
+    length: int | None = None
+    """The Content-Length announced for `chunks`; None sends them chunked."""
 
 
 _ids = itertools.count(1)
@@ -85,9 +94,42 @@ def error(status: int, message: str, *, delay: float = 0.0) -> Answer:
     return Answer(status=status, body=json.dumps(body).encode(), delay=delay)
 
 
-def raw(body: bytes, *, status: int = 200, content_type: str = "application/json") -> Answer:
+def raw(
+    body: bytes, *, status: int = 200, content_type: str = "application/json",
+    headers: dict[str, str] | None = None,
+) -> Answer:
     """Any body at all, to script an endpoint that answers nonsense."""
-    return Answer(status=status, body=body, content_type=content_type)
+    return Answer(status=status, body=body, content_type=content_type, headers=dict(headers or {}))
+
+
+def streamed(
+    chunks: Callable[[], Iterable[bytes]], *, length: int | None = None, status: int = 200,
+    content_type: str = "application/json", headers: dict[str, str] | None = None,
+) -> Answer:
+    """A body written chunk by chunk as `chunks()` yields it (it may sleep between chunks, or
+    never end): chunked transfer encoding, or `length` announced as Content-Length."""
+    return Answer(status=status, content_type=content_type, headers=dict(headers or {}),
+                  chunks=chunks, length=length)
+
+
+HUGE_HEAD = (b'{"id": "chatcmpl-huge", "object": "chat.completion", "model": "fake-model", '
+             b'"choices": [{"index": 0, "message": {"role": "assistant", "content": "')
+HUGE_TAIL = b'"}, "finish_reason": "stop"}]}'
+
+
+def huge_text(size: int, *, announce: bool = False, chunk: int = 64 * 1024) -> Answer:
+    """A completion whose content is `size` bytes of "x", made and written `chunk` bytes at a
+    time; `announce` sends its Content-Length, else it is sent chunked."""
+    block = b"x" * chunk
+
+    def parts() -> Iterable[bytes]:
+        yield HUGE_HEAD
+        for start in range(0, size, chunk):
+            yield block if start + chunk <= size else block[:size - start]
+        yield HUGE_TAIL
+
+    total = len(HUGE_HEAD) + size + len(HUGE_TAIL)
+    return streamed(parts, length=total if announce else None)
 
 
 @dataclass
@@ -144,6 +186,12 @@ class FakeOpenAI:
         fake = self
 
         class Handler(QuietHandler):
+            def handle(self) -> None:
+                try:
+                    super().handle()
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # a client that stopped reading a body closes its connection
+
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 data = self.rfile.read(length)
@@ -166,11 +214,26 @@ class FakeOpenAI:
                 try:
                     self.send_response(answer.status)
                     self.send_header("Content-Type", answer.content_type)
-                    self.send_header("Content-Length", str(len(answer.body)))
-                    self.end_headers()
-                    self.wfile.write(answer.body)
+                    for name, value in answer.headers.items():
+                        self.send_header(name, value)
+                    if answer.chunks is None:
+                        self.send_header("Content-Length", str(len(answer.body)))
+                        self.end_headers()
+                        self.wfile.write(answer.body)
+                    elif answer.length is not None:
+                        self.send_header("Content-Length", str(answer.length))
+                        self.end_headers()
+                        for chunk in answer.chunks():
+                            self.wfile.write(chunk)
+                    else:
+                        self.send_header("Transfer-Encoding", "chunked")
+                        self.end_headers()
+                        for chunk in answer.chunks():
+                            if chunk:
+                                self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                        self.wfile.write(b"0\r\n\r\n")
                 except (BrokenPipeError, ConnectionResetError):
-                    pass  # the client gave up (a timeout test)
+                    self.close_connection = True  # the client gave up (a timeout, a cap)
 
         self._server = serve(Handler)
         return self
