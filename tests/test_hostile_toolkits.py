@@ -8,17 +8,24 @@ Every test drives the real tool, loaded from the built-in toolset and run by a T
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.test_toolkit_dangerous import call, load
+from tests.test_toolkit_dangerous import call, load, processes_mentioning
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -218,3 +225,221 @@ async def test_sqlite_a_row_too_big_for_its_memory_is_an_error_saying_so(
     assert result.status == "error"
     assert "needed more than the 256 MB it may use" in result.content
     assert "length(x)" in result.content
+
+
+# --- python: the floor, and nothing outlives the bot --------------------------------------------
+
+FLOOR_MISSING = "this machine lacks part of the sandbox the python tool requires"
+
+
+def python_kit(**settings: Any) -> Any:
+    return load({"python": settings}, enabled=("python",))
+
+
+async def test_python_runs_without_a_note_where_the_floor_is_present() -> None:
+    result = await call(python_kit(), "python__run", {"code": "print(6 * 7)"})
+
+    if FLOOR_MISSING in result.content:
+        pytest.skip(f"this machine lacks the sandbox's floor: {result.content}")
+    assert result.status == "ok", result.content
+    assert "42" in result.content
+    assert "Sandbox note" not in result.content and "degraded" not in result.content
+
+
+@pytest.mark.parametrize(("pretend", "lacking"), [
+    (["namespaces"], "network isolation (no network namespace"),
+    (["landlock"], "the filesystem sandbox (Landlock treated as unavailable"),
+])
+async def test_python_stays_shut_by_default_when_the_floor_is_missing(
+    pretend: list[str], lacking: str,
+) -> None:
+    token = uuid.uuid4().hex
+
+    result = await call(python_kit(pretend_unavailable=pretend), "python__run",
+                        {"code": f"print('ran', {token!r})"})
+
+    assert result.status == "error"
+    assert result.content.startswith("Error: Refused: the code was not run: this machine lacks "
+                                     "part of the sandbox the python tool requires: " + lacking)
+    assert 'MARSHO_TOOLKIT_SETTINGS={"python": {"allow_degraded": true}}' in result.content
+    assert token not in result.content and "Output" not in result.content
+
+
+async def test_python_a_degraded_run_says_what_was_missing() -> None:
+    kit = python_kit(allow_degraded=True, pretend_unavailable=["namespaces", "landlock"])
+
+    result = await call(kit, "python__run", {"code": "print('still ran')"})
+
+    assert result.status == "ok", result.content
+    assert "still ran" in result.content
+    note = next(line for line in result.content.splitlines() if line.startswith("Sandbox note"))
+    assert "degraded run (allow_degraded is on), missing network isolation" in note
+    assert "could not cut the program off the network" in note
+    assert "and the filesystem sandbox (" in note and "could read any file its user may read" in note
+
+
+async def test_python_require_network_isolation_refuses_even_a_degraded_run() -> None:
+    kit = python_kit(allow_degraded=True, require_network_isolation=True,
+                     pretend_unavailable=["namespaces"])
+
+    result = await call(kit, "python__run", {"code": "print('should not run')"})
+
+    assert result.status == "error"
+    assert result.content.startswith("Error: Refused: the code was not run: this machine cannot "
+                                     "cut a process off the network")
+    assert "require_network_isolation" in result.content
+    assert "should not run" not in result.content
+
+
+@pytest.mark.parametrize("setting", [
+    {"pretend_unavailable": ["seccomp"]},
+    {"pretend_unavailable": "landlock"},
+    {"allow_degraded": "yes"},
+])
+async def test_python_bad_floor_settings_are_named(setting: dict[str, Any]) -> None:
+    result = await call(python_kit(**setting), "python__run", {"code": "print(1)"})
+
+    assert result.status == "error"
+    assert next(iter(setting)) in result.content and "MARSHO_TOOLKIT_SETTINGS" in result.content
+
+
+PYTHON_BOT = """
+import asyncio, json, sys
+from nonebot_plugin_marsho.tools import (BUILTIN_TOOLSET, ToolCall, ToolContext, ToolRunner,
+                                         ToolsetSource, load_toolset)
+
+async def main():
+    toolset = load_toolset([ToolsetSource(BUILTIN_TOOLSET, "built-in")], enabled=["python"],
+                           settings={"python": json.loads(sys.argv[1])})
+    runner = ToolRunner(toolset, timeout=120)
+    await runner.run_one(ToolCall("1", "python__run", json.dumps({"code": sys.argv[2]})),
+                         ToolContext(user_id="1", role="superuser"))
+
+asyncio.run(main())
+"""
+"""A bot of its own: loads the python toolkit and runs one snippet, until it is killed."""
+
+
+def long_snippet(marker: str) -> str:
+    """Starts a child that sleeps (named by `marker`), then sleeps itself."""
+    return (
+        "import subprocess, sys, time\n"
+        f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)', '{marker}'])\n"
+        "time.sleep(120)\n"
+    )
+
+
+def running_in_group(pgid: int) -> list[int]:
+    """Live (not zombie) processes of a process group."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if fields[0] != "Z" and int(fields[2]) == pgid:
+                found.append(int(entry.name))
+    return found
+
+
+def wait_until(condition: Any, within: float, what: str) -> Any:
+    deadline = time.monotonic() + within
+    while not (value := condition()):
+        if time.monotonic() > deadline:
+            pytest.fail(f"after {within} s: {what}")
+        time.sleep(0.05)
+    return value
+
+
+@pytest.fixture
+def bot_killer(tmp_path: Path) -> Iterator[dict[str, Any]]:
+    """What a test started: the bot, the sandbox's process group and working directory; all of
+    it is ended and removed afterwards, whatever the test found."""
+    started: dict[str, Any] = {}
+    yield started
+    if "bot" in started and started["bot"].poll() is None:
+        started["bot"].kill()
+        started["bot"].wait()
+    if "pgid" in started and running_in_group(started["pgid"]):
+        os.killpg(started["pgid"], signal.SIGKILL)
+    for path in started.get("paths", []):
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        elif path.exists():
+            path.unlink()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="parent-death signals are Linux's")
+@pytest.mark.parametrize("settings", [
+    pytest.param({}, id="full-sandbox"),
+    pytest.param({"pretend_unavailable": ["namespaces"]}, id="no-pid-namespace"),
+])
+def test_python_sandbox_dies_with_a_killed_bot_and_the_next_load_removes_its_folder(
+    settings: dict[str, Any], bot_killer: dict[str, Any], tmp_path: Path,
+) -> None:
+    marker = f"marsho-test-{uuid.uuid4().hex}"
+    settings = {"allow_degraded": True, "timeout": 120, "cpu_seconds": 120, **settings}
+    with open(tmp_path / "bot.log", "wb") as log:
+        bot = subprocess.Popen(
+            [sys.executable, "-c", PYTHON_BOT, json.dumps(settings), long_snippet(marker)],
+            cwd=REPO, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+        )
+    bot_killer["bot"] = bot
+
+    def sleeper() -> int | None:  # the snippet's child (the bot's command line names it too)
+        found = [pid for pid in processes_mentioning(marker) if pid != bot.pid]
+        return found[0] if found else None
+
+    child = wait_until(sleeper, 30, "the snippet's child never started: "
+                       + (tmp_path / "bot.log").read_text(errors="replace")[-2000:])
+    pgid = os.getpgid(child)
+    bot_killer["pgid"] = pgid
+    workdir = Path(os.readlink(f"/proc/{child}/cwd"))
+    bot_killer["paths"] = [workdir, Path(str(workdir) + ".lock")]
+    assert workdir.name.startswith("marsho-python-")
+    group = running_in_group(pgid)
+    assert len(group) >= 3, group  # the launcher, the snippet, its child
+    assert bot.pid not in group
+
+    bot.kill()
+    bot.wait()
+
+    wait_until(lambda: not running_in_group(pgid) and not sleeper(), 10,
+               f"the sandbox outlived the bot: {running_in_group(pgid)} still run")
+    assert workdir.is_dir(), "the killed bot could not delete its working directory"
+
+    python_kit()  # the next load
+
+    assert not workdir.exists()
+    assert not Path(str(workdir) + ".lock").exists()
+
+
+def test_python_load_removes_only_folders_no_run_holds() -> None:
+    sandbox = sys.modules[python_kit().tools["python__run"].func.__module__ + ".sandbox"]
+    folder = Path(tempfile.gettempdir())
+    name = f"{sandbox.WORKDIR_PREFIX}test-{uuid.uuid4().hex}"
+    stale, legacy, busy = (folder / f"{name}-stale", folder / f"{name}-legacy",
+                           folder / f"{name}-busy")
+    locks = [Path(f"{path}{sandbox.LOCK_SUFFIX}") for path in (stale, busy)]
+    for path in (stale, legacy, busy):
+        (path / "sub").mkdir(parents=True)
+        (path / "sub" / "file.txt").write_text("x", encoding="utf-8")
+    for lock in locks:
+        lock.touch()
+    held = os.open(locks[1], os.O_RDONLY)
+    try:
+        fcntl.flock(held, fcntl.LOCK_EX)  # as a run in progress, in any process, holds it
+
+        python_kit()
+
+        assert not stale.exists() and not locks[0].exists()
+        assert not legacy.exists()  # left by a version without lock files
+        assert busy.is_dir() and locks[1].exists()
+    finally:
+        os.close(held)
+        for path in (stale, legacy, busy, *locks):
+            if path.is_dir():
+                shutil.rmtree(path)
+            elif path.exists():
+                path.unlink()

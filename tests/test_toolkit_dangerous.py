@@ -66,7 +66,10 @@ async def call(
 
 
 def python(**settings: Any) -> Toolset:
-    return load({"python": settings}, enabled=("python",))
+    """The python toolkit with degraded runs allowed, so that these tests of its limits run on
+    any machine (where namespaces and Landlock are present, as they should be, that changes
+    nothing); the floor itself is tested in test_hostile_toolkits.py."""
+    return load({"python": {"allow_degraded": True, **settings}}, enabled=("python",))
 
 
 def processes_mentioning(marker: str) -> list[int]:
@@ -350,20 +353,21 @@ def sandbox_module(toolset: Toolset) -> Any:
 
 
 async def test_python_where_the_os_cannot_isolate_it_says_so_or_refuses() -> None:
-    """Where namespaces and Landlock are refused (containers without them, old kernels, macOS),
-    the snippet still runs in its own folder with its limits, and the result says what is
-    missing; with require_network_isolation it is refused instead."""
+    """Where namespaces and Landlock are refused (containers without them, old kernels, macOS)
+    and degraded runs are allowed, the snippet still runs in its own folder with its limits, and
+    the result says what is missing; with require_network_isolation it is refused instead."""
     sandbox, toolkit = sandbox_module(python())
     unavailable = ("namespaces", "landlock")
 
-    options = sandbox.SandboxOptions(unavailable=unavailable)
+    options = sandbox.SandboxOptions(unavailable=unavailable, allow_degraded=True)
     result = await sandbox.run_sandboxed("print('still ran')", options)
     response = toolkit._report(result, options)
     assert response.status == "success"
     assert "still ran" in response.content
     assert NETWORK_MISSING in response.content and FULL_ISOLATION_MISSING in response.content
 
-    options = sandbox.SandboxOptions(unavailable=unavailable, require_network_isolation=True)
+    options = sandbox.SandboxOptions(unavailable=unavailable, allow_degraded=True,
+                                     require_network_isolation=True)
     result = await sandbox.run_sandboxed("print('should not run')", options)
     assert "refused to run" in result.error
     assert "should not run" not in result.output
@@ -373,7 +377,7 @@ async def test_python_where_the_os_cannot_isolate_it_says_so_or_refuses() -> Non
     code = ("import subprocess, sys\n"
             f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)', '{marker}'])\n"
             "print('main done')")
-    options = sandbox.SandboxOptions(unavailable=("namespaces",), timeout=10)
+    options = sandbox.SandboxOptions(unavailable=("namespaces",), timeout=10, allow_degraded=True)
     started = time.monotonic()
     result = await sandbox.run_sandboxed(code, options)
     assert time.monotonic() - started < 5
@@ -388,7 +392,8 @@ spec = importlib.util.spec_from_file_location("marsho_sandbox_probe", sys.argv[1
 module = importlib.util.module_from_spec(spec)
 sys.modules[spec.name] = module
 spec.loader.exec_module(module)
-result = asyncio.run(module.run_sandboxed(sys.argv[2], module.SandboxOptions(timeout=5)))
+result = asyncio.run(module.run_sandboxed(sys.argv[2], module.SandboxOptions(timeout=5,
+                                                                           allow_degraded=True)))
 print(json.dumps({"exit": result.exit_code, "output": result.output, "error": result.error,
                   "isolation": result.isolation}))
 """

@@ -14,14 +14,28 @@ environment holding nothing of the bot's. Limits, all settings of this toolkit::
   largest file it may write), `max_processes` (16), `max_output_bytes` (10000: stdout and
   stderr together; past it the program is stopped).
 - `run_as` ("nobody"): when the bot runs as root, snippets run as this user.
-- `require_network_isolation` (false): refuse to run where the OS cannot cut the network.
+- `allow_degraded` (false): see "the floor" below.
+- `require_network_isolation` (false): with allow_degraded, still refuse to run where the OS
+  cannot cut the network.
+- `pretend_unavailable` ([]): act as if the OS refused "namespaces" and/or "landlock", without
+  trying them: to see the refusal, or a degraded run, on a machine that has both.
 - `interpreter` (""): the Python for snippets (default: the bot's, or a system python3 the
   sandbox user can run); `readable_paths` ([]): more paths the snippet may read.
 
-Isolation, as far as the OS allows (see sandbox.py; every result notes what was missing): a new
-network namespace (no network) and PID namespace, a user switch away from root, no_new_privs,
-and Landlock (Linux 5.13+: reads only the Python installation and system libraries, writes
-only its working directory; TCP refused and signals scoped on newer kernels).
+Isolation (see sandbox.py): a new network namespace (no network) and PID namespace, a user
+switch away from root, no_new_privs, and Landlock (Linux 5.13+: reads only the Python
+installation and system libraries, writes only its working directory; TCP refused and signals
+scoped on newer kernels).
+
+The floor: where this machine cannot give a snippet a network namespace or Landlock's filesystem
+rules (a container without them, an old kernel, not Linux), the tool stays shut: it refuses to
+run, saying what is missing and how the owner may allow a degraded run
+(`MARSHO_TOOLKIT_SETTINGS={"python": {"allow_degraded": true}}`); then every result says what
+was missing.
+
+Nothing of it outlives the bot: the launcher and the snippet get a parent-death signal, so after
+`kill -9` of the bot the whole sandbox ends; the working directory such a run leaves behind is
+deleted the next time this toolkit loads (`remove_stale_workdirs`).
 """
 
 from __future__ import annotations
@@ -32,11 +46,16 @@ from typing import Any
 
 from nonebot_plugin_marsho.tools import Toolbox, ToolResponse
 
-from .sandbox import SandboxOptions, SandboxResult, run_sandboxed
+from .sandbox import SandboxOptions, SandboxResult, remove_stale_workdirs, run_sandboxed
 
 MB = 1024 * 1024
 
+PRETENDABLE = ("namespaces", "landlock")
+"""What the pretend_unavailable setting may name."""
+
 tools = Toolbox()
+
+remove_stale_workdirs()  # left by a bot killed during a run; those in use are locked
 
 
 class _BadSetting(ValueError):
@@ -63,6 +82,14 @@ def _options(settings: dict[str, Any]) -> SandboxOptions:
     paths = settings["readable_paths"] or []
     if isinstance(paths, str) or not all(isinstance(p, str) for p in paths):
         raise _BadSetting("the python toolkit's readable_paths setting must be a list of paths")
+    pretend = settings["pretend_unavailable"] or []
+    if isinstance(pretend, str) or not all(p in PRETENDABLE for p in pretend):
+        raise _BadSetting("the python toolkit's pretend_unavailable setting must be a list of "
+                          f"{' and '.join(map(repr, PRETENDABLE))}, not {pretend!r}")
+    for name in ("allow_degraded", "require_network_isolation"):
+        if not isinstance(settings[name], bool):
+            raise _BadSetting(f"the python toolkit's {name} setting must be true or false, not "
+                              f"{settings[name]!r}")
     return SandboxOptions(
         timeout=timeout,
         cpu_seconds=max(1, math.ceil(cpu)),
@@ -73,7 +100,9 @@ def _options(settings: dict[str, Any]) -> SandboxOptions:
         run_as=str(settings["run_as"] or ""),
         interpreter=str(settings["interpreter"] or ""),
         readable_paths=tuple(paths),
-        require_network_isolation=bool(settings["require_network_isolation"]),
+        allow_degraded=settings["allow_degraded"],
+        require_network_isolation=settings["require_network_isolation"],
+        unavailable=tuple(pretend),
     )
 
 
@@ -109,21 +138,33 @@ def _headline(result: SandboxResult, options: SandboxOptions) -> str:
     return f"Finished: exit status 0 {took}."
 
 
-def _isolation_notes(isolation: dict[str, Any]) -> list[str]:
+def _isolation_notes(result: SandboxResult) -> list[str]:
     """Only what is missing: a fully isolated run needs no words."""
     notes = []
-    if not isolation.get("network_isolated"):
-        notes.append("this machine could not cut the program off the network")
-    elif not str(isolation.get("network", "")).startswith("cut off"):
-        notes.append(f"network: {isolation['network']}")
-    if str(isolation.get("filesystem", "")).startswith("not restricted"):
-        notes.append("it could read any file its user may read")
-    if "root" in str(isolation.get("user", "")):
+    if result.missing:
+        notes.append("this was a degraded run (allow_degraded is on), missing "
+                     + " and ".join(result.missing))
+    if "root" in str(result.isolation.get("user", "")):
         notes.append("it ran as root")
     return notes
 
 
+def _refusal(result: SandboxResult, options: SandboxOptions) -> str:
+    if options.allow_degraded or not result.missing:  # require_network_isolation
+        reason = result.error.removeprefix("refused to run: ")
+        return f"Refused: the code was not run: {reason}. Tell the user; do not retry."
+    return (
+        "Refused: the code was not run: this machine lacks part of the sandbox the python tool "
+        "requires: " + " and ".join(result.missing) + ". The tool stays shut without it. Tell "
+        "the user; do not retry. If the bot owner accepts a weaker sandbox, they can set "
+        'MARSHO_TOOLKIT_SETTINGS={"python": {"allow_degraded": true}} in .env, and each result '
+        "will then say what was missing."
+    )
+
+
 def _report(result: SandboxResult, options: SandboxOptions) -> ToolResponse:
+    if result.refused:
+        return ToolResponse.error(_refusal(result, options))
     if result.error:
         return ToolResponse.error(result.error)
     lines = [_headline(result, options)]
@@ -137,7 +178,7 @@ def _report(result: SandboxResult, options: SandboxOptions) -> ToolResponse:
         lines.append("Output: (none; print() what you want to see)")
     if result.stragglers:
         lines.append("(Processes it left running in the background were killed.)")
-    notes = _isolation_notes(result.isolation)
+    notes = _isolation_notes(result)
     if notes:
         lines.append("Sandbox note: " + "; ".join(notes) + ".")
     text = "\n".join(lines)
@@ -156,7 +197,9 @@ def _report(result: SandboxResult, options: SandboxOptions) -> ToolResponse:
     run_as="nobody",
     interpreter="",
     readable_paths=None,
+    allow_degraded=False,
     require_network_isolation=False,
+    pretend_unavailable=None,
 )
 async def run(
     code: str,
@@ -169,7 +212,9 @@ async def run(
     run_as: str = "nobody",
     interpreter: str = "",
     readable_paths: list[str] | None = None,
+    allow_degraded: bool = False,
     require_network_isolation: bool = False,
+    pretend_unavailable: list[str] | None = None,
 ) -> ToolResponse:
     """Run a Python 3 snippet in a sandbox and return its exit status and printed output.
 
@@ -188,7 +233,9 @@ async def run(
         run_as: Preset: the user a root bot runs snippets as ("" keeps root).
         interpreter: Preset: the Python that runs snippets ("" for the bot's own).
         readable_paths: Preset: more paths the snippet may read.
-        require_network_isolation: Preset: refuse to run where the network cannot be cut.
+        allow_degraded: Preset: run even without a network namespace or Landlock.
+        require_network_isolation: Preset: even then, refuse without a network namespace.
+        pretend_unavailable: Preset: act as if "namespaces" and/or "landlock" were refused.
     """
     try:
         options = _options({
@@ -196,7 +243,9 @@ async def run(
             "max_file_mb": max_file_mb, "max_processes": max_processes,
             "max_output_bytes": max_output_bytes, "run_as": run_as, "interpreter": interpreter,
             "readable_paths": readable_paths,
+            "allow_degraded": allow_degraded,
             "require_network_isolation": require_network_isolation,
+            "pretend_unavailable": pretend_unavailable,
         })
     except _BadSetting as error:
         return ToolResponse.error(f"{error} (fix MARSHO_TOOLKIT_SETTINGS)")

@@ -5,11 +5,16 @@ This file is two things, so it imports nothing but the standard library:
 - a library: `run_sandboxed(code, options)` (awaitable, never blocks the event loop) starts
   `python -I -S -B sandbox.py CONFIG` in a new session and a throw-away working directory,
   collects its output up to a cap, kills the whole process group at the time limit, and deletes
-  the directory afterwards;
+  the directory afterwards. While a run lasts, the bot holds a lock (flock) on a file beside
+  the directory; `remove_stale_workdirs()` deletes the directories nobody holds, which a bot
+  killed in the middle of a run left behind;
 - the launcher that child runs (`python sandbox.py CONFIG`). Before it starts the snippet's own
   interpreter it takes these steps, each as far as the operating system allows, and reports
   what it achieved on the first line of its output:
 
+  0. it dies with the bot: a parent-death signal (prctl PR_SET_PDEATHSIG), set again after every
+     change of user (the kernel clears it then), on which it kills its whole process group;
+     and it stops at once if the bot is already gone.
   1. namespaces: a new network namespace (only a loopback interface, down: no network at all)
      and a new PID namespace (the snippet is its init: when it ends, every process it started
      is killed). As root directly (before the user switch); otherwise, or where root is
@@ -22,7 +27,9 @@ This file is two things, so it imports nothing but the standard library:
      are refused (Linux 6.7+), and signals to processes outside the sandbox (Linux 6.12+).
   5. resource limits: CPU seconds, address space (memory), file size, process count, open files,
      no core dumps.
-  6. fork: the child (PID 1 of the new PID namespace) is killed if the launcher dies, and execs
+  6. the floor: without a network namespace or without Landlock's filesystem rules it refuses
+     to run the snippet (its status says what is missing), unless a degraded run is allowed.
+  7. fork: the child (PID 1 of the new PID namespace) is killed if the launcher dies, and execs
      `python -I -S -B -u -X utf8 snippet.py` with stdin on /dev/null and a scrubbed environment.
 
 Running the launcher ourselves, rather than doing this in `subprocess`'s `preexec_fn`, keeps it
@@ -33,6 +40,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import fcntl
 import json
 import os
 import shutil
@@ -49,11 +57,17 @@ STATUS_MARKER = b"\x1emarsho-sandbox "
 
 SNIPPET_FILE = "snippet.py"
 
+WORKDIR_PREFIX = "marsho-python-"
+"""Working directories are `<temp folder>/marsho-python-XXXXXXXX`..."""
+LOCK_SUFFIX = ".lock"
+"""...each with a lock file `marsho-python-XXXXXXXX.lock` beside it, locked while it is in use."""
+
 DRAIN_SECONDS = 0.5
 """How long output is still read after the snippet ended, before stragglers are killed."""
 
 REFUSED_EXIT = 3
-"""The launcher's exit status when it refuses to run (isolation required but unavailable)."""
+"""The launcher's exit status when it refuses to run (isolation missing, degraded runs not
+allowed)."""
 
 FALLBACK_INTERPRETERS = ("/usr/local/bin/python3", "/usr/bin/python3")
 """Tried when the bot's own Python cannot be run (by the sandbox user, say one under /root)."""
@@ -115,13 +129,17 @@ class SandboxOptions:
     """The user a root bot runs snippets as ('' keeps root: not recommended)."""
     readable_paths: tuple[str, ...] = ()
     """More paths the snippet may read under Landlock."""
+    allow_degraded: bool = False
+    """Run even when the floor is missing (a network namespace, Landlock's filesystem rules);
+    the result's `missing` says what was. Off: such a run is refused."""
     require_network_isolation: bool = False
-    """Refuse to run when neither a network namespace nor Landlock can cut the network."""
+    """Refuse to run without a network namespace even when degraded runs are allowed."""
     interpreter: str = ""
     """The Python that runs snippets ('': the bot's own, else a system python3 the sandbox
     user can run)."""
     unavailable: tuple[str, ...] = ()
-    """For tests: act as if the OS refused these ('namespaces', 'landlock')."""
+    """Act as if the OS refused these ('namespaces', 'landlock'), without trying them: how tests
+    and owners see the refusal and a degraded run on a machine that has both."""
 
 
 @dataclass
@@ -141,9 +159,13 @@ class SandboxResult:
     """Processes it left in the background held the output open and were killed."""
     seconds: float = 0.0
     isolation: dict[str, Any] = field(default_factory=dict)
-    """What the launcher achieved: network, pid_namespace, user, filesystem, notes."""
+    """What the launcher achieved: network, pid_namespace, user, filesystem, notes, missing."""
+    missing: list[str] = field(default_factory=list)
+    """What of the floor (network isolation, the filesystem sandbox) this machine lacked."""
+    refused: bool = False
+    """The launcher refused to run the snippet because of what was missing."""
     error: str = ""
-    """Set when the sandbox itself could not run the snippet."""
+    """Set when the sandbox itself could not run the snippet (or refused to)."""
 
 
 # --- the bot's side ----------------------------------------------------------------------------
@@ -176,6 +198,93 @@ def _remove_tree(path: str) -> None:
         shutil.rmtree(path, onexc=make_writable_and_retry)
     else:
         shutil.rmtree(path, onerror=make_writable_and_retry)
+
+
+def _claim_workdir() -> tuple[str, int]:
+    """A new working directory and the fd of its lock file, locked while the run lasts.
+
+    The lock file comes first and goes last, so a directory without one is never in use. A
+    cleaner (remove_stale_workdirs, in any process) that locked the new file before we did, and
+    saw no directory yet, deletes the file: then we start again with another name."""
+    while True:
+        fd, lock = tempfile.mkstemp(prefix=WORKDIR_PREFIX, suffix=LOCK_SUFFIX)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # a cleaner holds it for a moment at most
+            workdir = lock[: -len(LOCK_SUFFIX)]
+            try:
+                os.mkdir(workdir, 0o700)
+            except FileExistsError:  # a directory of that name without a lock: another name
+                os.unlink(lock)
+                os.close(fd)
+                continue
+            mine = os.fstat(fd)
+            try:
+                on_disk = os.stat(lock)
+                kept = (on_disk.st_dev, on_disk.st_ino) == (mine.st_dev, mine.st_ino)
+            except FileNotFoundError:
+                kept = False
+            if kept:
+                return workdir, fd
+            os.rmdir(workdir)  # our lock file was taken away: this directory is not safe
+            os.close(fd)
+        except BaseException:
+            os.close(fd)
+            raise
+
+
+def _release_workdir(workdir: str, fd: int) -> None:
+    try:
+        os.unlink(workdir + LOCK_SUFFIX)
+    except OSError:
+        pass
+    os.close(fd)
+
+
+def remove_stale_workdirs(folder: str | None = None) -> list[str]:
+    """Delete the working directories (in `folder`, by default the temporary folder) that no
+    running sandbox holds: those of a bot killed during a run. Returns their paths.
+
+    A directory is in use while some process holds the lock on the file beside it; a directory
+    without a lock file was left by an older version. What cannot be opened (another user's)
+    is left alone."""
+    folder = folder or tempfile.gettempdir()
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    removed = []
+    bases = {name.removesuffix(LOCK_SUFFIX) for name in names if name.startswith(WORKDIR_PREFIX)}
+    for base in sorted(bases):
+        workdir = os.path.join(folder, base)
+        lock = workdir + LOCK_SUFFIX
+        try:
+            fd: int | None = os.open(lock, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except FileNotFoundError:
+            fd = None
+        except OSError:
+            continue
+        try:
+            if fd is not None:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except OSError:
+                    continue  # a run in progress
+            try:
+                is_dir = stat.S_ISDIR(os.lstat(workdir).st_mode)
+            except OSError:
+                is_dir = False
+            if is_dir:
+                _remove_tree(workdir)
+                if not os.path.lexists(workdir):
+                    removed.append(workdir)
+            if fd is not None:
+                os.unlink(lock)
+        except OSError:
+            pass
+        finally:
+            if fd is not None:
+                os.close(fd)
+    return removed
 
 
 def _kill_group(process: asyncio.subprocess.Process) -> None:
@@ -255,7 +364,7 @@ async def run_sandboxed(code: str, options: SandboxOptions) -> SandboxResult:
         return SandboxResult(error="the bot's Python interpreter cannot be found "
                              "(sys.executable is empty), so a snippet cannot be started")
     started = time.monotonic()
-    workdir = tempfile.mkdtemp(prefix="marsho-python-")
+    workdir, lock = _claim_workdir()
     try:
         with open(os.path.join(workdir, SNIPPET_FILE), "w", encoding="utf-8") as file:
             file.write(code)
@@ -272,8 +381,10 @@ async def run_sandboxed(code: str, options: SandboxOptions) -> SandboxResult:
             "open_files": int(options.open_files),
             "run_as": options.run_as,
             "readable_paths": list(options.readable_paths),
+            "allow_degraded": options.allow_degraded,
             "require_network_isolation": options.require_network_isolation,
             "unavailable": list(options.unavailable),
+            "parent": os.getpid(),
         }
         # Our own pipe rather than asyncio's: asyncio's process.wait() (3.11) also waits for its
         # pipes to close, which a process left in the background could keep open for ever.
@@ -327,7 +438,10 @@ async def run_sandboxed(code: str, options: SandboxOptions) -> SandboxResult:
             await process.wait()  # bounded: the launcher is dead or dying, and no pipe is ours
         return _result(process.returncode, state, timed_out, time.monotonic() - started)
     finally:
-        await asyncio.to_thread(_remove_tree, workdir)
+        try:
+            await asyncio.to_thread(_remove_tree, workdir)
+        finally:
+            _release_workdir(workdir, lock)
 
 
 def _result(
@@ -343,6 +457,7 @@ def _result(
         stragglers=bool(state.get("stragglers")),
         seconds=seconds,
         isolation=status or {},
+        missing=list((status or {}).get("missing", [])),
     )
     if returncode is not None and returncode < 0:
         result.signal = -returncode
@@ -355,6 +470,7 @@ def _result(
                                                           f"exit status {returncode}")
     elif status.get("refused"):
         result.error = status["refused"]
+        result.refused = True
     return result
 
 
@@ -566,6 +682,45 @@ def _write_status(status: dict[str, Any]) -> None:
         line = line[os.write(1, line):]
 
 
+def _end_group(*_: object) -> None:
+    """Kill the launcher's whole process group (the snippet and what it started), and itself."""
+    try:
+        os.killpg(0, signal.SIGKILL)
+    finally:
+        os._exit(128 + signal.SIGKILL)
+
+
+def _die_with_bot(libc: Any, parent: int) -> None:
+    """Get SIGTERM (which ends the group) when the bot dies, and end now if it already did.
+
+    Called again after each change of credentials: the kernel clears the parent-death signal
+    then (setuid, setgid)."""
+    prctl = getattr(libc, "prctl", None)
+    if prctl is not None:
+        prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    if parent and os.getppid() != parent:
+        _end_group()
+
+
+def _missing(flags: int, status: dict[str, Any], problems: list[str]) -> list[str]:
+    """What of the floor this run lacks: a network namespace, Landlock's filesystem rules."""
+    missing = []
+    if not flags & CLONE_NEWNET:
+        why = "; ".join(problems) or "no network namespace"
+        if status.get("landlock_net"):
+            missing.append(f"network isolation (no network namespace: {why}; Landlock refused "
+                           "TCP, but UDP and other sockets could still reach the network)")
+        else:
+            missing.append(f"network isolation (no network namespace: {why}; so this machine "
+                           "could not cut the program off the network)")
+    filesystem = str(status.get("filesystem", ""))
+    if filesystem.startswith("not restricted"):
+        reason = filesystem.removeprefix("not restricted: ")
+        missing.append(f"the filesystem sandbox ({reason}; so it could read any file its user "
+                       "may read)")
+    return missing
+
+
 def launcher_main(argv: list[str]) -> None:
     """Isolate this process as far as the OS allows, then run the snippet under it."""
     import pwd  # noqa: F401  (imported now: after the user switch and Landlock they may be out
@@ -573,6 +728,8 @@ def launcher_main(argv: list[str]) -> None:
 
     config = json.loads(argv[1])
     libc = _libc()
+    signal.signal(signal.SIGTERM, _end_group)
+    _die_with_bot(libc, int(config.get("parent", 0)))
     root = os.geteuid() == 0
     status: dict[str, Any] = {"notes": []}
 
@@ -581,7 +738,7 @@ def launcher_main(argv: list[str]) -> None:
     problems: list[str] = []
     flags = 0
     if "namespaces" in config["unavailable"]:
-        problems.append("namespaces unavailable (as the test asked)")
+        problems.append("namespaces treated as unavailable (the pretend_unavailable setting)")
     elif root:
         flags = _unshare(libc, False, problems)
     if root and config["run_as"]:
@@ -593,6 +750,7 @@ def launcher_main(argv: list[str]) -> None:
         flags = _unshare(libc, True, problems)
         if flags:
             _map_own_ids(uid, gid)
+    _die_with_bot(libc, int(config.get("parent", 0)))  # the user switch cleared it
     if flags:
         problems.clear()  # what finally worked is all that matters
     status["notes"] += problems
@@ -605,19 +763,22 @@ def launcher_main(argv: list[str]) -> None:
 
     config["python"] = _choose_interpreter(config, status)
     if "landlock" in config["unavailable"]:
-        status.update(filesystem="not restricted: Landlock unavailable (as the test asked)",
-                      landlock_net=False)
+        status.update(filesystem="not restricted: Landlock treated as unavailable (the "
+                      "pretend_unavailable setting)", landlock_net=False)
     else:
         status.update(_landlock(libc, config))
     if not flags & CLONE_NEWNET and status.get("landlock_net"):
         status["network"] = "TCP refused by Landlock (UDP and local sockets still work)"
-    status["network_isolated"] = bool(flags & CLONE_NEWNET or status.get("landlock_net"))
-    if config["require_network_isolation"] and not status["network_isolated"]:
-        status["refused"] = (
-            "refused to run: this machine cannot cut a process off the network (no network "
-            "namespace and no Landlock TCP rules: " + "; ".join(problems) + "), and the "
-            "require_network_isolation setting is on"
-        )
+    status["network_isolated"] = bool(flags & CLONE_NEWNET)
+    status["missing"] = missing = _missing(flags, status, problems)
+    if missing and not config["allow_degraded"]:
+        status["refused"] = ("refused to run: the sandbox is missing " + " and ".join(missing) +
+                             ", and degraded runs are not allowed")
+    elif config["require_network_isolation"] and not flags & CLONE_NEWNET:
+        status["refused"] = ("refused to run: this machine cannot cut a process off the network "
+                             "(" + "; ".join(problems or ["no network namespace"]) + "), and the "
+                             "require_network_isolation setting is on")
+    if status.get("refused"):
         _write_status(status)
         os._exit(REFUSED_EXIT)
 
