@@ -343,6 +343,14 @@ def running_in_group(pgid: int) -> list[int]:
     return found
 
 
+def running(pid: int) -> bool:
+    """The process lives (and is not a zombie)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
 def wait_until(condition: Any, within: float, what: str) -> Any:
     deadline = time.monotonic() + within
     while not (value := condition()):
@@ -354,15 +362,20 @@ def wait_until(condition: Any, within: float, what: str) -> Any:
 
 @pytest.fixture
 def bot_killer(tmp_path: Path) -> Iterator[dict[str, Any]]:
-    """What a test started: the bot, the sandbox's process group and working directory; all of
-    it is ended and removed afterwards, whatever the test found."""
+    """What a test started: the bot, the sandbox's process group (its own session, never the
+    tests'), other processes and the working directory; all of it is ended and removed
+    afterwards, whatever the test found."""
     started: dict[str, Any] = {}
     yield started
     if "bot" in started and started["bot"].poll() is None:
         started["bot"].kill()
         started["bot"].wait()
     if "pgid" in started and running_in_group(started["pgid"]):
+        assert started["pgid"] != os.getpgid(0)
         os.killpg(started["pgid"], signal.SIGKILL)
+    for pid in started.get("pids", []):
+        if running(pid):
+            os.kill(pid, signal.SIGKILL)
     for path in started.get("paths", []):
         if path.is_dir():
             shutil.rmtree(path, ignore_errors=True)
@@ -443,3 +456,58 @@ def test_python_load_removes_only_folders_no_run_holds() -> None:
                 shutil.rmtree(path)
             elif path.exists():
                 path.unlink()
+
+
+SQLITE_FOREVER_BOT = """
+import asyncio, json, sys
+from nonebot_plugin_marsho.tools import (BUILTIN_TOOLSET, ToolCall, ToolContext, ToolRunner,
+                                         ToolsetSource, load_toolset)
+
+async def main():
+    toolset = load_toolset([ToolsetSource(BUILTIN_TOOLSET, "built-in")], enabled=["sqlite"],
+                           settings={"sqlite": {"database": sys.argv[1], "timeout": 120}})
+    runner = ToolRunner(toolset, timeout=120)
+    sql = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) SELECT count(*) FROM n"
+    await runner.run_one(ToolCall("1", "sqlite__query", json.dumps({"sql": sql})),
+                         ToolContext(user_id="1", role="superuser"))
+
+asyncio.run(main())
+"""
+
+
+def children_of(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            found += [int(child) for child in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.skipif(not Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").exists(),
+                    reason="needs /proc/<pid>/task/<tid>/children (Linux)")
+def test_sqlite_query_process_dies_with_a_killed_bot(
+    empty_database: Path, bot_killer: dict[str, Any], tmp_path: Path,
+) -> None:
+    with open(tmp_path / "bot.log", "wb") as log:
+        bot = subprocess.Popen([sys.executable, "-c", SQLITE_FOREVER_BOT, str(empty_database)],
+                               cwd=REPO, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+    bot_killer["bot"] = bot
+
+    def worker() -> int | None:
+        for child in children_of(bot.pid):
+            if "worker.py" in Path(f"/proc/{child}/cmdline").read_bytes().decode(errors="replace"):
+                return child
+        return None
+
+    query = wait_until(worker, 30, "the query's process never started: "
+                       + (tmp_path / "bot.log").read_text(errors="replace")[-2000:])
+    bot_killer["pids"] = [query]
+    time.sleep(0.3)
+    assert running(query), "the query ended by itself: the test proves nothing"
+
+    bot.kill()
+    bot.wait()
+
+    wait_until(lambda: not running(query), 10, "the query's process outlived the bot")

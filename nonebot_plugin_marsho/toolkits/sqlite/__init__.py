@@ -99,6 +99,7 @@ async def _run_worker(job: dict[str, Any], seconds: float) -> ToolResponse:
         sys.executable, "-I", "-S", "-B", str(WORKER),
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
+        env={"LC_ALL": "C.UTF-8"},  # nothing of the bot's environment (its keys live there)
     )
     try:
         assert process.stdin is not None
