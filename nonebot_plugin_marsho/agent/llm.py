@@ -340,9 +340,9 @@ class LLMClient:
             raise EndpointError(code="endpoint.timeout", hint="endpoint.timeout.hint",
                                 url=self.base_url, seconds=f"{self.timeout:g}") from None
         except _TooLarge as error:
-            size = "" if error.declared is None else f" ({error.declared} bytes announced)"
             raise EndpointError(code="endpoint.too_large", hint="endpoint.too_large.hint",
-                                url=self.base_url, limit=self.max_response_bytes, size=size) from None
+                                url=self.base_url, limit=self.max_response_bytes,
+                                announced=error.declared) from None
         except _Undecodable as error:
             raise EndpointError(code="endpoint.unreadable", url=self.base_url, error=str(error)) from None
         except _StatusError as error:
@@ -401,7 +401,7 @@ class LLMClient:
             text = body.decode("utf-8-sig")
         except UnicodeDecodeError as error:
             raise EndpointError(code="endpoint.not_utf8", url=self.base_url, position=error.start,
-                                start=repr(body[:40])) from None
+                                start=self._scrub(repr(body[:40]))) from None
         try:
             data = json.loads(text)
         except (ValueError, RecursionError) as error:
