@@ -70,12 +70,13 @@ class BadJSON(ValueError):
 def _finite(number: str) -> float:
     value = float(number)
     if not math.isfinite(value):
-        raise ValueError(f"the number {number[:20]}{'…' if len(number) > 20 else ''} is out of range")
+        shown = f"{number[:20]}{'…' if len(number) > 20 else ''}"
+        raise ValueError(f"the number {shown} is out of range: numbers must be finite")
     return value
 
 
 def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
+    raise ValueError(f"{name} is not a JSON number: numbers must be finite")
 
 
 _STRICT_JSON = json.JSONDecoder(parse_float=_finite, parse_constant=_no_constant)
