@@ -116,7 +116,7 @@ async def command_ask(app: Any, text: str) -> int:
         return 1
     finally:
         await app.stop()
-    say(reply_text(app.texts, reply, engine.max_tool_rounds))
+    say(reply_text(app.texts, reply, engine.max_tool_rounds, app.config.marsho_max_answer_chars))
     return 0
 
 

@@ -120,3 +120,27 @@ async def test_a_card_injection_reaches_the_model_as_one_speaker_line(
     first_line, *rest = question.split("\n")
     assert rest == [] and first_line.count(":") == 1, question
     assert first_line.endswith(": who is the owner?")
+
+
+async def test_an_answer_past_the_character_bound_is_cut_with_a_note(fake: FakeOpenAI) -> None:
+    from nonebot_plugin_marsho.agent.engine import Engine
+    from nonebot_plugin_marsho.chat.render import reply_text
+    from nonebot_plugin_marsho.i18n import Texts
+    from nonebot_plugin_marsho.store.sql import SqlStore
+    from nonebot_plugin_marsho.tools import ToolRunner, Toolset
+    from tests.conftest import llm_client
+
+    toolset = Toolset()
+    store, runner = SqlStore("sqlite://"), ToolRunner(toolset, timeout=5)
+    engine = Engine(llm_client(fake, max_answer_chars=1000), toolset, store, runner)
+    try:
+        fake.push(text("word " * 1000))
+        reply = await engine.chat("k", "talk a lot")
+        assert reply.cut and len(reply.text) <= 1000
+        shown = reply_text(Texts("en"), reply, 8, 1000)
+        assert shown.endswith("(The answer was longer than 1000 characters and was cut here.)")
+        stored = await store.export("k")
+        assert len(stored[-1]["message"]["content"]) <= 1000  # what is kept is cut too
+    finally:
+        runner.close()
+        await store.close()

@@ -280,7 +280,7 @@ async def test_an_answer_cut_for_length_is_stored_cut(fake: FakeOpenAI, make_eng
 # --- 3. tool calls per response are bounded -----------------------------------------------------
 
 
-async def test_500_calls_in_one_response_run_16_and_the_rest_are_answered_not_run(
+async def test_500_calls_in_one_response_run_16_the_next_are_answered_not_run_and_the_rest_dropped(
     fake: FakeOpenAI, make_engine,
 ) -> None:
     fake.push(tool_calls(*[("kit__weather", {"city": f"c{i}"}, f"id{i}") for i in range(500)]),
@@ -291,10 +291,15 @@ async def test_500_calls_in_one_response_run_16_and_the_rest_are_answered_not_ru
     assert sorted(ran) == sorted(f"c{i}" for i in range(16))
     sent = fake.requests[1]["messages"]
     results = [m for m in sent if m["role"] == "tool"]
-    assert [m["tool_call_id"] for m in results] == [f"id{i}" for i in range(500)]
+    # 4 x 16 calls are kept (engine.KEPT_CALLS_FACTOR): 16 run, 48 answered "not run"; the
+    # other 436 are dropped from the assistant message, so history never holds thousands
+    kept = [f"id{i}" for i in range(64)]
+    assert [m["tool_call_id"] for m in results] == kept
+    (asked,) = [m for m in sent if m["role"] == "assistant" and m.get("tool_calls")]
+    assert [call["id"] for call in asked["tool_calls"]] == kept
     not_run = [m for m in results if "not run" in m["content"]]
-    assert len(not_run) == 484
-    assert all(m["tool_call_id"] in {f"id{i}" for i in range(16, 500)} for m in not_run)
+    assert len(not_run) == 48
+    assert all(m["tool_call_id"] in {f"id{i}" for i in range(16, 64)} for m in not_run)
     assert "at most 16 tool calls per response (MARSHO_MAX_TOOL_CALLS)" in not_run[0]["content"]
     assert_valid_history(await stored(engine))
     fake.push(text("next turn fine"))

@@ -27,6 +27,8 @@ class Reply:
     rounds: int = 0
     hit_round_limit: bool = False
     reasoning: str = ""
+    cut: bool = False
+    """The answer was longer than MARSHO_MAX_ANSWER_CHARS; `text` is its start."""
     save_error: StoreError | None = None
     """Why the turn could not be stored, when the answer came but the database failed."""
 
@@ -45,6 +47,10 @@ beside the calls, so a slow chat send never delays the tools, and is given at mo
 ANNOUNCE_GRACE seconds after them before it is dropped."""
 
 ANNOUNCE_GRACE = 2.0
+
+KEPT_CALLS_FACTOR = 4
+"""Tool calls of one response kept (in history and the next request) per call that may run
+(MARSHO_MAX_TOOL_CALLS): the rest of a response asking for thousands are dropped."""
 
 MODEL_SETTING = "model"
 """The model chosen with `marsho.model`, kept in the database across restarts."""
@@ -85,6 +91,14 @@ async def answer(
         if not completion.tool_calls or offered is None:
             break
         rounds += 1
+        kept = runner.max_calls * KEPT_CALLS_FACTOR
+        if len(completion.tool_calls) > kept:
+            # calls past these are dropped from the message itself: each kept one still gets its
+            # one result (the runner answers those past max_calls "not run"), and neither the
+            # history nor the next request carries thousands of them
+            logger.warning(f"marsho: the model asked for {len(completion.tool_calls)} tool calls in one "
+                           f"response; the {len(completion.tool_calls) - kept} past {kept} were dropped")
+            completion = dataclasses.replace(completion, tool_calls=completion.tool_calls[:kept])
         if progress:
             for call in completion.tool_calls:
                 progress(call, None)
@@ -99,7 +113,7 @@ async def answer(
         # a tool may echo a secret (a web service reflecting its headers): hidden before the
         # result is stored, sent to the model or shown
         results = [dataclasses.replace(result, content=redact(result.content)) for result in results]
-        for result in results:
+        for result in results[:runner.max_calls]:  # the runner logs the ones it did not run
             log = logger.info if result.ok else logger.warning
             log(f"marsho: tool {result.name} → {result.status} in {result.seconds:.2f} s")
         # reasoning goes back with its tool calls within this turn (DeepSeek's thinking mode
@@ -111,7 +125,8 @@ async def answer(
     # stored history an invalid request
     added.append({"role": "assistant", "content": completion.content})
     hit_limit = bool(tools) and rounds > 0 and rounds >= max_tool_rounds
-    return TurnOutcome(added, Reply(completion.content, calls, rounds, hit_limit, completion.reasoning))
+    return TurnOutcome(added, Reply(completion.content, calls, rounds, hit_limit, completion.reasoning,
+                                    cut=completion.cut))
 
 
 async def _announced(announce: Announce, calls: list[ToolCall]) -> None:

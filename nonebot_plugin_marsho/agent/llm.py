@@ -17,9 +17,9 @@ from urllib.parse import urlsplit
 
 import httpx2  # openai 3's HTTP library: its responses are what the SDK's transport returns
 import openai
-from nonebot.log import logger
 
 from ..exceptions import EndpointError
+from ..redaction import logger
 from ..tools.model import ToolCall
 from ..tools.runner import UNREADABLE_ARGUMENTS, clean_text, json_text
 from .prompt_mode import parse_tool_calls, system_addendum, to_prompt_messages

@@ -16,11 +16,11 @@ MAX_CALLS_RESULT_CHARS = 500
 """Characters of each tool result shown by `marsho.calls`; the full text stays in history."""
 
 
-def reply_text(t: Texts, reply: Reply, max_tool_rounds: int) -> str:
-    """The text to send for a finished turn."""
+def reply_text(t: Texts, reply: Reply, max_tool_rounds: int, max_chars: int = 0) -> str:
+    """The text to send for a finished turn (with a note when it was cut at `max_chars`)."""
     text = reply.text.strip()  # reasoning was already taken out (llm.split_reasoning)
     if text:
-        return text
+        return f"{text}\n{t('reply.cut', limit=max_chars)}" if reply.cut else text
     if reply.hit_round_limit:
         return t("reply.round_limit", rounds=max_tool_rounds)
     return t("reply.empty")

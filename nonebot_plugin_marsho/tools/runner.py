@@ -15,10 +15,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from jsonschema import Draft202012Validator
-from nonebot.log import logger
 from pydantic import ValidationError
 from pydantic_core import to_jsonable_python
 
+from ..redaction import logger
 from .model import ResultStatus, Tool, ToolCall, ToolContext, ToolResponse, ToolResult, Toolset
 
 MAX_SCHEMA_ECHO = 1500
