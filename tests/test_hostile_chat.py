@@ -144,3 +144,21 @@ async def test_an_answer_past_the_character_bound_is_cut_with_a_note(fake: FakeO
     finally:
         runner.close()
         await store.close()
+
+
+async def test_a_question_with_a_lone_surrogate_is_answered_and_stored(fake: FakeOpenAI) -> None:
+    from nonebot_plugin_marsho.agent.engine import Engine
+    from nonebot_plugin_marsho.store.sql import SqlStore
+    from nonebot_plugin_marsho.tools import ToolRunner, Toolset
+    from tests.conftest import llm_client
+
+    toolset = Toolset()
+    store, runner = SqlStore("sqlite://"), ToolRunner(toolset, timeout=5)
+    engine = Engine(llm_client(fake), toolset, store, runner)
+    try:
+        fake.push(text("fine"))
+        assert (await engine.chat("k", "hi \ud800 there")).text == "fine"
+        assert (await store.export("k"))[0]["message"]["content"] == "hi \ufffd there"
+    finally:
+        runner.close()
+        await store.close()

@@ -12,7 +12,7 @@ from ..exceptions import BudgetError, StoreError
 from ..redaction import logger, redact
 from ..store.session import History, Message, Turn
 from ..tools.model import ToolCall, ToolContext, ToolResult, Toolset
-from ..tools.runner import ToolRunner
+from ..tools.runner import ToolRunner, clean_text
 from .budget import fit_current, fit_history
 from .llm import LLMClient
 from .tokens import TokenCounter, load_counter
@@ -282,7 +282,8 @@ class Engine:
             history = visible_to(await self.history.recent_turns(
                 key, max_messages=self.max_history, max_tokens=self.max_tokens
             ), self.toolset, context)
-            question: Message = {"role": "user", "content": text}
+            # a lone surrogate (a crafted message) could be neither sent nor stored
+            question: Message = {"role": "user", "content": clean_text(text) if isinstance(text, str) else text}
             tools = self.toolset.schemas(context)
             outcome = await answer(
                 self.llm, self.runner,
