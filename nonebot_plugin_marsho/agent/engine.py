@@ -283,7 +283,8 @@ class Engine:
                 key, max_messages=self.max_history, max_tokens=self.max_tokens
             ), self.toolset, context)
             # a lone surrogate (a crafted message) could be neither sent nor stored
-            question: Message = {"role": "user", "content": clean_text(text) if isinstance(text, str) else text}
+            content = clean_text(text) if isinstance(text, str) else text
+            question: Message = {"role": "user", "content": content}
             tools = self.toolset.schemas(context)
             outcome = await answer(
                 self.llm, self.runner,
