@@ -125,6 +125,7 @@ EN: dict[str, str] = {
     "nickname.reserved": "That name is mine! Pick another one.",
     # refusals and failures
     "rate.limited": "You are asking a bit fast: try again in {wait}.",
+    "queue.full": "You already have questions waiting; I'll answer those first.",
     "seconds": "{n} s",
     "list.separator": ", ",
     "config.broken": "marsho is not configured correctly: {error}. Fix .env and restart the bot.",
@@ -310,6 +311,7 @@ ZH: dict[str, str] = {
     "nickname.invalid": "昵称只能是一行普通文字，不能包含 @、冒号、引号或括号。",
     "nickname.reserved": "这个名字是我的哦！换一个吧。",
     "rate.limited": "你问得有点快啦：请 {wait}后再试。",
+    "queue.full": "你已经有问题在排队啦，我先回答那些。",
     "seconds": "{n} 秒",
     "list.separator": "、",
     "config.broken": "marsho 的配置有误：{error}。请修改 .env 并重启机器人。",

@@ -17,6 +17,7 @@ from pydantic import GetCoreSchemaHandler
 from pydantic_core import CoreSchema, core_schema
 
 from ..agent.engine import Engine
+from ..agent.gate import RequestGate
 from ..agent.llm import LLMClient
 from ..agent.persona import Nicknames, Prompt, clock
 from ..agent.praises import PraisesFile
@@ -202,6 +203,9 @@ class Marsho:
             timeout=config.marsho_timeout,
             tool_mode=config.marsho_tool_mode,
             tool_mode_by_model=config.marsho_tool_mode_by_model,
+            # requests in flight across all chats, taken round-robin by chat (the lane of each
+            # turn is set in chat/matchers.py)
+            gate=RequestGate(config.marsho_max_concurrent_requests),
         )
         if llm.needs_key:
             logger.warning(f"marsho: MARSHO_API_KEY is not set; {llm.base_url} will refuse requests. "

@@ -1,5 +1,6 @@
-"""Fair use: who may ask, how many questions a user or a group may ask in a time window, and how
-often a poke is answered."""
+"""Fair use: who may ask, how many questions a user or a group may ask in a time window, how many
+one user may have running or waiting, how often they are told so, and how often a poke is
+answered."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import math
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Literal
 
 from ..config import Config
 from ..i18n import Texts
@@ -61,9 +64,88 @@ def admitted(value: str | None, allowed: Iterable[str], denied: Iterable[str]) -
     return value not in set(denied) and (not allowed or value in allowed)
 
 
+class Notices:
+    """At most one notice per key in any `every` seconds: the first is given, the rest are silence."""
+
+    def __init__(self, every: float, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self.every = every
+        self._clock = clock
+        self._last: dict[str, float] = {}
+
+    def first(self, key: str) -> bool:
+        """True (and the notice is counted) if `key` was not told anything in the last `every` s."""
+        now = self._clock()
+        last = self._last.get(key)
+        if last is not None and now - last < self.every:
+            return False
+        if len(self._last) >= 10_000:  # forget the ones whose silence is over
+            self._last = {k: v for k, v in self._last.items() if now - v < self.every}
+        self._last[key] = now
+        return True
+
+
+class UserQueue:
+    """At most `size` questions per user running or waiting at once. A user's burst lasts while
+    they have any: the first question refused in a burst gets a notice, the rest silence. Only
+    users with a question in hand are remembered."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._held: dict[str, int] = {}
+        self._told: set[str] = set()
+
+    def held(self, user: str) -> int:
+        """Questions `user` has running or waiting."""
+        return self._held.get(user, 0)
+
+    def enter(self, user: str) -> bool:
+        """True (and counted until `leave`) if `user` has room for one more question."""
+        held = self._held.get(user, 0)
+        if held >= self.size:
+            return False
+        self._held[user] = held + 1
+        return True
+
+    def leave(self, user: str) -> None:
+        """One of `user`'s questions is over; when it was the last, their burst is over too."""
+        held = self._held.get(user, 0) - 1
+        if held > 0:
+            self._held[user] = held
+        else:
+            self._held.pop(user, None)
+            self._told.discard(user)
+
+    def tell(self, user: str) -> bool:
+        """Whether a refused question gets the notice: the first one of the burst does."""
+        if user in self._told or user not in self._held:
+            return False
+        self._told.add(user)
+        return True
+
+
+@dataclass
+class Admission:
+    """What fair use decided for one question: go on (then `done()` when it is answered), or not,
+    with at most one notice to send."""
+
+    go: bool
+    notice: Literal["", "rate", "queue"] = ""
+    """"rate": tell the asker to wait `wait` s; "queue": tell them their earlier questions come
+    first; "": silence."""
+    wait: float = 0.0
+    _done: Callable[[], None] | None = field(default=None, repr=False)
+
+    def done(self) -> None:
+        """The question is over: it no longer counts in the asker's queue (once; idempotent)."""
+        done, self._done = self._done, None
+        if done is not None:
+            done()
+
+
 class FairUse:
-    """Who may ask, and how often: the allow- and deny-lists and the per-user and per-group rate
-    limits, one check for questions and pokes alike; superusers are exempt from both."""
+    """Who may ask, and how often: the allow- and deny-lists, the per-user and per-group rate
+    limits with at most one 'too fast' notice per user per window, and the per-user queue with
+    one notice per burst; superusers are exempt from the limits and the queue."""
 
     def __init__(
         self,
@@ -71,6 +153,7 @@ class FairUse:
         user_limit: int = 0,
         group_limit: int = 0,
         window: float = 60.0,
+        user_queue: int = 2,
         allowed_groups: Iterable[str] = (),
         denied_groups: Iterable[str] = (),
         allowed_users: Iterable[str] = (),
@@ -79,16 +162,18 @@ class FairUse:
     ) -> None:
         self.users = RateLimiter(user_limit, window, clock=clock)
         self.groups = RateLimiter(group_limit, window, clock=clock)
+        self.notices = Notices(window, clock=clock)
+        self.queue = UserQueue(user_queue)
         self.allowed_groups, self.denied_groups = frozenset(allowed_groups), frozenset(denied_groups)
         self.allowed_users, self.denied_users = frozenset(allowed_users), frozenset(denied_users)
 
     @classmethod
     def from_config(cls, config: Config) -> FairUse:
-        """The limits and lists of MARSHO_*_RATE_LIMIT, MARSHO_RATE_WINDOW, MARSHO_ALLOWED_* and
-        MARSHO_DENIED_*."""
+        """The limits and lists of MARSHO_*_RATE_LIMIT, MARSHO_RATE_WINDOW, MARSHO_USER_QUEUE,
+        MARSHO_ALLOWED_* and MARSHO_DENIED_*."""
         return cls(
             user_limit=config.marsho_user_rate_limit, group_limit=config.marsho_group_rate_limit,
-            window=config.marsho_rate_window,
+            window=config.marsho_rate_window, user_queue=config.marsho_user_queue,
             allowed_groups=config.marsho_allowed_groups, denied_groups=config.marsho_denied_groups,
             allowed_users=config.marsho_allowed_users, denied_users=config.marsho_denied_users,
         )
@@ -112,6 +197,21 @@ class FairUse:
         if group_id:
             self.groups.take(group_id)
         return 0.0
+
+    def admit(self, user_id: str, group_id: str | None, *, superuser: bool) -> Admission:
+        """A question: refused while the asker's queue is full (not counted against the rate
+        limits: it costs nothing), or over a rate limit; else it goes on and holds a place in
+        the queue until `done()`. A refusal carries a notice only the first time: once per
+        burst for the queue, once per window for the rate limits."""
+        if superuser:
+            return Admission(go=True)
+        if not self.queue.enter(user_id):
+            return Admission(go=False, notice="queue" if self.queue.tell(user_id) else "")
+        wait = self.charge(user_id, group_id, superuser=False)
+        if wait:
+            self.queue.leave(user_id)
+            return Admission(go=False, notice="rate" if self.notices.first(user_id) else "", wait=wait)
+        return Admission(go=True, _done=lambda: self.queue.leave(user_id))
 
 
 class Cooldown:

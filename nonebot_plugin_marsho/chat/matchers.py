@@ -18,6 +18,7 @@ from nonebot.typing import T_State
 from nonebot_plugin_alconna.uniseg import Image, Text, UniMessage
 
 from ..agent.engine import Engine, Reply
+from ..agent.gate import lane
 from ..agent.persona import NicknameError, check_nickname, speaker_label
 from ..exceptions import EndpointError, MarshoError, NotReadyError, StoreError
 from ..i18n import Texts
@@ -272,11 +273,24 @@ async def handle_request(bot: Bot, event: Event, state: T_State) -> None:
         if request.command != "chat":
             await _send(await _command(app, engine, request, key, role, shared))
             return
-        wait = app.fair_use.charge(user_id, group_id, superuser=owner)
-        if wait:
-            await _send(t("rate.limited", wait=seconds_text(t, wait)))
+        # a flood costs nothing: a full queue or a rate limit refuses the question, and only the
+        # first refusal is told (once per burst, once per window); then silence
+        turn = app.fair_use.admit(user_id, group_id, superuser=owner)
+        if not turn.go:
+            if turn.notice == "queue":
+                await _send(t("queue.full"))
+            elif turn.notice == "rate":
+                await _send(t("rate.limited", wait=seconds_text(t, turn.wait)))
             return
-        reply, tips = await _chat(app, bot, event, engine, request, key, shared=shared, role=role)
+        try:
+            # this turn's requests wait their turn in the lane of the chat it came from (the group,
+            # whatever MARSHO_SESSION_SCOPE; else the private chat): a flood in one group, by one
+            # member or many, waits behind itself and never ahead of the other chats
+            chat = session_key(bot.adapter.get_name(), group_id=group_id, user_id=user_id, scope="group")
+            with lane(chat):
+                reply, tips = await _chat(app, bot, event, engine, request, key, shared=shared, role=role)
+        finally:
+            turn.done()
     except EndpointError as error:
         logger.warning(f"marsho: session {key}: {error}")
         await _send(_failure(t, owner, t("error.endpoint", error=error_text(t, error)), error))
