@@ -38,7 +38,8 @@ _groups = iter(range(70000, 1_000_000))
 
 async def burst(sim: OneBotSim, sessions: int) -> tuple[float, list[float]]:
     """Seconds from the first push to the last reply, and each session's own reply time."""
-    events = [sim.group_event(f"marsho hello from group {i}", group_id=next(_groups))
+    # fifty people, each in their own group (one person's questions queue: MARSHO_USER_QUEUE)
+    events = [sim.group_event(f"marsho hello from group {i}", group_id=next(_groups), user_id=20000 + i)
               for i in range(sessions)]
     started = time.perf_counter()
     for event in events:

@@ -217,7 +217,7 @@ class Config(BaseModel):
 
     marsho_max_concurrent_requests: int = Field(default=64, ge=1)
     """Requests to the endpoint in flight at once, across all chats; the others wait their turn,
-    taken fairly across conversations, so a flood in one group cannot starve the others."""
+    taken fairly across chats, so a flood in one group cannot starve the others."""
 
     marsho_user_queue: int = Field(default=2, ge=1, le=20)
     """Questions one user may have running or waiting at once; more are dropped with one notice."""

@@ -48,6 +48,8 @@ EN: dict[str, str] = {
         "answer. Try asking something narrower."
     ),
     "reply.empty": "The model sent an empty answer. Try asking again, perhaps in other words.",
+    "reply.forward_cut": "(The answer went on for {count} messages; only the first {limit} fit.)",
+    "reply.cut": "(The answer was longer than {limit} characters and was cut here.)",
     "reply.reasoning_title": "How I thought about it",
     "progress.using": "{name} is using {tools} …",
     "tip.no_vision": (
@@ -250,6 +252,8 @@ ZH: dict[str, str] = {
         "我用完了全部 {rounds} 轮工具调用（MARSHO_MAX_TOOL_ROUNDS）也没得出答案。试着问得具体一点吧。"
     ),
     "reply.empty": "模型返回了空白的回答。换个说法再问一次吧。",
+    "reply.forward_cut": "（回答一共有 {count} 条消息，只放得下前 {limit} 条。）",
+    "reply.cut": "（回答超过 {limit} 个字，后面的部分被截掉了。）",
     "reply.reasoning_title": "我的思考过程",
     "progress.using": "{name} 正在使用 {tools} …",
     "tip.no_vision": "（模型 {model} 看不到图片，我略过了 {count} 张图片，只读了文字。）",

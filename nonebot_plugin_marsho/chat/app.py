@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nonebot.log import logger
+from nonebot import get_driver
 from pydantic import GetCoreSchemaHandler
 from pydantic_core import CoreSchema, core_schema
 
@@ -24,8 +24,10 @@ from ..agent.praises import PraisesFile
 from ..config import Config
 from ..exceptions import NotReadyError, StoreError
 from ..i18n import Texts
+from ..redaction import SECRETS, logger
 from ..store.sql import SqlStore
 from ..tools import BUILTIN_TOOLSET, LoadProblem, ToolRunner, Toolset, ToolsetSource, load_toolset
+from ..tools.runner import SECRET_PRESET
 from ..tools.webservices import load_webservices
 from .fairuse import Cooldown, FairUse
 from .outgoing import Delivery
@@ -98,7 +100,8 @@ class Marsho:
             max_split_messages=config.marsho_max_split_messages, render_latex=config.marsho_render_latex,
             render_inline_latex=config.marsho_render_inline_latex,
             render_images=config.marsho_render_markdown_images, image_max_bytes=config.marsho_image_max_bytes,
-            image_timeout=config.marsho_image_timeout, name=config.marsho_name, texts=self.texts,
+            image_timeout=config.marsho_image_timeout, name=config.marsho_name,
+            max_forward_nodes=config.marsho_max_forward_nodes, texts=self.texts,
         )
 
     # assembling
@@ -178,6 +181,7 @@ class Marsho:
     async def start(self) -> None:
         """Load toolkits and connect the engine; report, never raise, so the bot always starts."""
         config, t = self.config, self.texts
+        SECRETS.add(*held_secrets(config))
         for note in self.legacy_notes:
             logger.warning(f"marsho: {note}")
         if self.config_error:
@@ -203,6 +207,8 @@ class Marsho:
             timeout=config.marsho_timeout,
             tool_mode=config.marsho_tool_mode,
             tool_mode_by_model=config.marsho_tool_mode_by_model,
+            max_response_bytes=config.marsho_max_response_bytes,
+            max_answer_chars=config.marsho_max_answer_chars,
             # requests in flight across all chats, taken round-robin by chat (the lane of each
             # turn is set in chat/matchers.py)
             gate=RequestGate(config.marsho_max_concurrent_requests),
@@ -215,6 +221,7 @@ class Marsho:
             timeout=config.marsho_tool_timeout,
             max_parallel=config.marsho_max_parallel_tools,
             max_result_bytes=config.marsho_max_tool_result_bytes,
+            max_calls=config.marsho_max_tool_calls,
         )
         store = SqlStore(self.database_url())
         engine = Engine(
@@ -236,6 +243,7 @@ class Marsho:
             await store.close()
             return
         self.mcp = await self.start_mcp(toolset)
+        SECRETS.add(*held_secrets(config, toolset, self.mcp))
         self.nicknames = Nicknames(store)
         self.engine = engine
         logger.info(f"marsho: ready, model {llm.model} at {llm.base_url}, {len(toolset.tools)} tools, "
@@ -272,6 +280,23 @@ class Marsho:
             await mcp.stop()
         if engine is not None:
             await engine.close()
+
+
+def held_secrets(config: Config, toolset: Toolset | None = None, mcp: McpManager | None = None) -> list[str]:
+    """Every secret the bot holds: the endpoint's API key, the OneBot access token, the values of
+    secret-named toolkit presets, and what `${NAME}` put into web services and MCP servers."""
+    values: list[Any] = [config.marsho_api_key]
+    try:
+        values.append(getattr(get_driver().config, "onebot_access_token", None))
+    except ValueError:  # NoneBot not initialised (a library use)
+        pass
+    for presets in config.marsho_toolkit_settings.values():
+        values += [value for name, value in presets.items() if SECRET_PRESET.search(name)]
+    for tool in (toolset.tools.values() if toolset else ()):
+        values += getattr(getattr(tool.func, "service", None), "secrets", ())
+    for server in (mcp.servers.values() if mcp else ()):
+        values += server.secrets
+    return [value for value in values if isinstance(value, str)]
 
 
 class Running:

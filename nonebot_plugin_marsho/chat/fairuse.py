@@ -115,6 +115,11 @@ class UserQueue:
             self._held.pop(user, None)
             self._told.discard(user)
 
+    def silenced(self, user: str) -> bool:
+        """True while `user`'s queue is full and they were told: more questions are dropped
+        unseen (checked before anything else is done with a message)."""
+        return user in self._told and self._held.get(user, 0) >= self.size
+
     def tell(self, user: str) -> bool:
         """Whether a refused question gets the notice: the first one of the burst does."""
         if user in self._told or user not in self._held:

@@ -11,7 +11,6 @@ from typing import Any
 
 from nonebot import get_driver, on_message
 from nonebot.adapters import Bot, Event
-from nonebot.log import logger
 from nonebot.permission import SuperUser
 from nonebot.rule import Rule
 from nonebot.typing import T_State
@@ -22,6 +21,7 @@ from ..agent.gate import lane
 from ..agent.persona import NicknameError, check_nickname, speaker_label
 from ..exceptions import EndpointError, MarshoError, NotReadyError, StoreError
 from ..i18n import Texts
+from ..redaction import logger, redact
 from ..store.session import session_key
 from ..tools.model import Role, ToolCall, ToolContext
 from .app import Marsho, current_app
@@ -123,6 +123,8 @@ async def _is_for_marsho(bot: Bot, event: Event, state: T_State) -> bool:
         request = Request("chat", event.get_plaintext().strip())
     if request is None:
         return False
+    if request.command == "chat" and app.fair_use.queue.silenced(_ids(event)[1]):
+        return False  # a flood: dropped here, before the handler costs anything
     state[STATE_KEY] = request
     state[APP_KEY] = app
     return True
@@ -132,8 +134,8 @@ marsho = on_message(rule=Rule(_is_for_marsho), priority=10, block=True)
 
 
 async def _send(text: str, images: Sequence[bytes] = ()) -> None:
-    # charts and other pictures the tools made go after the text
-    message: UniMessage[Text | Image] = UniMessage([Text(text), *(Image(raw=i) for i in images)])
+    # charts and other pictures the tools made go after the text; no secret of the bot's goes out
+    message: UniMessage[Text | Image] = UniMessage([Text(redact(text)), *(Image(raw=i) for i in images)])
     try:
         await message.send(reply_to=True)
     except Exception as error:  # a failed send is logged; the turn is already stored
@@ -204,7 +206,7 @@ async def _command(app: Marsho, engine: Engine, request: Request, key: str, role
 async def export_session(app: Marsho, engine: Engine, key: str) -> str:
     """Save the session as JSON in the data folder; the reply says where (and shows it if short)."""
     data = {"session": key, "messages": await engine.history.export(key)}
-    text = json.dumps(data, ensure_ascii=False, indent=1)
+    text = redact(json.dumps(data, ensure_ascii=False, indent=1))
     folder = app.data_dir / "exports"
     folder.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S") + f"-{time.time_ns() % 10**9:09d}"
@@ -313,7 +315,7 @@ async def handle_request(bot: Bot, event: Event, state: T_State) -> None:
     how = app.delivery()
     if config.marsho_send_reasoning and reply.reasoning:
         await send_reasoning(bot, reply.reasoning, how)
-    answer = reply_text(t, reply, engine.max_tool_rounds)
+    answer = reply_text(t, reply, engine.max_tool_rounds, config.marsho_max_answer_chars)
     if reply.save_error is not None:  # answered, but not saved: still worth sending
         logger.error(f"marsho: session {key}: {reply.save_error}")
         saved = reply.save_error
