@@ -95,3 +95,31 @@ async def test_the_web_service_example_answers_with_a_chart(tmp_path: Path) -> N
     assert result.ok, result.content
     assert "月份" in result.content and len(result.images) == 1
     assert result.images[0].startswith(b"\x89PNG")
+
+
+
+def test_the_pyproject_snippet_is_nb_clis_current_format_and_loads_the_plugin(tmp_path: Path) -> None:
+    """nb-cli reads `plugins` and `adapters` as tables keyed by package (a list is its legacy
+    format, which `nb run` warns about); NoneBot loads the plugin from it."""
+    import os
+    import subprocess
+    import sys
+
+    snippet = code_after("### In an existing NoneBot project", "toml")
+    assert "[tool.nonebot.plugins]" in snippet and "plugins = [" not in snippet
+    for project in (snippet, (Path(__file__).resolve().parent.parent / "pyproject.toml").read_text()):
+        if "[tool.nonebot]" not in project:
+            project = "[tool.nonebot]\nplugin_dirs = []\n\n" + project
+        folder = tmp_path / str(abs(hash(project)))
+        folder.mkdir()
+        (folder / "pyproject.toml").write_text(project, encoding="utf-8")
+        script = (
+            "import nonebot\n"
+            "nonebot.init(_env_file=('none.env',), driver='~none', localstore_data_dir='data')\n"
+            "nonebot.load_from_toml('pyproject.toml')\n"
+            "print(sorted(p.name for p in nonebot.get_loaded_plugins()))\n"
+        )
+        env = {k: v for k, v in os.environ.items() if not k.upper().startswith(("MARSHO", "LOCALSTORE"))}
+        done = subprocess.run([sys.executable, "-c", script], cwd=folder, env=env, capture_output=True,
+                              text=True, timeout=60)
+        assert "'nonebot_plugin_marsho'" in done.stdout, done.stdout + done.stderr
