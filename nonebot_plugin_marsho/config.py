@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import difflib
+import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Union, get_args, get_origin
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from nonebot.typing import origin_is_union
+from nonebot.utils import type_is_complex
 from pydantic import BaseModel, Field, ValidationError, create_model, field_validator, model_validator
 
 from . import i18n
@@ -351,50 +356,154 @@ LEGACY_KEYS: dict[str, tuple[str, ...]] = {
     "marsho_toolkit_dirs": ("marshoai_toolset_dir",),
     "marsho_disabled_toolkits": ("marshoai_disabled_toolkits",),
 }
-"""nonebot-plugin-marshoai's `.env` keys, read when the MARSHO_* key is absent."""
+"""nonebot-plugin-marshoai's `.env` keys, read when the MARSHO_* key is absent or empty."""
+
+_NO_PLUGINS = "marshoai's plugins do not load (toolkit folders do: MARSHO_TOOLKIT_DIRS)"
+_NO_SAMPLING = "Marsho sends no sampling parameters (temperature, top_p, max_tokens...)"
+UNSUPPORTED_LEGACY_KEYS: dict[str, str] = {
+    "marshoai_use_yaml_config": "Marsho reads .env only, never config/marshoai/config.yaml",
+    "marshoai_main_colour": "Marsho has no theme colour",
+    "marshoai_sysasuser_prompt": "Marsho has no such setting",
+    "marshoai_enable_sysasuser_prompt": "Marsho has no such setting",
+    "marshoai_poke_suffix": "pokes are answered as MARSHO_POKE says (model, fixed or off)",
+    "marshoai_enable_nickname_tip": "Marsho never asks for a nickname",
+    "marshoai_enforce_nickname": "Marsho never asks for a nickname",
+    "marshoai_enable_support_image_tip": "a model outside MARSHO_VISION_MODELS always gets the tip",
+    "marshoai_enable_praises": "praises.json is used when it exists (MARSHO_PRAISES_FILE)",
+    "marshoai_enable_tools": "toolkits are always loaded; MARSHO_TOOL_MODE=off sends the model none",
+    "marshoai_load_builtin_tools": "leave built-in toolkits out with MARSHO_DISABLED_TOOLKITS",
+    "marshoai_fix_toolcalls": "not needed: tool calls are run whatever the finish reason",
+    "marshoai_enable_plugins": _NO_PLUGINS,
+    "marshoai_plugins": _NO_PLUGINS,
+    "marshoai_plugin_dirs": _NO_PLUGINS,
+    "marshoai_devmode": _NO_PLUGINS,
+    "marshoai_model_args": _NO_SAMPLING,
+    "marshoai_temperature": _NO_SAMPLING,
+    "marshoai_top_p": _NO_SAMPLING,
+    "marshoai_max_tokens": _NO_SAMPLING,
+    "marshoai_additional_image_models": "list those models in MARSHO_VISION_MODELS (it replaces the "
+                                        "default list, so keep the ones you use)",
+    "marshoai_support_image_models": "use MARSHO_VISION_MODELS",
+    "marshoai_tencent_secretid": "Marsho has no Tencent Cloud toolkit",
+    "marshoai_tencent_secretkey": "Marsho has no Tencent Cloud toolkit",
+}
+"""nonebot-plugin-marshoai's keys (its config.py and docs) that Marsho does not read, and why.
+Any other MARSHOAI_* key is reported too, as having no equivalent."""
+
+_FROM_MARSHOAI = "(from nonebot-plugin-marshoai)"
+
+
+def _blank(value: Any) -> bool:
+    """`KEY=` (empty or spaces) or a bare `KEY` in .env."""
+    return value is None or (isinstance(value, str) and not value.strip())
 
 
 def apply_legacy_keys(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """NoneBot's settings with marshoai's keys copied to ours where ours are absent, and a
-    note for each (so owners moving from marshoai can rename at leisure)."""
+    """NoneBot's settings with marshoai's keys copied to ours where ours are absent or empty, and
+    a note for every marshoai key: read as which of ours (rename it), or ignored and why.
+
+    An empty MARSHO_* value (`MARSHO_API_KEY=`, as an example file has it) counts as absent when
+    the marshoai key has a value; an empty marshoai value is ignored.
+    """
     data = dict(data)
-    notes = []
+    read_as: dict[str, list[str]] = {}
+    ignored: dict[str, list[str]] = {}
     for key, legacy in LEGACY_KEYS.items():
-        if data.get(key) is not None:
+        ours = key.upper()
+        given = [old for old in legacy if old in data]
+        if not given:
             continue
-        for old in legacy:
-            if data.get(old) is not None:
-                data[key] = data[old]
-                notes.append(f"{old.upper()} (from nonebot-plugin-marshoai) is read as "
-                             f"{key.upper()}; rename it in .env")
-                break
+        if not _blank(data.get(key)):
+            for old in given:
+                ignored.setdefault(old, []).append(f"{ours} is set")
+            continue
+        filled = [old for old in given if not _blank(data[old])]
+        for old in given:
+            if old not in filled:
+                ignored.setdefault(old, []).append("it is empty")
+        if filled:
+            data[key] = data[filled[0]]
+            read_as.setdefault(filled[0], []).append(ours)
+            for old in filled[1:]:
+                ignored.setdefault(old, []).append(f"{filled[0].upper()} is read as {ours}")
+    notes = []
+    for old in dict.fromkeys([*read_as, *ignored]):
+        if old in read_as:
+            notes.append(f"{old.upper()} {_FROM_MARSHOAI} is read as {' and '.join(read_as[old])}; "
+                         "rename it in .env")
+        if old in ignored:
+            how = "is not read as those" if old in read_as else "is ignored"
+            notes.append(f"{old.upper()} {_FROM_MARSHOAI} {how}: {'; '.join(dict.fromkeys(ignored[old]))}")
+    known = {old for legacy in LEGACY_KEYS.values() for old in legacy}
+    for old in sorted(k for k in data if k.startswith("marshoai_") and k not in known):
+        reason = UNSUPPORTED_LEGACY_KEYS.get(old, "Marsho has no equivalent")
+        notes.append(f"{old.upper()} {_FROM_MARSHOAI} is ignored: {reason}")
     return data, notes
+
+
+_SUGGESTIONS = {
+    "marsho_token": "marsho_api_key", "marsho_key": "marsho_api_key", "marsho_endpoint": "marsho_base_url",
+    "marsho_url": "marsho_base_url", "marsho_prompt": "marsho_system_prompt",
+    "marsho_default_model": "marsho_model", "marsho_default_name": "marsho_name",
+}
+"""Keys people guess (marshoai's names with our prefix) and the setting they mean."""
+
+
+def settings_keys(settings: Mapping[str, Any], environ: Mapping[str, str]) -> dict[str, bool]:
+    """Every key of NoneBot's config (its `.env` files) and of the environment, lower case and
+    without a nested `__part`; True for those only the environment holds."""
+    keys = {name.lower().split("__")[0]: False for name in settings}
+    for name in environ:
+        keys.setdefault(name.lower().split("__")[0], True)
+    return keys
+
+
+def misspelled_keys(keys: Mapping[str, bool]) -> list[str]:
+    """A warning for every MARSHO_* key that is not a setting, naming the closest one."""
+    fields = list(Config.model_fields)
+    warnings = []
+    for key in sorted(k for k in keys if k.startswith("marsho_") and k not in Config.model_fields):
+        close = _SUGGESTIONS.get(key) or next(iter(difflib.get_close_matches(
+            key.removeprefix("marsho_"), [f.removeprefix("marsho_") for f in fields], n=1, cutoff=0.6
+        )), None)
+        guess = f"did you mean {'MARSHO_' + close.removeprefix('marsho_').upper()}?" if close else (
+            "see .env.example for the settings")
+        where = (" (if a ${" + key.upper() + "} in mcp.json or webservices.json uses it, ignore this)"
+                 if keys[key] else "")
+        warnings.append(f"{key.upper()} is not a setting; {guess}{where}")
+    return warnings
 
 
 def read_config() -> tuple[Config, str, list[str]]:
     """The plugin's settings from NoneBot's config: (config, problem, notes). On a bad value, the
-    defaults and the problem (in MARSHO_LANG if that setting is fine); notes name the marshoai
-    keys read in place of ours.
+    defaults and the problem (in MARSHO_LANG if that setting is fine); notes say which marshoai
+    keys were read in place of ours or ignored and why, and which MARSHO_* keys are no setting.
 
     A bad `.env` value must not keep the bot from starting: the plugin loads with defaults
     and answers every chat with what to fix (see chat/matchers.py).
     """
-    from nonebot import get_plugin_config
+    from nonebot import get_driver, get_plugin_config
 
+    settings = get_driver().config.model_dump()
+    keys = settings_keys(settings, os.environ)
+    # every MARSHO_* and marshoai key as NoneBot reads it (JSON decoded where ours is a list or
+    # a dict), before validation: an empty MARSHO_* key gives way to a marshoai one
+    data = get_plugin_config(_RawSettings).model_dump(exclude_unset=True)
+    environ = {name.lower(): value for name, value in os.environ.items()}
+    for key in keys:
+        if key.startswith("marshoai_") and key not in data:  # named in the notes, not used
+            data[key] = settings.get(key, environ.get(key))
+    data, notes = apply_legacy_keys(data)
+    notes += misspelled_keys(keys)
     try:
-        config = get_plugin_config(Config)
-        # marshoai's keys, from .env or the environment like ours, fill in the ones not set
-        legacy = get_plugin_config(_LegacyKeys).model_dump(exclude_none=True)
-        data, notes = apply_legacy_keys({**legacy, **config.model_dump(exclude_unset=True)})
-        if notes:
-            config = Config.model_validate(data)
+        config = Config.model_validate(data)
     except ValidationError as error:
         # the complaint itself in the language asked for, if that setting is fine
         try:
             language = get_plugin_config(_LanguageOnly).marsho_lang
         except ValidationError:
             language = "zh-CN"
-        return Config(), describe_validation_error(error, language), []
+        return Config(), describe_validation_error(error, language), notes
     return config, "", notes
 
 
@@ -407,6 +516,15 @@ class _LanguageOnly(BaseModel):
         return language_alias(value)
 
 
-_LegacyKeys = create_model(  # type: ignore[call-overload]
-    "_LegacyKeys", **{name: (Any, None) for names in LEGACY_KEYS.values() for name in names}
+def _as_written(annotation: Any) -> Any:
+    """Any value, JSON-decoded by NoneBot (when it can be) where ours is a list or a dict."""
+    args = get_args(annotation) if origin_is_union(get_origin(annotation)) else (annotation,)
+    return Union[dict[str, Any], Any] if any(type_is_complex(arg) for arg in args) else Any  # noqa: UP007
+
+
+_RawSettings = create_model(  # type: ignore[call-overload]
+    "_RawSettings",
+    **{name: (_as_written(field.annotation), None) for name, field in Config.model_fields.items()},
+    **{old: (_as_written(Config.model_fields[key].annotation), None)
+       for key, legacy in LEGACY_KEYS.items() for old in legacy},
 )

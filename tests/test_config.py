@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import re
+
 import pytest
 from pydantic import ValidationError
 
@@ -18,12 +21,57 @@ def test_defaults_match_the_documented_ones() -> None:
     assert config.marsho_tool_timeout == 30
 
 
-def test_every_key_is_documented_in_env_example() -> None:
+ONE_LINE_EXCEPTIONS = {
+    "marsho_vision_models": "its default is a long list; the line shows an example",
+    "marsho_system_prompt": "unset is Marsho's persona; the line shows the empty value (no persona)",
+}
+"""Keys whose commented line in .env.example is not their default, and why."""
+
+
+def example_lines() -> dict[str, str]:
+    """`# MARSHO_X=value` lines of .env.example: lower-case key -> value as written."""
     from pathlib import Path
 
     example = (Path(__file__).parent.parent / ".env.example").read_text(encoding="utf-8")
+    lines = {}
+    for line in example.splitlines():
+        match = re.fullmatch(r"# (MARSHO_[A-Z_]+)=(.*)", line)
+        if match:
+            lines[match[1].lower()] = match[2]
+    return lines
+
+
+def test_every_key_is_documented_in_env_example_as_a_commented_line() -> None:
+    lines = example_lines()
     for field in Config.model_fields:
-        assert field.upper() in example, f"{field.upper()} is missing from .env.example"
+        assert field in lines, f"# {field.upper()}=... is missing from .env.example"
+    assert set(lines) <= set(Config.model_fields), "a line of .env.example is no setting"
+
+
+def test_env_example_sets_no_marsho_key_so_copying_it_changes_nothing() -> None:
+    from pathlib import Path
+
+    from dotenv import dotenv_values
+
+    values = dotenv_values(Path(__file__).parent.parent / ".env.example")
+    assert [key for key in values if key.upper().startswith("MARSHO")] == []
+
+
+def test_each_commented_line_of_env_example_shows_the_default() -> None:
+    defaults = Config()
+    for field, written in example_lines().items():
+        if field in ONE_LINE_EXCEPTIONS:
+            continue
+        try:
+            value = json.loads(written) if written else written
+        except ValueError:
+            value = written  # as NoneBot reads it: JSON when it can be, else the text
+        if Config.model_fields[field].default is None:  # unset: the line is the empty value
+            assert written == "", f"{field.upper()}={written} should be left empty"
+            continue
+        assert getattr(Config(**{field: value}), field) == getattr(defaults, field), (
+            f"# {field.upper()}={written} in .env.example is not the default"
+        )
 
 
 @pytest.mark.parametrize(
@@ -64,7 +112,8 @@ def test_marshoai_keys_are_read_when_ours_are_absent() -> None:
     assert config.marsho_name == "kept"  # our key wins
     assert [str(p) for p in config.marsho_toolkit_dirs] == ["/srv/marsho/tools"]
     assert "MARSHOAI_TOKEN (from nonebot-plugin-marshoai) is read as MARSHO_API_KEY; rename it in .env" in notes
-    assert not any("MARSHOAI_DEFAULT_NAME" in note for note in notes)
+    assert ("MARSHOAI_DEFAULT_NAME (from nonebot-plugin-marshoai) is ignored: MARSHO_NAME is set"
+            in notes)
 
 
 def test_read_config_applies_the_marshoai_keys(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -72,13 +121,16 @@ def test_read_config_applies_the_marshoai_keys(monkeypatch: pytest.MonkeyPatch) 
 
     monkeypatch.setenv("MARSHOAI_DEFAULT_NAME", "neko")
     monkeypatch.setenv("MARSHOAI_AT", "true")
+    monkeypatch.setenv("MARSHOAI_ALIASES", '["喵"]')  # JSON from the environment, like ours
     monkeypatch.setenv("MARSHOAI_DEFAULT_MODEL", "m1")  # MARSHO_MODEL is set by the tests: it wins
     config, error, notes = config_module.read_config()
     assert error == ""
-    assert config.marsho_name == "neko" and config.marsho_at is True
+    assert config.marsho_name == "neko" and config.marsho_at is True and config.marsho_aliases == ["喵"]
     assert config.marsho_model == "fake-model"
     assert sorted(notes) == [
+        "MARSHOAI_ALIASES (from nonebot-plugin-marshoai) is read as MARSHO_ALIASES; rename it in .env",
         "MARSHOAI_AT (from nonebot-plugin-marshoai) is read as MARSHO_AT; rename it in .env",
+        "MARSHOAI_DEFAULT_MODEL (from nonebot-plugin-marshoai) is ignored: MARSHO_MODEL is set",
         "MARSHOAI_DEFAULT_NAME (from nonebot-plugin-marshoai) is read as MARSHO_NAME; rename it in .env",
     ]
 

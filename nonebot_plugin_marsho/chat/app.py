@@ -37,6 +37,10 @@ if TYPE_CHECKING:
     from ..tools.mcp import McpManager
 
 
+MARSHOAI_MCP_FILE = Path("config/marshoai/mcp.json")
+"""Where nonebot-plugin-marshoai keeps its MCP servers: in the bot's working directory."""
+
+
 @dataclass
 class Marsho:
     """Everything the handlers use, built from one Config; nothing else in the plugin holds state."""
@@ -47,7 +51,8 @@ class Marsho:
     config_error: str = ""
     """Why `.env` could not be read (the config is then the defaults and every chat is told)."""
     legacy_notes: list[str] = field(default_factory=list)
-    """marshoai keys read in place of ours, logged at startup."""
+    """marshoai keys read in place of ours or ignored (and why), MARSHO_* keys that are no
+    setting: logged at startup (config.read_config)."""
     texts: Texts = field(init=False)
     prompt: Prompt = field(init=False)
     fair_use: FairUse = field(init=False)
@@ -178,6 +183,20 @@ class Marsho:
             return self.config.marsho_database_url
         return f"sqlite+aiosqlite:///{self.data_dir / 'marsho.db'}"
 
+    def mcp_file(self) -> Path:
+        """The MCP servers' file: MARSHO_MCP_FILE, else `mcp.json` in the data folder, else, when
+        only it exists, nonebot-plugin-marshoai's `config/marshoai/mcp.json` (the same
+        `mcpServers` format). Logs which file it is when there is one."""
+        path = self.config.marsho_mcp_file or self.data_dir / "mcp.json"
+        old = MARSHOAI_MCP_FILE.resolve()
+        if not self.config.marsho_mcp_file and not path.is_file() and old.is_file():
+            logger.info(f"marsho: MCP servers from nonebot-plugin-marshoai's {old} "
+                        f"(copy it to {path} to keep it there)")
+            return old
+        if path.is_file():
+            logger.info(f"marsho: MCP servers from {path}")
+        return path
+
     async def start(self) -> None:
         """Load toolkits and connect the engine; report, never raise, so the bot always starts."""
         config, t = self.config, self.texts
@@ -253,7 +272,7 @@ class Marsho:
     async def start_mcp(self, toolset: Toolset) -> McpManager | None:
         """Connect the MCP servers of MARSHO_MCP_FILE (or the data folder's mcp.json), if any; a
         server that fails is retried in the background and never keeps the bot from starting."""
-        path = self.config.marsho_mcp_file or self.data_dir / "mcp.json"
+        path = self.mcp_file()
         if not path.is_file():
             if self.config.marsho_mcp_file:
                 logger.error(f"marsho: MARSHO_MCP_FILE={path} does not exist")
