@@ -90,25 +90,13 @@ class ToolEntry(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _unwrap(cls, data: Any) -> Any:
+    def _unwrap(cls, data: Any, info: ValidationInfo) -> Any:
         if not isinstance(data, dict):
             return data
-        entry = data
-        if "function" in entry:
-            if not isinstance(entry["function"], dict):
-                raise ValueError(f"'function' must be a JSON object, not {json_type(entry['function'])}")
-            if entry.get("type", "function") != "function":
-                raise ValueError(f"'type' must be \"function\", not {entry['type']!r}")
-            data = {**entry["function"]}
-            for key in ("permission", "required"):  # ours, and marshoai's misplaced "required"
-                if key in entry and key not in data:
-                    data[key] = entry[key]
-        elif "name" not in entry:
-            raise ValueError("has neither 'function' nor 'name'")
-        parameters = data.get("parameters")
-        if "required" in data and (parameters is None or isinstance(parameters, dict)):
-            # marshoai's example puts "required" beside "parameters"; JSON Schema wants it inside
-            data = {**data, "parameters": {"required": data["required"], **(parameters or {})}}
+        data, warnings = _normalize_entry(data)
+        found = (info.context or {}).get("warnings")
+        if found is not None:
+            found.extend(warnings)
         return data
 
     @field_validator("name")
@@ -134,17 +122,65 @@ class ToolkitManifest(BaseModel):
     """What the toolkit sends out of the bot, and to whom (empty: nothing)."""
 
 
-def _required_warning(raw: Any) -> str | None:
-    """The warning for marshoai's "required" beside "parameters", which ToolEntry moves inside."""
-    function = raw.get("function", raw) if isinstance(raw, dict) else None
-    if not isinstance(function, dict):
-        return None
-    if "required" not in function and "required" not in raw:
-        return None
-    parameters = function.get("parameters")
-    if isinstance(parameters, dict) and "required" in parameters:
-        return "'required' stands beside 'parameters' and inside it; the one inside is used"
-    return "'required' stands beside 'parameters'; moved inside 'parameters' where JSON Schema expects it"
+def _normalize_entry(entry: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """A tools.json entry read flat (the function's fields, plus "permission"), with marshoai's
+    slips mended, and a warning for each: "required" beside "parameters" (marshoai's own example)
+    moved inside, and "require" (megakits' spelling, beside or inside) read as "required"."""
+    warnings: list[str] = []
+    if "function" in entry:
+        if not isinstance(entry["function"], dict):
+            raise ValueError(f"'function' must be a JSON object, not {json_type(entry['function'])}")
+        if entry.get("type", "function") != "function":
+            raise ValueError(f"'type' must be \"function\", not {entry['type']!r}")
+        data = {**entry["function"]}
+        for key in ("permission", "required", "require"):  # ours, and marshoai's misplaced ones
+            if key in entry and key not in data:
+                data[key] = entry[key]
+    elif "name" not in entry:
+        raise ValueError("has neither 'function' nor 'name'")
+    else:
+        data = {**entry}
+    parameters = data.get("parameters")
+    if isinstance(parameters, dict) and "require" in parameters:
+        if "required" in parameters:
+            warnings.append("'parameters' has both 'require' and 'required'; 'require' (not a "
+                            "JSON Schema keyword) is ignored")
+            parameters = {k: v for k, v in parameters.items() if k != "require"}
+        else:
+            warnings.append(f"'require' inside 'parameters' is read as 'required' (JSON Schema's "
+                            f"spelling); as written, {_names(parameters['require'])} would be "
+                            "optional to the model")
+            parameters = {("required" if k == "require" else k): v for k, v in parameters.items()}
+        data["parameters"] = parameters
+    if parameters is not None and not isinstance(parameters, dict):
+        return data, warnings  # the field's own check says what is wrong
+    for key in ("required", "require"):
+        if key not in data:
+            continue
+        value = data.pop(key)
+        if parameters is not None and "required" in parameters:
+            inside = "inside it is used" if key == "required" else "there is used"
+            warnings.append(f"{key!r} stands beside 'parameters', and 'parameters' has 'required' "
+                            f"too; the one {inside}")
+            continue
+        parameters = {"required": value, **(parameters or {})}
+        data["parameters"] = parameters
+        if key == "required":
+            warnings.append("'required' stands beside 'parameters'; moved inside 'parameters' "
+                            "where JSON Schema expects it")
+        else:
+            warnings.append(f"'require' beside 'parameters' is read as 'required' and moved "
+                            f"inside 'parameters' (JSON Schema's spelling and place); as written, "
+                            f"{_names(value)} would be optional to the model")
+    return data, warnings
+
+
+def _names(value: Any) -> str:
+    """'upper', 'a' and 'b' for a list of names, for messages."""
+    if not isinstance(value, list) or not value:
+        return "its parameters"
+    shown = [repr(v) for v in value]
+    return shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + " and " + shown[-1]
 
 
 def read_tools_json(path: Path, toolkit: str, problems: _Problems) -> list[ToolEntry]:
@@ -164,15 +200,17 @@ def read_tools_json(path: Path, toolkit: str, problems: _Problems) -> list[ToolE
     first_seen: dict[str, str] = {}
     for index, raw in enumerate(data):
         where = entry_label(None, index, raw.get("function", raw) if isinstance(raw, dict) else None)
+        mended: list[str] = []
         try:
-            entry = validate(ToolEntry, raw, path, where=where, context={"toolkit": toolkit})
+            entry = validate(ToolEntry, raw, path, where=where,
+                             context={"toolkit": toolkit, "warnings": mended})
         except FileFormatError as error:
             problems.errors(error)
             continue
         if "function" not in raw:
             problems.warning(path, f"{where}: no {{\"type\": \"function\", \"function\": ...}} "
                              "wrapper; read as the function itself")
-        warnings = [_required_warning(raw)] + parameter_warnings(entry.parameters)
+        warnings: list[str | None] = [*mended, *parameter_warnings(entry.parameters)]
         if not entry.description.strip():
             warnings.append("no 'description'; the model will not know when to call it")
         for warning in filter(None, warnings):
@@ -212,11 +250,126 @@ def _where_in_folder(error: BaseException, folder: Path) -> str:
     return found
 
 
+PIP_PACKAGES = {
+    "bs4": "beautifulsoup4",
+    "yaml": "PyYAML",
+    "PIL": "Pillow",
+    "cv2": "opencv-python",
+    "sklearn": "scikit-learn",
+    "skimage": "scikit-image",
+    "dateutil": "python-dateutil",
+    "dotenv": "python-dotenv",
+    "Crypto": "pycryptodome",
+    "Cryptodome": "pycryptodomex",
+    "jwt": "PyJWT",
+    "fitz": "PyMuPDF",
+    "docx": "python-docx",
+    "pptx": "python-pptx",
+    "magic": "python-magic",
+    "serial": "pyserial",
+    "OpenSSL": "pyOpenSSL",
+    "attr": "attrs",
+    "google.protobuf": "protobuf",
+    "zmq": "pyzmq",
+    "socks": "PySocks",
+    "git": "GitPython",
+    "win32api": "pywin32",
+    "nonebot": "nonebot2",
+    "jose": "python-jose",
+    "multipart": "python-multipart",
+    "Levenshtein": "levenshtein",
+    "pypinyin": "pypinyin",
+}
+"""Modules whose pip package has another name: what an import error tells the owner to install."""
+
+MARSHOAI_MODULE = "nonebot_plugin_marshoai"
+
+_MARSHOAI_PLUGIN = re.compile(
+    rf"^\s*(?:from\s+{MARSHOAI_MODULE}\.plugin\b|import\s+{MARSHOAI_MODULE}\.plugin\b"
+    r"|@on_function_call\b|__marsho_meta__\s*=)",
+    re.MULTILINE,
+)
+"""marshoai's plugin format (1.0 on): `@on_function_call(...)` from `nonebot_plugin_marshoai.plugin`."""
+
+MARSHOAI_PLUGIN = ("this is a nonebot-plugin-marshoai plugin, not a toolkit folder; see README "
+                   "(\"Imports, problems and testing\"): {how}")
+_MARSHOAI_PLUGIN_HOW = ("Marsho does not run marshoai's plugin API (on_function_call, "
+                        "__marsho_meta__): rewrite it as a toolkit, each function's description= "
+                        "as its docstring and its .params(...) as type hints")
+
+
+def _missing_module(error: ModuleNotFoundError, folder: Path, module_name: str) -> tuple[str, str]:
+    """(what is missing, what to do): a file of the toolkit's own, marshoai's code, or a module
+    of a pip package (the package named where its name differs from the module's)."""
+    name = error.name or ""
+    if name == module_name or name.startswith(module_name + "."):
+        own = name[len(module_name) + 1:] or "__init__"
+        first = own.split(".")[0]
+        near = [p.name for p in folder.iterdir() if p.stem.lower() == first.lower()
+                and p.stem != first] if folder.is_dir() else []
+        hint = f"; {', '.join(near)} is there, but names are case-sensitive" if near else ""
+        return (f"the toolkit's own module {own!r} is missing",
+                f"there is no {first}.py (nor a {first}/ folder) in {folder}{hint}")
+    top = name.split(".")[0]
+    if top == MARSHOAI_MODULE:
+        line = _failing_line(error, folder)
+        if f"{MARSHOAI_MODULE}.plugin" in line or "on_function_call" in line:
+            return MARSHOAI_PLUGIN.format(how=_MARSHOAI_PLUGIN_HOW), ""
+        shown = f" (`{line}`)" if line else ""
+        return (f"it imports nonebot-plugin-marshoai's own code{shown}",
+                "Marsho neither provides nor needs it: copy what the toolkit uses from it into "
+                "the toolkit (see README, \"Imports, problems and testing\")")
+    if not name:
+        return f"{type(error).__name__}: {error}", ""
+    if top != name and name not in PIP_PACKAGES:
+        try:
+            installed = importlib.util.find_spec(top) is not None
+        except (ImportError, ValueError):
+            installed = False
+        if installed:
+            return (f"ModuleNotFoundError: the module {name!r} does not exist",
+                    f"{top!r} is installed, but has no such part: another version than the "
+                    "toolkit was written for?")
+    package = PIP_PACKAGES.get(name) or PIP_PACKAGES.get(top) or top
+    provider = f"the pip package {package} provides it: " if package != top else ""
+    return (f"ModuleNotFoundError: the module {name!r} is not installed",
+            f"{provider}pip install {package} (into the Python environment the bot runs in)")
+
+
+def _failing_line(error: BaseException, folder: Path) -> str:
+    """The source line of the deepest traceback frame inside the toolkit folder ("" if none)."""
+    line = ""
+    for frame in traceback.extract_tb(error.__traceback__):
+        if Path(frame.filename).resolve().is_relative_to(folder.resolve()):
+            line = (frame.line or "").strip()
+    return line
+
+
+def _import_problem(error: BaseException, folder: Path, module_name: str) -> str:
+    """The import error as the author reads it: what failed, the file and line, what to do."""
+    where = _where_in_folder(error, folder)
+    if isinstance(error, ModuleNotFoundError):
+        what, advice = _missing_module(error, folder, module_name)
+        return f"import failed: {what}{where}" + (f"; {advice}" if advice else "")
+    if isinstance(error, ImportError) and error.name == module_name:  # from . import sibling
+        wanted = re.match(r"cannot import name '([^']+)'", str(error))
+        if wanted and not any((folder / n).exists() for n in (wanted[1] + ".py", wanted[1])):
+            missing = ModuleNotFoundError(name=f"{module_name}.{wanted[1]}")
+            what, advice = _missing_module(missing, folder, module_name)
+            return f"import failed: {what}, or __init__.py lacks the name{where}; {advice}"
+    text = f"{type(error).__name__}: {error}".replace(module_name, folder.name)
+    return f"import failed: {text}{where}"
+
+
+def _module_name(toolkit: str, folder: Path) -> str:
+    digest = hashlib.sha1(str(folder.resolve()).encode()).hexdigest()[:8]
+    return f"{MODULE_NAMESPACE}.{re.sub(r'[^0-9A-Za-z_]', '_', toolkit)}_{digest}"
+
+
 def import_toolkit_module(toolkit: str, folder: Path) -> types.ModuleType:
     """Import a toolkit's `__init__.py` under the private namespace; siblings import relatively."""
     _ensure_namespace()
-    digest = hashlib.sha1(str(folder.resolve()).encode()).hexdigest()[:8]
-    module_name = f"{MODULE_NAMESPACE}.{re.sub(r'[^0-9A-Za-z_]', '_', toolkit)}_{digest}"
+    module_name = _module_name(toolkit, folder)
     _forget_module(module_name)
     spec = importlib.util.spec_from_file_location(
         module_name, folder / "__init__.py", submodule_search_locations=[str(folder)]
@@ -276,6 +429,12 @@ def _tool_from_spec(
     for name in sorted(signature.required - offered - set(presets)):
         problems.error(tools_file, f"{spec.name}: {spec.function}() needs {name!r} (it has no "
                        "default), but the schema does not offer it to the model")
+    listed = set(parameters.get("required", []))
+    for name in sorted((signature.required & offered) - listed):
+        problems.warning(tools_file, f"{spec.name}: {spec.function}() needs {name!r} (it has no "
+                         "default), but the schema leaves it optional ('required' does not list "
+                         "it), so the model may leave it out; list it in 'required' or give it "
+                         "a default")
     for name in sorted(offered - signature.names):
         if not signature.takes_kwargs:
             problems.warning(tools_file, f"{spec.name}: the schema offers {name!r}, but "
@@ -329,14 +488,18 @@ def load_toolkit(
     if not init_file.is_file():
         problems.error(init_file, "missing: a toolkit folder needs an __init__.py holding its functions")
         return None
-    specs = read_tools_json(tools_file, name, problems) if tools_file.is_file() else None
+    if _is_marshoai_plugin(init_file):
+        problems.error(init_file, MARSHOAI_PLUGIN.format(how=_MARSHOAI_PLUGIN_HOW))
+        return None
+    has_tools_json = tools_file.is_file()
+    other_format = None if has_tools_json else _other_tools_file(folder)
+    specs = read_tools_json(tools_file, name, problems) if has_tools_json else None
     if problems.failed:
         return None
     try:
         module = import_toolkit_module(name, folder)
     except (Exception, SystemExit) as error:
-        problems.error(init_file, f"import failed: {type(error).__name__}: {error}"
-                       f"{_where_in_folder(error, folder)}")
+        problems.error(init_file, _import_problem(error, folder, _module_name(name, folder)))
         return None
     toolboxes = [value for value in vars(module).values() if isinstance(value, Toolbox)]
     tools: list[Tool] = []
@@ -356,9 +519,17 @@ def load_toolkit(
             if tool.name in seen:
                 problems.error(init_file, f"tool name {tool.name!r} is registered twice")
             seen.add(tool.name)
-        if not tools:
+        if not tools and other_format is not None:
+            problems.error(other_format, "found, but Marsho reads tool descriptions only from "
+                           "tools.json, so this toolkit has no tools: write the same entries as "
+                           "JSON in tools.json (marshoai's format), or describe the functions in "
+                           "__init__.py (README, \"Writing a toolkit\")")
+        elif not tools:
             problems.error(init_file, "no tools: add a tools.json, register functions in a "
                            "Toolbox, or give __init__.py public functions with docstrings")
+        elif other_format is not None:
+            problems.warning(other_format, "not read: Marsho reads tool descriptions only from "
+                             "tools.json; the tools of this toolkit come from __init__.py")
     if problems.failed:
         return None
     for tool in tools:
@@ -370,8 +541,29 @@ def load_toolkit(
     return Toolkit(name=name, path=folder, tools=tools)
 
 
+OTHER_TOOLS_FILES = ("tools.yaml", "tools.yml")
+"""Tool descriptions in a format Marsho does not read: named in the message, not ignored."""
+
+
+def _other_tools_file(folder: Path) -> Path | None:
+    return next((folder / n for n in OTHER_TOOLS_FILES if (folder / n).is_file()), None)
+
+
+def _is_marshoai_plugin(init_file: Path) -> bool:
+    """True for a folder in marshoai's plugin format (read before importing it, which would fail
+    on `nonebot_plugin_marshoai` and send the owner to install marshoai)."""
+    try:
+        data = init_file.read_bytes()
+    except OSError:
+        return False  # the import says why
+    return MARSHOAI_MODULE.encode() in data and _MARSHOAI_PLUGIN.search(
+        data.decode("utf-8", errors="replace")) is not None
+
+
 def _is_toolkit_folder(path: Path) -> bool:
-    return (path / "__init__.py").is_file() or (path / "tools.json").is_file()
+    return (path / "__init__.py").is_file() or (path / "tools.json").is_file() or any(
+        (path / n).is_file() for n in OTHER_TOOLS_FILES
+    )
 
 
 def _toolkit_folders(source: ToolsetSource, toolset: Toolset) -> list[Path]:

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-import functools
+import contextvars
 import inspect
 import json
 import math
+import os
 import re
+import sys
 import time
 import traceback
+import warnings
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -89,7 +92,9 @@ def loads_json(text: str) -> Any:
     try:
         return _STRICT_JSON.decode(text)
     except json.JSONDecodeError as error:
-        raise BadJSON(f"{error.msg} at line {error.lineno}, column {error.colno}") from None
+        # json's own messages may end in "at" ("Unterminated string starting at"): say it once
+        reason = error.msg.removesuffix(" at")
+        raise BadJSON(f"{reason} at line {error.lineno}, column {error.colno}") from None
     except RecursionError:
         raise BadJSON("nested too deeply") from None
     except ValueError as error:  # "Exceeds the limit (4300 digits) ...; use sys.set_int_..."
@@ -169,10 +174,122 @@ def redact(text: str, presets: dict[str, Any]) -> str:
     return text
 
 
-def _origin(error: BaseException) -> str:
-    """' (at file.py line 3)' for the deepest frame of the exception's traceback."""
+def _code_of(func: Callable[..., Any]) -> Any:
+    """The code object a tool's function runs (through functools.wraps and partial), or None."""
+    for _ in range(10):
+        func = inspect.unwrap(func)
+        inner = getattr(func, "func", None)  # functools.partial
+        if inner is None or not callable(inner):
+            break
+        func = inner
+    return getattr(func, "__code__", None)
+
+
+def _shown(filename: str, home: str) -> str:
+    """A file as the author knows it: `my-kit/helpers.py` inside the toolkit, else its path."""
+    if home and filename.startswith(home):
+        return os.path.relpath(filename, os.path.dirname(home.rstrip(os.sep)))
+    return filename
+
+
+def _home(tool: Tool) -> str:
+    """The folder of the file that defines the tool's function (its toolkit's folder), with a
+    trailing separator; "" when there is no Python code to point at."""
+    code = _code_of(tool.func)
+    filename = getattr(code, "co_filename", "")
+    return os.path.dirname(os.path.abspath(filename)) + os.sep if filename else ""
+
+
+def _origin(error: BaseException, tool: Tool) -> str:
+    """' (at my-kit/helpers.py line 3)': the deepest frame of the traceback inside the tool's own
+    folder; when the error rose before the function ran (a TypeError from the call itself), the
+    line where the function is defined. Never a line of the runner or of asyncio."""
+    home = _home(tool)
     frames = traceback.extract_tb(error.__traceback__)
-    return f" (at {frames[-1].filename} line {frames[-1].lineno})" if frames else ""
+    inside = [f for f in frames if home and os.path.abspath(f.filename).startswith(home)]
+    if inside:
+        frame = inside[-1]
+        return f" (at {_shown(os.path.abspath(frame.filename), home)} line {frame.lineno})"
+    code = _code_of(tool.func)
+    if code is not None:
+        where = _shown(os.path.abspath(code.co_filename), home)
+        return f" (in {code.co_name}(), defined at {where} line {code.co_firstlineno})"
+    return ""
+
+
+class _Unawaited:
+    """Coroutines a tool call created and dropped without awaiting them (Python's "coroutine ...
+    was never awaited"), each with the stack where it was dropped: a toolkit bug, such as a sync
+    wrapper returning `str(async_helper())`, whose answer would be `<coroutine object ...>`."""
+
+    __slots__ = ("found",)
+
+    def __init__(self) -> None:
+        self.found: list[tuple[str, list[tuple[str, int]]]] = []
+
+    def describe(self, tool: Tool) -> str:
+        """'coroutine 'helper' was never awaited (at my-kit/__init__.py line 7)', for the first."""
+        name, stack = self.found[0]
+        home = _home(tool)
+        frames = [f for f in stack if home and f[0].startswith(home)] or stack[:1]
+        where = f" (at {_shown(frames[0][0], home)} line {frames[0][1]})" if frames else ""
+        more = f", and {len(self.found) - 1} more" if len(self.found) > 1 else ""
+        return f"coroutine '{name}' was never awaited{where}{more}"
+
+
+_WATCH: contextvars.ContextVar[_Unawaited | None] = contextvars.ContextVar(
+    "marsho_tool_call_unawaited", default=None
+)
+"""The _Unawaited of the tool call running in this thread (sync tools) or task (async ones)."""
+
+_python_warn_unawaited = getattr(warnings, "_warn_unawaited_coroutine", None)
+
+
+def _warn_unawaited(coro: Any) -> None:
+    """Stands in for `warnings._warn_unawaited_coroutine`, which CPython calls when a coroutine
+    that never ran is finalized: inside a tool call the coroutine is recorded against the call
+    (the runner reports it), anywhere else Python's own warning is given as usual."""
+    watch = _WATCH.get()
+    if watch is None:
+        if _python_warn_unawaited is not None:
+            _python_warn_unawaited(coro)
+        else:
+            warnings.warn(f"coroutine '{coro.__qualname__}' was never awaited", RuntimeWarning,
+                          stacklevel=2, source=coro)
+        return
+    stack: list[tuple[str, int]] = []
+    frame: Any = sys._getframe(1)  # where the coroutine was dropped: the tool's own line
+    while frame is not None and len(stack) < 30:
+        stack.append((os.path.abspath(frame.f_code.co_filename), frame.f_lineno))
+        frame = frame.f_back
+    watch.found.append((getattr(coro, "__qualname__", type(coro).__name__), stack))
+
+
+def _watch_unawaited_coroutines() -> None:
+    """Install `_warn_unawaited` (once per process: CPython looks it up on each occasion)."""
+    if getattr(warnings, "_warn_unawaited_coroutine", None) is not _warn_unawaited:
+        warnings._warn_unawaited_coroutine = _warn_unawaited  # type: ignore[attr-defined]
+
+
+def _call_watched(watch: _Unawaited, func: Callable[..., Any], arguments: dict[str, Any]) -> Any:
+    """Call a sync tool in its worker thread, recording the coroutines it drops."""
+    token = _WATCH.set(watch)
+    try:
+        return func(**arguments)
+    finally:
+        _WATCH.reset(token)
+
+
+def _needed_arguments(func: Callable[..., Any]) -> frozenset[str]:
+    """The parameters `func` cannot be called without (by keyword): those without a default."""
+    try:
+        parameters = inspect.signature(func).parameters.values()
+    except (TypeError, ValueError):
+        return frozenset()
+    keyword = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return frozenset(
+        p.name for p in parameters if p.kind in keyword and p.default is inspect.Parameter.empty
+    )
 
 
 class _ToolRaised(Exception):
@@ -217,6 +334,8 @@ class ToolRunner:
             max_workers=max(4, max_parallel * 2), thread_name_prefix="marsho-tool"
         )
         self._validators: dict[tuple[str, int], Draft202012Validator] = {}
+        self._needed: dict[str, tuple[Callable[..., Any], frozenset[str]]] = {}
+        _watch_unawaited_coroutines()
 
     async def run(
         self,
@@ -371,8 +490,18 @@ class ToolRunner:
         arguments.update(tool.presets)
         if tool.context_param:
             arguments[tool.context_param] = asker
+        missing = self._missing(tool, arguments)
+        if missing:
+            names = ", ".join(map(repr, missing))
+            return "bad_arguments", (
+                f"Error: invalid arguments for {tool.name}: {names} "
+                f"{'is' if len(missing) == 1 else 'are'} missing (the tool cannot run without "
+                f"{'it' if len(missing) == 1 else 'them'}, though its schema does not say so). "
+                f"Call it again with {names} set, following this schema: {_schema_text(tool)}"
+            ), ()
+        watch = _Unawaited()
         try:
-            value = await asyncio.wait_for(self._invoke(tool, arguments), self.timeout)
+            value = await asyncio.wait_for(self._invoke(tool, arguments, watch), self.timeout)
         except asyncio.TimeoutError:
             return "timeout", (
                 f"Error: {tool.name} did not finish within {self.timeout:g} s and was stopped. "
@@ -381,8 +510,16 @@ class ToolRunner:
         except _ToolRaised as raised:
             message = f"Error: {tool.name} raised {_describe_exception(raised.error)}"
             # no traceback in the log: its values could hold a preset secret
-            logger.warning(f"marsho: {redact(message, tool.presets)}{_origin(raised.error)}")
+            logger.warning(f"marsho: {redact(message, tool.presets)}{_origin(raised.error, tool)}")
             return "error", message, ()
+        if watch.found:  # its answer would be "<coroutine object ...>", or missing what it did
+            bug = watch.describe(tool)
+            logger.warning(f"marsho: toolkit bug in {tool.name}: {bug}: the toolkit calls an "
+                           "async function without `await`; its answer is thrown away")
+            return "error", (
+                f"Error: {tool.name} has a bug in its toolkit: {bug}, so it gave no real answer. "
+                "Tell the user this tool is broken; calling it again will not help."
+            ), ()
         response = value if isinstance(value, ToolResponse) else None
         images = response.images if response is not None else ()
         try:
@@ -393,14 +530,25 @@ class ToolRunner:
             return "error", f"Error: {text}", images
         return "ok", text, images
 
-    async def _invoke(self, tool: Tool, arguments: dict[str, Any]) -> Any:
+    def _missing(self, tool: Tool, arguments: dict[str, Any]) -> list[str]:
+        """Parameters the function needs that the call leaves out: a tools.json schema that does
+        not list them in 'required' lets the model omit them (a Toolbox's model checks its own)."""
+        if tool.arguments_model is not None:
+            return []
+        known = self._needed.get(tool.name)
+        if known is None or known[0] is not tool.func:
+            known = self._needed[tool.name] = (tool.func, _needed_arguments(tool.func))
+        return sorted(name for name in known[1] if name not in arguments)
+
+    async def _invoke(self, tool: Tool, arguments: dict[str, Any], watch: _Unawaited) -> Any:
+        token = _WATCH.set(watch)
         try:
             if tool.is_async:
                 value = await tool.func(**arguments)
             else:
                 loop = asyncio.get_running_loop()
                 value = await loop.run_in_executor(
-                    self._executor, functools.partial(tool.func, **arguments)
+                    self._executor, _call_watched, watch, tool.func, arguments
                 )
             if inspect.isawaitable(value):  # a sync def that returns a coroutine
                 value = await value
@@ -411,6 +559,8 @@ class ToolRunner:
             raise _ToolRaised(error) from None
         except BaseException as error:
             raise _ToolRaised(error) from None
+        finally:
+            _WATCH.reset(token)
 
     def close(self) -> None:
         """Stop the worker threads once running tools finish."""

@@ -1,0 +1,2 @@
+def shout(msg: str) -> str:
+    return msg.upper()

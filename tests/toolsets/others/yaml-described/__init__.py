@@ -1,0 +1,2 @@
+def greet(name: str):
+    return f"Hello, {name}!"
