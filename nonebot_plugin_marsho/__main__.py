@@ -1,14 +1,21 @@
 """`python -m nonebot_plugin_marsho`: check toolkits, call one tool, or ask once, with the settings
-of `.env` in the current folder, exactly as the bot would."""
+of `.env` in the current folder, exactly as the bot would. `tools` starts every MCP server of
+mcp.json (and `call` the one it needs), waiting at most `--wait` seconds for each handshake."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import sys
+from collections.abc import Collection
+from pathlib import Path
 from typing import Any
 
 PACKAGE = "nonebot_plugin_marsho"
+MCP_WAIT = 30.0
+"""Default seconds `tools` and `call` give an MCP server to start and answer the handshake
+(a first `uvx` or `npx` run downloads the server)."""
 
 
 def say(*parts: Any, **options: Any) -> None:
@@ -41,12 +48,40 @@ def _load_plugin(verbose: bool) -> Any:
     return importlib.import_module(f"{PACKAGE}.plugin")
 
 
-def _print_toolset(toolset: Any) -> None:
+def _signature(tool: Any) -> str:
+    """`name(text: string, count?: integer)` from a tool's parameters schema."""
+    schema = tool.parameters if isinstance(tool.parameters, dict) else {}
+    properties = schema.get("properties")
+    properties = properties if isinstance(properties, dict) else {}
+    required = set(schema.get("required") or ())
+    parts = []
+    for name, prop in properties.items():
+        prop = prop if isinstance(prop, dict) else {}
+        kind = prop.get("type")
+        if isinstance(kind, list):
+            kind = "|".join(map(str, kind))
+        if kind == "array" and isinstance(prop.get("items"), dict) and prop["items"].get("type"):
+            kind = f"array of {prop['items']['type']}"
+        if not kind and "enum" in prop:
+            kind = "|".join(json.dumps(value, ensure_ascii=False) for value in prop["enum"])
+        parts.append(f"{name}{'' if name in required else '?'}: {kind or 'any'}")
+    return f"{tool.name}({', '.join(parts)})"
+
+
+def _print_tools(tools: list[Any], schemas: bool, signature: bool = False) -> None:
+    for tool in tools:
+        mark = "" if tool.permission == "everyone" else f"  [{tool.permission}]"
+        say(f"    {_signature(tool) if signature else tool.name}{mark}: {tool.summary}")
+        if schemas:
+            say(f"        {json.dumps(tool.parameters, ensure_ascii=False)}")
+
+
+def _print_toolset(toolset: Any, skip: Collection[str] = (), schemas: bool = False) -> None:
     for toolkit in toolset.toolkits:
+        if toolkit.name in skip:  # MCP servers: listed by _print_mcp
+            continue
         say(f"✓ {toolkit.name}  ({toolkit.source}: {toolkit.path})")
-        for tool in toolkit.tools:
-            mark = "" if tool.permission == "everyone" else f"  [{tool.permission}]"
-            say(f"    {tool.name}{mark}: {tool.summary}")
+        _print_tools(toolkit.tools, schemas)
     for name in toolset.disabled:
         say(f"- {name}  (disabled in .env)")
     for name, sends in toolset.available.items():
@@ -60,33 +95,132 @@ def _print_toolset(toolset: Any) -> None:
             say(f"    {problem}")
 
 
-def command_tools(app: Any) -> int:
-    """List and check every toolkit; non-zero when any failed to load."""
+def _mcp_servers(app: Any) -> tuple[Path, dict[str, Any], list[str]]:
+    """The MCP servers' file as the bot finds it (Marsho.mcp_file), its servers and its problems;
+    a MARSHO_MCP_FILE that names no file is one."""
+    from nonebot_plugin_marsho.tools.mcp import read_mcp_config
+
+    path = Path(app.mcp_file())
+    if app.config.marsho_mcp_file and not path.is_file():
+        return path, {}, [f"MARSHO_MCP_FILE={path} names no file"]
+    servers, problems = read_mcp_config(path)
+    return path, servers, problems
+
+
+async def _start_mcp(app: Any, servers: dict[str, Any], toolset: Any, wait: float) -> Any:
+    """Start `servers` once each (no retries), waiting at most `wait` seconds for each handshake."""
+    from nonebot_plugin_marsho.tools.mcp import McpManager
+
+    manager = McpManager(servers, toolset, call_timeout=app.config.marsho_tool_timeout, retry=False)
+    manager.connect_timeout = wait
+    await manager.start(wait=wait + 10)  # the handshake, then stopping a server that failed it
+    return manager
+
+
+def _print_mcp(path: Path, problems: list[str], manager: Any, wait: float,
+               schemas: bool) -> tuple[int, int]:
+    """Each MCP server with its state and tools (or why it did not start); (errors, warnings)."""
+    errors, warnings = len(problems), 0
+    for problem in problems:
+        say(f"✗ {problem}")
+    for report in manager.report() if manager is not None else ():
+        config = report.config
+        where = f"MCP {config.transport}: {config.where}"
+        if report.state == "disabled":
+            say(f"- {config.name}  ({where}; disabled in {path.name})")
+            continue
+        if report.state != "connected":
+            errors += 1
+            say(f"✗ {config.name}  ({where}): "
+                f"{report.error or f'no answer to the MCP handshake in {wait:g} s'}")
+            continue
+        say(f"✓ {config.name}  ({where}): {report.status}")
+        _print_tools(report.tools, schemas, signature=True)
+        for name in report.unsupported:
+            warnings += 1
+            say(f"    ✗ {name}: not offered: it requires MCP tasks "
+                '(execution.taskSupport "required"), which marsho does not run')
+    return errors, warnings
+
+
+async def command_tools(app: Any, wait: float = MCP_WAIT, schemas: bool = False) -> int:
+    """List and check every toolkit and MCP server; non-zero when any failed to load or start."""
+    from nonebot_plugin_marsho.chat.app import held_secrets
+    from nonebot_plugin_marsho.redaction import SECRETS
+
     toolset = app.load_toolset()
-    _print_toolset(toolset)
-    errors = len(toolset.errors)
-    say(f"{len(toolset.toolkits)} toolkits, {len(toolset.tools)} tools, {errors} errors, "
-          f"{len(toolset.warnings)} warnings")
+    path, servers, problems = _mcp_servers(app)
+    manager = await _start_mcp(app, servers, toolset, wait) if servers else None
+    SECRETS.add(*held_secrets(app.config, toolset, manager))
+    try:
+        _print_toolset(toolset, {server.toolkit_name for server in servers.values()}, schemas)
+        mcp_errors, mcp_warnings = _print_mcp(path, problems, manager, wait, schemas)
+        errors = len(toolset.errors) + mcp_errors
+        say(f"{len(toolset.toolkits)} toolkits, {len(toolset.tools)} tools, {errors} errors, "
+            f"{len(toolset.warnings) + mcp_warnings} warnings")
+    finally:
+        if manager is not None:
+            await manager.stop()
     return 1 if errors else 0
 
 
-async def command_call(app: Any, name: str, arguments: str) -> int:
-    """Run one tool exactly as a model's call would (as the bot's owner)."""
+def _server_for(name: str, servers: dict[str, Any]) -> Any:
+    """The MCP server whose tools are named like `name` (`<server>__<tool>`), if any."""
+    from nonebot_plugin_marsho.tools.naming import SEPARATOR
+
+    owners = [s for s in servers.values() if name.startswith(s.toolkit_name + SEPARATOR)]
+    return max(owners, key=lambda server: len(server.toolkit_name), default=None)
+
+
+async def _start_server_of(app: Any, name: str, toolset: Any, wait: float) -> tuple[Any, str]:
+    """Start the MCP server that `name` belongs to (when no toolkit has it): (manager, problem)."""
+    from nonebot_plugin_marsho.tools.naming import safe_name
+
+    _, servers, problems = _mcp_servers(app)
+    server = _server_for(name, servers)
+    if server is None:
+        return None, "; ".join(problems)  # maybe the server's entry is the broken one
+    if server.disabled:
+        return None, f"the MCP server {server.name} is disabled in mcp.json"
+    manager = await _start_mcp(app, {server.name: server}, toolset, wait)
+    report = manager.report()[0]
+    if report.state != "connected":
+        return manager, f"the MCP server {server.name} did not start: " + (
+            report.error or f"no answer to the MCP handshake in {wait:g} s")
+    for tool in report.unsupported:
+        if safe_name(server.toolkit_name + "__" + tool, 64) == name:
+            return manager, (f"{name} requires MCP tasks (execution.taskSupport \"required\"), "
+                             "which marsho does not run")
+    return manager, ""
+
+
+async def command_call(app: Any, name: str, arguments: str, wait: float = MCP_WAIT) -> int:
+    """Run one tool exactly as a model's call would (as the bot's owner); a tool of an MCP server
+    starts that server first."""
     from nonebot_plugin_marsho.chat.app import held_secrets
     from nonebot_plugin_marsho.redaction import SECRETS
     from nonebot_plugin_marsho.tools import OWNER_CONTEXT, ToolCall, ToolRunner
 
     config = app.config
     toolset = app.load_toolset()
-    SECRETS.add(*held_secrets(config, toolset))
-    for problem in toolset.errors:
-        say(f"✗ {problem.toolkit}: {problem}", file=sys.stderr)
+    manager, problem = None, ""
+    if name not in toolset.tools:
+        manager, problem = await _start_server_of(app, name, toolset, wait)
+    SECRETS.add(*held_secrets(config, toolset, manager))
+    for error in toolset.errors:
+        say(f"✗ {error.toolkit}: {error}", file=sys.stderr)
     runner = ToolRunner(toolset, timeout=config.marsho_tool_timeout,
                         max_result_bytes=config.marsho_max_tool_result_bytes)
     try:
+        if problem and name not in toolset.tools:
+            say(f"✗ {problem}", file=sys.stderr)
+            if manager is not None:
+                return 1
         result = await runner.run_one(ToolCall("cli", name, arguments), OWNER_CONTEXT)
     finally:
         runner.close()
+        if manager is not None:
+            await manager.stop()
     say(result.content)
     say(f"[{result.status} in {result.seconds:.2f} s]", file=sys.stderr)
     return 0 if result.ok else 1
@@ -108,6 +242,11 @@ async def command_ask(app: Any, text: str) -> int:
     await app.start()
     try:
         engine = app.require_engine()
+        if app.mcp is not None:  # the bot does not wait for its MCP servers; one question does
+            await app.mcp.wait_started(app.mcp.connect_timeout + 10)
+            for report in app.mcp.report():
+                if report.state not in ("connected", "disabled"):
+                    say(f"! MCP server {report.config.name}: {report.status}", file=sys.stderr)
         prompt = app.prompt.system(nickname=None, shared=False)  # with the time
         reply = await engine.chat("cli:local", text, OWNER_CONTEXT, system_prompt=prompt,
                                   progress=progress)
@@ -127,18 +266,25 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="show NoneBot's log")
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("tools", help="list and check every toolkit; exit 1 on any error")
-    call = commands.add_parser("call", help="run one tool as the model's call would")
+    tools = commands.add_parser(
+        "tools", help="list and check every toolkit, and start every MCP server of mcp.json; "
+                      "exit 1 on any error")
+    tools.add_argument("--schemas", action="store_true", help="print each tool's parameters schema")
+    call = commands.add_parser("call", help="run one tool as the model's call would (an MCP "
+                                            "server's tool: <server>__<tool>)")
     call.add_argument("name", help="full tool name, e.g. clock__now")
     call.add_argument("arguments", nargs="?", default="{}", help="JSON object of arguments")
+    for command in (tools, call):
+        command.add_argument("--wait", type=float, default=MCP_WAIT, metavar="SECONDS",
+                             help=f"seconds an MCP server has to start and answer (default {MCP_WAIT:g})")
     ask = commands.add_parser("ask", help="ask once, printing each tool call as it happens")
     ask.add_argument("text", help="the question")
     args = parser.parse_args(argv)
     app = _load_plugin(args.verbose).marsho
     if args.command == "tools":
-        return command_tools(app)
+        return asyncio.run(command_tools(app, args.wait, args.schemas))
     if args.command == "call":
-        return asyncio.run(command_call(app, args.name, args.arguments))
+        return asyncio.run(command_call(app, args.name, args.arguments, args.wait))
     return asyncio.run(command_ask(app, args.text))
 
 

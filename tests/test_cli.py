@@ -23,6 +23,9 @@ import pytest
 from tests.fake_openai import FakeOpenAI, text, tool_calls
 
 SECRET = "sk-cli-secret-0042"
+MCP_SERVER = Path(__file__).resolve().parent / "mcp_server.py"
+ODD_SERVER = Path(__file__).resolve().parent / "mcp_odd_server.py"
+MCP_TOKEN = "mcp-cli-token-0042"
 
 CALC = '''
     """Toolkit `calc`: self-describing functions registered in a Toolbox."""
@@ -124,8 +127,8 @@ def clean_environ() -> dict[str, str]:
 def marsho(cwd: Path, *args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "nonebot_plugin_marsho", *args],
-        cwd=cwd, env=clean_environ(), capture_output=True, text=True, encoding="utf-8",
-        timeout=timeout,
+        cwd=cwd, env={**clean_environ(), "MARSHO_CLI_MCP_TOKEN": MCP_TOKEN}, capture_output=True,
+        text=True, encoding="utf-8", timeout=timeout,
     )
 
 
@@ -208,6 +211,28 @@ def broken_project(
                         MARSHO_BASE_URL=endpoint.base_url)
 
 
+def odd(mode: str, **entry: object) -> dict[str, object]:
+    return {"command": sys.executable, "args": [str(ODD_SERVER), mode], **entry}
+
+
+@pytest.fixture(scope="module")
+def mcp_project(tmp_path_factory: pytest.TempPathFactory, good_toolset: Path) -> Path:
+    """A bot whose mcp.json has a working server, one whose tool needs MCP tasks, and one of each
+    way a server fails to start."""
+    folder = tmp_path_factory.mktemp("mcp-bot")
+    config = folder / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {
+        "fine": {"command": sys.executable, "args": [str(MCP_SERVER)],
+                 "env": {"MARSHO_TEST_TAG": "${MARSHO_CLI_MCP_TOKEN}"}},
+        "odd": odd("tasks", permission="everyone"),
+        "hung": odd("hang"),
+        "junk": odd("garbage"),
+        "dies": odd("exit"),
+        "off": {"command": "nothing", "disabled": True},
+    }}), encoding="utf-8")
+    return make_project(folder, [good_toolset], MARSHO_MCP_FILE=str(config))
+
+
 @pytest.fixture(scope="module")
 def unreachable_url() -> str:
     return f"http://127.0.0.1:{free_port()}/v1"
@@ -225,12 +250,17 @@ CALL_ERRORS = {
 @pytest.fixture(scope="module")
 def runs(
     tmp_path_factory: pytest.TempPathFactory, project: Path, broken_project: Path,
-    good_toolset: Path, unreachable_url: str,
+    good_toolset: Path, unreachable_url: str, mcp_project: Path,
 ) -> Runs:
     """The commands that need no scripted endpoint, run at the same time (each is a separate
     process of 1-2 s, mostly imports: one after the other they would take ~13 s)."""
     unreachable = make_project(tmp_path_factory.mktemp("unreachable-bot"), [good_toolset],
                                MARSHO_BASE_URL=unreachable_url)
+    missing_mcp = make_project(tmp_path_factory.mktemp("missing-mcp-bot"), [good_toolset],
+                               MARSHO_MCP_FILE=str(mcp_project / "no-such-mcp.json"))
+    broken_mcp = make_project(tmp_path_factory.mktemp("broken-mcp-bot"), [good_toolset])
+    write(broken_mcp / "data" / "nonebot_plugin_marsho" / "mcp.json",
+          '{"mcpServers": {"a": {"command": "x"},}')
     commands: dict[str, tuple[Path, list[str]]] = {
         "tools": (project, ["tools"]),
         "tools-broken": (broken_project, ["tools"]),
@@ -238,6 +268,13 @@ def runs(
         "call-vault": (project, ["call", "calc__vault"]),
         **{f"call-{key}": (project, ["call", *args]) for key, (args, _) in CALL_ERRORS.items()},
         "ask-unreachable": (unreachable, ["ask", "hi"]),
+        "tools-mcp": (mcp_project, ["tools", "--wait", "6"]),
+        "tools-mcp-missing": (missing_mcp, ["tools"]),
+        "tools-mcp-broken": (broken_mcp, ["tools"]),
+        "call-mcp": (mcp_project, ["call", "fine__add", '{"a": 2, "b": 40}']),
+        "call-mcp-env": (mcp_project, ["call", "fine__whoami"]),
+        "call-mcp-tasks": (mcp_project, ["call", "odd__later"]),
+        "call-mcp-dies": (mcp_project, ["call", "dies__anything"]),
         "help": (tmp_path_factory.mktemp("no-env"), ["--help"]),
     }
     with ThreadPoolExecutor(4) as pool:
@@ -276,6 +313,65 @@ def test_tools_names_the_file_and_problem_of_each_broken_toolkit_and_exits_1(
     assert str(broken_toolset / "mismatch" / "tools.json") in out
     assert "'required' lists 'city'" in out
     assert "0 errors" not in out
+
+
+# --- tools: MCP servers ----------------------------------------------------------------------
+
+def test_tools_starts_every_mcp_server_lists_its_tools_and_states_and_exits_1_on_a_failure(
+    runs: Runs,
+) -> None:
+    done = runs["tools-mcp"]
+    assert done.returncode == 1, done.stdout + done.stderr
+    out = done.stdout
+    python = sys.executable
+    assert f"✓ fine  (MCP stdio: {python}): connected (8 tools)" in out
+    assert "    fine__add(a: integer, b: integer)  [superuser]: Add two whole numbers." in out
+    assert "    odd__plain(text: string): Answer at once." in out  # permission "everyone"
+    assert "✗ later: not offered: it requires MCP tasks" in out
+    assert "odd__later" not in out
+    assert "✗ hung  (MCP stdio: " in out and "no answer to the MCP handshake in 6 s" in out
+    assert "(its stderr: loading the index...)" in out
+    assert "✗ junk  (MCP stdio: " in out
+    assert "it wrote non-JSON to stdout: 'Serving HTTP on 0.0.0.0 port 8000" in out
+    assert "✗ dies  (MCP stdio: " in out and "it exited with code 7 during the MCP handshake" in out
+    assert "Error: FOO_API_KEY is not set" in out
+    assert "- off  (MCP stdio: nothing; disabled in mcp.json)" in out
+    assert re.search(r"^\d+ toolkits, \d+ tools, 3 errors, 1 warnings$", out, re.MULTILINE), out
+    assert MCP_TOKEN not in out + done.stderr
+
+
+def test_tools_exits_1_when_marsho_mcp_file_names_no_file(runs: Runs, mcp_project: Path) -> None:
+    done = runs["tools-mcp-missing"]
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"✗ MARSHO_MCP_FILE={mcp_project / 'no-such-mcp.json'} names no file" in done.stdout
+    assert "0 errors" not in done.stdout
+
+
+def test_tools_exits_1_when_mcp_json_is_broken(runs: Runs) -> None:
+    done = runs["tools-mcp-broken"]
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "mcp.json: invalid JSON at line 1" in done.stdout
+    assert "1 errors" in done.stdout
+
+
+def test_call_runs_an_mcp_servers_tool(runs: Runs) -> None:
+    done = runs["call-mcp"]
+    assert (done.returncode, done.stdout) == (0, "42\n"), done.stderr
+    tagged = runs["call-mcp-env"]  # its env's ${NAME} is read from the shell, and hidden
+    assert (tagged.returncode, tagged.stdout) == (0, "[redacted]\n"), tagged.stderr
+
+
+def test_call_of_a_tool_that_needs_mcp_tasks_says_so_and_exits_1(runs: Runs) -> None:
+    done = runs["call-mcp-tasks"]
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "odd__later requires MCP tasks" in done.stderr
+
+
+def test_call_of_a_server_that_fails_to_start_says_why_and_exits_1(runs: Runs) -> None:
+    done = runs["call-mcp-dies"]
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "the MCP server dies did not start: it exited with code 7" in done.stderr
+    assert "Error: FOO_API_KEY is not set" in done.stderr
 
 
 # --- call ---------------------------------------------------------------------------------------
@@ -381,3 +477,20 @@ def test_help_describes_the_commands(runs: Runs) -> None:
     assert "usage: python -m nonebot_plugin_marsho" in done.stdout
     for command in ("tools", "call", "ask"):
         assert command in done.stdout
+
+
+def test_ask_waits_for_the_mcp_servers_and_offers_their_tools(
+    tmp_path: Path, good_toolset: Path, cli_fake: FakeOpenAI
+) -> None:
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {
+        "fine": {"command": sys.executable, "args": [str(MCP_SERVER)]},
+    }}), encoding="utf-8")
+    bot = make_project(tmp_path / "bot", [good_toolset], MARSHO_BASE_URL=cli_fake.base_url,
+                       MARSHO_MCP_FILE=str(config))
+    cli_fake.push(tool_calls(("fine__echo", {"text": "hi"}, "c1")), text("It said hi."))
+    done = marsho(bot, "ask", "echo hi")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "← fine__echo [ok, " in done.stdout and done.stdout.endswith("It said hi.\n")
+    offered = {tool["function"]["name"] for tool in cli_fake.requests[0]["tools"]}
+    assert "fine__echo" in offered

@@ -261,7 +261,7 @@ class Marsho:
             runner.close()
             await store.close()
             return
-        self.mcp = await self.start_mcp(toolset)
+        self.mcp = await self.start_mcp(toolset, wait=0)  # slow servers join when they are ready
         SECRETS.add(*held_secrets(config, toolset, self.mcp))
         self.nicknames = Nicknames(store)
         self.engine = engine
@@ -269,9 +269,12 @@ class Marsho:
                     f"history in {store.safe_url} ({engine.counter.name} token counts); "
                     f"trigger words: {', '.join(config.trigger_names)}")
 
-    async def start_mcp(self, toolset: Toolset) -> McpManager | None:
-        """Connect the MCP servers of MARSHO_MCP_FILE (or the data folder's mcp.json), if any; a
-        server that fails is retried in the background and never keeps the bot from starting."""
+    async def start_mcp(self, toolset: Toolset, *, wait: float | None = None) -> McpManager | None:
+        """Start the MCP servers of MARSHO_MCP_FILE (or the data folder's mcp.json), if any, and
+        wait `wait` seconds (default: McpManager.start_wait) for their first attempts. `start`
+        waits for none, so the bot takes connections at once: each server's tools join the
+        toolset when it is ready (`marsho.tools` says "starting" until then). A server that fails
+        is retried in the background and never keeps the bot from starting."""
         path = self.mcp_file()
         if not path.is_file():
             if self.config.marsho_mcp_file:
@@ -285,9 +288,15 @@ class Marsho:
         if not servers:
             return None
         manager = McpManager(servers, toolset, call_timeout=self.config.marsho_tool_timeout)
-        await manager.start()
-        for name, state in manager.status().items():
-            logger.info(f"marsho: MCP server {name}: {state}")
+        await manager.start(wait=wait)
+        if wait == 0:
+            starting = [name for name, server in servers.items() if not server.disabled]
+            if starting:
+                logger.info(f"marsho: MCP servers starting in the background: {', '.join(starting)} "
+                            "(each one's tools join when it is ready)")
+        else:
+            for name, state in manager.status().items():
+                logger.info(f"marsho: MCP server {name}: {state}")
         return manager
 
     async def stop(self) -> None:

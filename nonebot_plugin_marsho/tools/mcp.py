@@ -9,6 +9,11 @@ ClientSession context managers, and leaves them, itself (anyio cancel scopes mus
 the task that entered them). Calls are plain requests on that session, each raced against the
 connection being lost, so a server that dies mid-call fails that call at once with a clear
 error; its task then reconnects with exponential backoff while the other servers go on.
+
+Stdio servers are started by our own transport (the SDK's, watched): when the handshake fails it
+says what the server did (exited with code N, wrote non-JSON to stdout, said nothing in N s) with
+the last lines of its stderr. Tools that require MCP tasks (`execution.taskSupport: "required"`)
+are not offered: this client does not run tasks, so every call to them would fail.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import os
 import sys
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -30,10 +35,16 @@ from urllib.parse import urlparse
 
 import anyio
 import httpx
-from mcp import ClientSession, StdioServerParameters, types
+from mcp import ClientSession, types
 from mcp.client.sse import sse_client
-from mcp.client.stdio import stdio_client
+from mcp.client.stdio import (
+    PROCESS_TERMINATION_TIMEOUT,
+    _create_platform_compatible_process,
+    _terminate_process_tree,
+    get_default_environment,
+)
 from mcp.shared.exceptions import McpError
+from mcp.shared.message import SessionMessage
 from pydantic import BaseModel, BeforeValidator, ConfigDict, field_validator, model_validator
 
 from ..fileformat import FileFormatError, read_file, validate
@@ -52,6 +63,9 @@ if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
 
 Transport = Literal["stdio", "sse", "streamable-http"]
+State = Literal["idle", "starting", "connecting", "connected", "retrying", "failed", "disabled", "stopped"]
+"""starting: its first attempt; connecting: a reconnection; failed: an attempt failed and the
+manager does not retry (the CLI's)."""
 
 CONNECTION_CLOSED = getattr(types, "CONNECTION_CLOSED", -32000)
 
@@ -263,10 +277,16 @@ def read_mcp_config(
 # results
 
 
-def _describe(error: BaseException) -> str:
-    """The innermost cause of an error, in one line (task groups wrap the real one)."""
+def _innermost(error: BaseException) -> BaseException:
+    """The real error inside the exception groups of task groups."""
     while isinstance(error, BaseExceptionGroup) and error.exceptions:
         error = error.exceptions[0]
+    return error
+
+
+def _describe(error: BaseException) -> str:
+    """The innermost cause of an error, in one line (task groups wrap the real one)."""
+    error = _innermost(error)
     if isinstance(error, McpError):
         return error.error.message
     message = str(error).strip().splitlines()[0] if str(error).strip() else ""
@@ -352,6 +372,112 @@ async def _stderr_pipe(stack: contextlib.AsyncExitStack, server: str) -> tuple[A
 
 
 # ---------------------------------------------------------------------------------------------
+# stdio servers' stdout and exit
+
+
+INHERITED_ENVIRONMENT = tuple(sorted(get_default_environment()))
+"""The variables of the bot's environment a stdio server sees (besides its own `env`)."""
+
+
+@dataclass
+class _StdioWatch:
+    """What a stdio server did, to explain a handshake that failed."""
+
+    returncode: int | None = None
+    """Its exit status once it closed its stdout (negative: killed by that signal)."""
+    not_json: str = ""
+    """The start of the first line it wrote to stdout that is not a JSON-RPC message."""
+    messages: int = 0
+    """JSON-RPC messages it wrote."""
+    warn: bool = True
+    """Log non-JSON output as a warning (the first attempt) rather than for debugging."""
+
+    def exited(self) -> str:
+        code = self.returncode
+        if code is None:
+            return ""
+        return f"it was killed by signal {-code}" if code < 0 else f"it exited with code {code}"
+
+    def wrote(self) -> str:
+        return f"it wrote non-JSON to stdout: {self.not_json!r}" if self.not_json else ""
+
+
+@contextlib.asynccontextmanager
+async def _stdio_client(config: ServerConfig, errlog: Any, watch: _StdioWatch) -> AsyncIterator[Any]:
+    """The SDK's stdio transport, reading bytes and noting in `watch` what the server did: lines
+    that are not JSON-RPC are logged and skipped (not fatal: some servers print a banner), and
+    its exit status is read when its stdout closes, before the session learns of it."""
+    env = get_default_environment()
+    env.update(config.env or {})
+    process = await _create_platform_compatible_process(
+        command=config.command, args=list(config.args), env=env, errlog=errlog, cwd=config.cwd
+    )
+    read_writer, read_stream = anyio.create_memory_object_stream[Any](0)
+    write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
+
+    async def receive(line: bytes) -> None:
+        if not line.strip():
+            return
+        try:
+            message = types.JSONRPCMessage.model_validate_json(line)
+        except ValueError:
+            if not watch.not_json:
+                watch.not_json = line[:120].decode("utf-8", errors="replace").strip()
+                log = logger.warning if watch.warn else logger.debug
+                log(f"marsho: MCP server {config.name} wrote non-JSON to stdout "
+                    f"(stdout is for MCP messages only): {watch.not_json!r}")
+            return
+        watch.messages += 1
+        await read_writer.send(SessionMessage(message))
+
+    async def stdout_reader() -> None:
+        assert process.stdout is not None
+        buffer = b""
+        async with read_writer:
+            try:
+                async for chunk in process.stdout:
+                    *lines, buffer = (buffer + chunk).split(b"\n")
+                    for line in lines:
+                        await receive(line)
+                await receive(buffer)
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                return
+            # its stdout closed: it most likely exited; say how before the session learns of it
+            with anyio.move_on_after(PROCESS_TERMINATION_TIMEOUT):
+                watch.returncode = await process.wait()
+
+    async def stdin_writer() -> None:
+        assert process.stdin is not None
+        async with write_reader:
+            try:
+                async for message in write_reader:
+                    data = message.message.model_dump_json(by_alias=True, exclude_none=True)
+                    await process.stdin.send((data + "\n").encode())
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                await anyio.lowlevel.checkpoint()  # it exited: the reader says so
+
+    async with anyio.create_task_group() as group, process:
+        group.start_soon(stdout_reader)
+        group.start_soon(stdin_writer)
+        try:
+            yield read_stream, write_stream
+        finally:
+            # the MCP shutdown sequence, as the SDK does it: close stdin, wait, then terminate
+            if process.stdin is not None:
+                with contextlib.suppress(Exception):
+                    await process.stdin.aclose()
+            try:
+                with anyio.fail_after(PROCESS_TERMINATION_TIMEOUT):
+                    await process.wait()
+            except TimeoutError:
+                await _terminate_process_tree(process)
+            except ProcessLookupError:  # pragma: no cover
+                pass
+            for stream in (read_stream, write_stream, read_writer, write_reader):
+                await stream.aclose()
+
+
+# ---------------------------------------------------------------------------------------------
 # connections
 
 
@@ -365,9 +491,7 @@ class _Server:
     def __init__(self, manager: McpManager, config: ServerConfig) -> None:
         self.manager = manager
         self.config = config
-        self.state: Literal["idle", "connecting", "connected", "retrying", "disabled", "stopped"] = (
-            "disabled" if config.disabled else "idle"
-        )
+        self.state: State = "disabled" if config.disabled else "idle"
         self.error = ""
         self.retry_at = 0.0
         self.session: ClientSession | None = None
@@ -382,6 +506,9 @@ class _Server:
         self.connected_at: float | None = None
         self._last_logged = ""
         self._stderr: _StderrTail | None = None
+        self._watch: _StdioWatch | None = None
+        self.unsupported: list[str] = []
+        """Tools of the server left out because they require MCP tasks."""
 
     @property
     def name(self) -> str:
@@ -393,10 +520,16 @@ class _Server:
 
     def status(self) -> ServerStatus:
         if self.state == "connected":
-            return ServerStatus("mcp.connected", count=len(self.toolkit.tools) if self.toolkit else 0)
+            count = len(self.toolkit.tools) if self.toolkit else 0
+            if self.unsupported:
+                return ServerStatus("mcp.connected_unsupported", count=count,
+                                    names=", ".join(self.unsupported))
+            return ServerStatus("mcp.connected", count=count)
         if self.state == "retrying":
             wait = max(0.0, self.retry_at - time.monotonic())
             return ServerStatus("mcp.retrying", seconds=f"{wait:.0f}", error=self.error)
+        if self.state == "failed":
+            return ServerStatus("mcp.failed", error=self.error)
         return ServerStatus(f"mcp.{self.state}")
 
     # -- the connection task --------------------------------------------------------------
@@ -412,13 +545,17 @@ class _Server:
             except asyncio.CancelledError:
                 raise
             except Exception as error:  # noqa: BLE001 - whatever the transport raised
-                self.error = self._explain(_describe(error))
+                self.error = self._explain(self._failure(error))
             finally:
                 self._drop_connection()
                 self.first_attempt.set()
             up_since = self.connected_at
             if up_since is not None and time.monotonic() - up_since >= manager.stable_after:
                 delay = manager.backoff_initial  # it had been working: start over
+            if not manager.retry:
+                self.state = "failed"
+                logger.warning(f"marsho: MCP server {self.name} ({self.config.where}): {self.error}")
+                return
             self.state = "retrying"
             self.retry_at = time.monotonic() + delay
             log = logger.info if self.error == self._last_logged else logger.warning
@@ -429,11 +566,33 @@ class _Server:
             await asyncio.sleep(delay)
             delay = min(delay * 2, manager.backoff_max)
 
+    def _failure(self, error: BaseException) -> str:
+        """Why an attempt failed before the connection was up, in words: what the process did
+        (exited, wrote non-JSON), or that it did not answer in time, or the transport's error."""
+        inner = _innermost(error)
+        watch, timeout = self._watch, self.manager.connect_timeout
+        what = ""
+        if isinstance(inner, OSError) and self.config.transport == "stdio" and watch is None:
+            reason = inner.strerror or _describe(inner)
+            what = f"cannot run {self.config.command!r}: {reason}"
+            if isinstance(inner, FileNotFoundError):
+                what += " (is it installed, and on the PATH the server sees?)"
+        elif isinstance(inner, TimeoutError):
+            what = f"no answer to the MCP handshake in {timeout:g} s"
+        elif watch is not None and watch.returncode is not None:
+            what = f"{watch.exited()} during the MCP handshake"
+        parts = [what or _describe(error)]
+        if watch is not None and watch.not_json:
+            parts.append(watch.wrote())
+        return "; ".join(parts)
+
     def _explain(self, message: str) -> str:
         """What went wrong, with the server's last stderr lines; `${NAME}` values hidden (a
         server may echo its token, an HTTP error its URL)."""
         tail = self._stderr.tail() if self._stderr is not None else ""
-        return redact(f"{message} (its stderr: {tail})" if tail else message, self.config.secrets)
+        if tail and f"(its stderr: {tail})" not in message:
+            message = f"{message} (its stderr: {tail})"
+        return redact(message, self.config.secrets)
 
     def _drop_connection(self) -> None:
         self.session = None
@@ -445,10 +604,11 @@ class _Server:
         """Open the transport on the stack; returns its (read, write, ...) streams."""
         config = self.config
         if config.transport == "stdio":
-            params = StdioServerParameters(
-                command=config.command, args=list(config.args), env=config.env, cwd=config.cwd
-            )
-            opened = stdio_client(params, errlog=errlog)
+            watch = _StdioWatch(warn=not self.first_attempt.is_set())
+            opened = _stdio_client(config, errlog, watch)
+            streams = await stack.enter_async_context(opened)
+            self._watch = watch  # the process runs: its exit and output now explain failures
+            return streams
         elif config.transport == "sse":
             opened = sse_client(config.url, headers=config.headers or None)
         elif _new_http_client is not None:
@@ -464,8 +624,12 @@ class _Server:
     async def _connect_and_serve(self) -> None:
         """One connection, from opening to losing it (returns or raises when it is lost)."""
         manager = self.manager
-        self.state = "connecting"
-        self._stderr = None
+        if not self.first_attempt.is_set():
+            self.state = "starting"
+        elif not self.error:
+            self.state = "connecting"
+        # else it stays "retrying" (in 0 s), with why the last attempt failed, until this one ends
+        self._stderr = self._watch = None
         async with contextlib.AsyncExitStack() as stack:
             errlog: Any = sys.stderr
             if self.config.transport == "stdio":
@@ -485,17 +649,22 @@ class _Server:
             self.state = "connected"
             self.connected_at = time.monotonic()
             self.first_attempt.set()
+            offered = [t.name for t in tools if not requires_tasks(t)]
             logger.info(
                 f"marsho: MCP server {self.name} connected ({self.config.transport}), "
-                f"{len(tools)} tools: {', '.join(t.name for t in tools) or 'none'}"
+                f"{len(offered)} tools: {', '.join(offered) or 'none'}"
             )
             try:
                 await self._serve(session, self.lost)
             except _ConnectionLost as lost:
-                self.error = self._explain(str(lost))
+                self.error = self._explain(self._with_exit(str(lost)))
             except Exception as error:
-                self.error = self._explain(f"the connection failed: {_describe(error)}")
+                self.error = self._explain(self._with_exit(f"the connection failed: {_describe(error)}"))
             self._drop_connection()  # calls racing the connection fail now, not after the close
+
+    def _with_exit(self, message: str) -> str:
+        exited = self._watch.exited() if self._watch is not None else ""
+        return f"{message} ({exited})" if exited else message
 
     async def _serve(self, session: ClientSession, lost: asyncio.Event) -> None:
         """Refresh the tool list when told and check the server is alive, until it is not."""
@@ -582,7 +751,16 @@ class _Server:
             else ""
         )
         names: set[str] = set()
+        unsupported = [item.name for item in listed if requires_tasks(item)]
+        if unsupported and unsupported != self.unsupported:
+            logger.warning(
+                f"marsho: MCP server {self.name}: not offering {', '.join(unsupported)}: "
+                "they require MCP tasks (execution.taskSupport \"required\"), which marsho does not run"
+            )
+        self.unsupported = unsupported
         for item in listed:
+            if requires_tasks(item):
+                continue
             name = safe_name(prefix + item.name, 64)
             suffix = 2
             while name in names:
@@ -693,10 +871,31 @@ class _Server:
         )
 
 
+def requires_tasks(tool: types.Tool) -> bool:
+    """Whether a listed tool can only be called as an MCP task (which this client cannot do)."""
+    execution = getattr(tool, "execution", None)
+    support = (execution.get("taskSupport") if isinstance(execution, dict)
+               else getattr(execution, "taskSupport", None))
+    return support == "required"
+
+
 def _retrieve(task: asyncio.Future[Any]) -> None:
     """Read an abandoned request's outcome so that asyncio does not warn about it."""
     if not task.cancelled():
         task.exception()
+
+
+@dataclass
+class ServerReport:
+    """One server as `python -m nonebot_plugin_marsho tools` lists it."""
+
+    config: ServerConfig
+    state: State
+    status: ServerStatus
+    error: str = ""
+    tools: list[Tool] = field(default_factory=list)
+    unsupported: list[str] = field(default_factory=list)
+    """Its tools that require MCP tasks, not offered."""
 
 
 class McpManager:
@@ -720,12 +919,15 @@ class McpManager:
         call_timeout: float = 30,
         backoff: tuple[float, float] = (1.0, 60.0),
         ping_interval: float = 30.0,
+        retry: bool = True,
     ) -> None:
         self.servers = dict(servers)
         self.toolset = toolset
         self.call_timeout = call_timeout
         self.backoff_initial, self.backoff_max = backoff
         self.ping_interval = ping_interval
+        self.retry = retry
+        """Reconnect a server whose attempt failed or whose connection was lost (False: one try)."""
         self._servers: dict[str, _Server] = {}
         self._started = False
 
@@ -745,12 +947,23 @@ class McpManager:
             if config.disabled:
                 logger.info(f"marsho: MCP server {name} is disabled")
                 continue
+            server.state = "starting"
             server.task = asyncio.create_task(server.run(), name=f"marsho-mcp-{name}")
-        waiting = [s.first_attempt.wait() for s in self._servers.values() if s.task is not None]
-        if waiting:
-            limit = self.start_wait if wait is None else wait
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(asyncio.gather(*waiting), limit)
+        await self.wait_started(self.start_wait if wait is None else wait)
+
+    async def wait_started(self, timeout: float) -> bool:
+        """Wait at most `timeout` seconds for every enabled server to connect or fail its first
+        attempt; whether they all did."""
+        servers = [s for s in self._servers.values() if s.task is not None]
+        if all(server.first_attempt.is_set() for server in servers):
+            return True
+        if timeout <= 0:
+            return False
+        try:
+            await asyncio.wait_for(asyncio.gather(*(s.first_attempt.wait() for s in servers)), timeout)
+        except asyncio.TimeoutError:
+            return False
+        return True
 
     async def stop(self) -> None:
         """Close every connection, cancel pending retries and take the tools out of the toolset."""
@@ -770,6 +983,22 @@ class McpManager:
         self._started = False
         self._servers.clear()
 
+    def report(self) -> list[ServerReport]:
+        """Each configured server: its state, its tools, and why it is not connected."""
+        reports = []
+        for name, config in self.servers.items():
+            server = self._servers.get(name)
+            if server is None:
+                reports.append(ServerReport(config, "disabled" if config.disabled else "idle",
+                                            self.status()[name]))
+                continue
+            reports.append(ServerReport(
+                config, server.state, server.status(), error=server.error,
+                tools=list(server.toolkit.tools) if server.toolkit else [],
+                unsupported=list(server.unsupported),
+            ))
+        return reports
+
     def status(self) -> dict[str, ServerStatus]:
         """Each configured server's state: connected (N tools), retrying in N s: why, disabled."""
         if not self._servers:
@@ -778,4 +1007,7 @@ class McpManager:
         return {name: server.status() for name, server in self._servers.items()}
 
 
-__all__ = ["McpManager", "ServerConfig", "convert_result", "read_mcp_config"]
+__all__ = [
+    "INHERITED_ENVIRONMENT", "McpManager", "ServerConfig", "ServerReport", "convert_result",
+    "read_mcp_config", "requires_tasks",
+]
