@@ -53,11 +53,11 @@ EN: dict[str, str] = {
     "reply.reasoning_title": "How I thought about it",
     "progress.using": "{name} is using {tools} …",
     "tip.no_vision": (
-        "(The model {model} cannot see pictures, so I left out {count} picture(s) and read only "
+        "(The model {model} cannot see pictures, so I left out {pictures_text} and read only "
         "the text.)"
     ),
-    "tip.image_failed": "(I could not load {count} picture(s): {reasons}.)",
-    "tip.image_too_many": "(I looked at the first {limit} pictures only.)",
+    "tip.image_failed": "(I could not load {pictures_text}: {reasons}.)",
+    "tip.image_too_many": "(I read at most {pictures_text} per question; I skipped the rest.)",
     "tip.images_off": (
         "(Pictures are not sent to the model here (MARSHO_MAX_IMAGES=0); I read only the text.)"
     ),
@@ -101,7 +101,7 @@ EN: dict[str, str] = {
     "calls.hidden_superuser": "result visible to superusers",
     "history.empty": "This conversation is empty.",
     "history.stats": (
-        "This conversation: {turns} turns, {messages} messages, about {tokens} tokens stored "
+        "This conversation: {turns_text}, {messages_text}, about {tokens} tokens stored "
         "({counting}). Each request carries the newest turns that fit in {budget} tokens "
         "(MARSHO_HISTORY_TOKENS)."
     ),
@@ -110,9 +110,11 @@ EN: dict[str, str] = {
         "This conversation is shared by the whole group: only group admins and superusers can "
         "reset it."
     ),
-    "reset.done": "Done: I forgot this conversation ({turns} turns).",
+    "reset.done": "Done: I forgot this conversation ({turns_text}).",
     "reset.empty": "This conversation was already empty.",
     "command.superusers": "Only the bot's superusers may use {command}.",
+    "command.unknown": "{command} is not one of my commands. These are:",
+    "command.did_you_mean": "{command} is not one of my commands. Did you mean {closest}? All of them:",
     "export.done": "{count} messages exported to {path}\n{shown}",
     "export.too_long": "({chars} characters: too long to show here)",
     "model.show": "The model is {model} (at {url}).",
@@ -130,6 +132,10 @@ EN: dict[str, str] = {
     "queue.full": "You already have questions waiting; I'll answer those first.",
     "seconds": "{n} s",
     "list.separator": ", ",
+    # counts: "singular|plural" (Texts.plural picks one); a language without plurals has one form
+    "count.turns": "{n} turn|{n} turns",
+    "count.messages": "{n} message|{n} messages",
+    "count.pictures": "{n} picture|{n} pictures",
     "config.broken": "marsho is not configured correctly: {error}. Fix .env and restart the bot.",
     "config.invalid": "invalid settings in .env: {problems}",
     "problem.starting": "marsho is still starting; try again in a moment.",
@@ -259,9 +265,9 @@ ZH: dict[str, str] = {
     "reply.cut": "（回答超过 {limit} 个字，后面的部分被截掉了。）",
     "reply.reasoning_title": "我的思考过程",
     "progress.using": "{name} 正在使用 {tools} …",
-    "tip.no_vision": "（模型 {model} 看不到图片，我略过了 {count} 张图片，只读了文字。）",
-    "tip.image_failed": "（有 {count} 张图片没能加载：{reasons}。）",
-    "tip.image_too_many": "（我只看了前 {limit} 张图片。）",
+    "tip.no_vision": "（模型 {model} 看不到图片，我略过了 {pictures_text}，只读了文字。）",
+    "tip.image_failed": "（有 {pictures_text}没能加载：{reasons}。）",
+    "tip.image_too_many": "（每个问题我最多看 {pictures_text}，其余的略过了。）",
     "tip.images_off": "（这里不会把图片发给模型（MARSHO_MAX_IMAGES=0），我只读了文字。）",
     "tip.image_only": "当前模型 {model} 看不到图片哦。请用文字告诉我你想知道什么。",
     "media.too_large": "太大了（上限 {limit}）",
@@ -298,13 +304,15 @@ ZH: dict[str, str] = {
     "calls.hidden_superuser": "结果仅超级用户可见",
     "history.empty": "这段对话还是空的。",
     "history.stats": (
-        "这段对话：{turns} 轮，{messages} 条消息，约 {tokens} 个 token（{counting}）。"
+        "这段对话：{turns_text}，{messages_text}，约 {tokens} 个 token（{counting}）。"
         "每次请求带上能放进 {budget} 个 token 的最新几轮（MARSHO_HISTORY_TOKENS）。"
     ),
     "reset.shared": "这段对话由全群共享：只有群管理员和超级用户可以重置。",
-    "reset.done": "好了：我忘掉了这段对话（{turns} 轮）。",
+    "reset.done": "好了：我忘掉了这段对话（{turns_text}）。",
     "reset.empty": "这段对话本来就是空的。",
     "command.superusers": "只有机器人的超级用户可以使用 {command}。",
+    "command.unknown": "我没有 {command} 这个命令。我的命令有：",
+    "command.did_you_mean": "我没有 {command} 这个命令。你是想用 {closest} 吗？全部命令：",
     "export.done": "已导出 {count} 条消息到 {path}\n{shown}",
     "export.too_long": "（共 {chars} 个字符，太长了，不在这里显示）",
     "model.show": "当前模型是 {model}（{url}）。",
@@ -321,6 +329,9 @@ ZH: dict[str, str] = {
     "queue.full": "你已经有问题在排队啦，我先回答那些。",
     "seconds": "{n} 秒",
     "list.separator": "、",
+    "count.turns": "{n} 轮",
+    "count.messages": "{n} 条消息",
+    "count.pictures": "{n} 张图片",
     "config.broken": "marsho 的配置有误：{error}。请修改 .env 并重启机器人。",
     "config.invalid": ".env 中的设置无效：{problems}",
     "problem.starting": "marsho 还在启动，请稍后再试。",
@@ -427,6 +438,12 @@ class Texts:
     def weekday(self, index: int) -> str:
         """Monday is 0, as in datetime.weekday()."""
         return self("weekday").split("|")[index]
+
+    def plural(self, key: str, n: int) -> str:
+        """The count `key` formatted with `n`: its first form for 1, else its last (English has
+        `"{n} turn|{n} turns"`; Chinese, without plurals, one form)."""
+        forms = self(key, n=n).split("|")
+        return forms[0] if n == 1 else forms[-1]
 
     def join(self, items: Iterable[str]) -> str:
         """Items of a list in a sentence, with the language's separator."""

@@ -294,7 +294,7 @@ async def test_a_picture_that_cannot_be_loaded_is_a_placeholder_and_a_tip(
     )
     assert "/missing.png" in pictures.paths
     assert reply.text.startswith("I cannot see it.\n\n"), reply.text
-    assert "(I could not load 1 picture(s): the server refused it.)" in reply.text
+    assert "(I could not load 1 picture: the server refused it.)" in reply.text
     [question] = user_messages(endpoint.requests[0])
     assert question == "user10202: what is this?\n[a picture that could not be loaded]"
 

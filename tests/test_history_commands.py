@@ -150,7 +150,7 @@ async def test_only_admins_owners_and_superusers_reset_a_shared_group_conversati
 ) -> None:
     scope("group")
     fake.push(text("first"))
-    answer = "Done: I forgot this conversation (1 turns)." if allowed else MEMBER_ONLY
+    answer = "Done: I forgot this conversation (1 turn)." if allowed else MEMBER_ONLY
     await exchange(app, (group_message("marsho one"), "first"),
                    (group_message("marsho.reset", user_id=user_id, role=role), answer))
     assert (await plugin_engine.history.stats(GROUP_KEY))[0] == (0 if allowed else 1)
@@ -164,7 +164,7 @@ async def test_in_user_in_group_scope_any_member_resets_their_own_conversation(
     await exchange(app, (group_message("marsho mine", user_id=10001), "a"),
                    (group_message("marsho theirs", user_id=10002), "b"),
                    (group_message("marsho.reset", user_id=10001),
-                    "Done: I forgot this conversation (1 turns)."),
+                    "Done: I forgot this conversation (1 turn)."),
                    (group_message("marsho again", user_id=10001), "fresh"))
     assert user_messages(fake.requests[-1]) == ["again"]
     assert (await plugin_engine.history.stats(key_of("user_in_group", user=10002)))[0] == 1

@@ -29,11 +29,11 @@ from tests.onebot import group_message, onebot_bot, private_message, reply_call
 
 PACKAGE = Path(__file__).resolve().parent.parent / "nonebot_plugin_marsho"
 
-CALL = r"""(?<!def )(?<!class )(?:\b(?:t|texts|self|ServerStatus)\(\s*|\btext\(\s*(?:[\w.]+|"[^"]*")\s*,\s*|\b(?:code|hint)=)"""
+CALL = r"""(?<!def )(?<!class )(?:\b(?:t|texts|self|ServerStatus|plural)\(\s*|\btext\(\s*(?:[\w.]+|"[^"]*")\s*,\s*|\b(?:code|hint)=)"""
 """Where a key is named: a call of the texts, whatever holds them (`t = app.texts` then
-`t("key")`; `app.texts("key")`, `delivery.texts(...)`; `self("key")` in Texts itself), the key
-after the language in `text(language, "key")`, an MCP server's `ServerStatus("key")`, or an
-error's `code=`/`hint=`."""
+`t("key")`; `app.texts("key")`, `delivery.texts(...)`; `self("key")` in Texts itself; a count's
+`t.plural("key", n)`), the key after the language in `text(language, "key")`, an MCP server's
+`ServerStatus("key")`, or an error's `code=`/`hint=`."""
 LITERAL_CALL = re.compile(CALL + r"""(["'])([^"'\\]+)\1\s*[,)]""")
 """`t("key")`, `app.texts('key', name=...)`, `MarshoError(code="key", hint="key")`: a key spelled out."""
 ANY_CALL = re.compile(CALL + r"""([^,)]+)""")
@@ -152,6 +152,7 @@ def test_the_scan_finds_the_calls() -> None:
     used = literal_keys()
     assert len(used) > 50
     assert "chat/render.py" in used["reply.empty"] and "chat/fairuse.py" in used["seconds"]
+    assert "chat/render.py" in used["count.messages"]  # t.plural("...", n)
     assert "chat/matchers.py" in used["config.broken"]  # t = app.texts, then t("...")
     assert "chat/outgoing.py" in used["reply.reasoning_title"]  # delivery.texts('...') in an f-string
     assert "chat/poke.py" in used["poke.someone"]  # app.texts("...")
@@ -272,7 +273,7 @@ def test_an_error_is_logged_in_english_whatever_the_chat_language(chinese: None)
 def test_texts_follow_the_language() -> None:
     zh, en = Texts("zh-CN"), Texts("en")
     assert zh("reset.empty") == "这段对话本来就是空的。"
-    assert zh("reset.done", turns=3) == "好了：我忘掉了这段对话（3 轮）。"
+    assert zh("reset.done", turns_text=zh.plural("count.turns", 3)) == "好了：我忘掉了这段对话（3 轮）。"
     assert seconds_text(zh, 12.1) == "13 秒" and seconds_text(zh, 0.2) == "1 秒"
     assert en("reset.empty") == "This conversation was already empty."
     assert seconds_text(en, 12.1) == "13 s"
@@ -283,7 +284,7 @@ def test_texts_follow_the_language() -> None:
 def test_a_key_missing_from_chinese_falls_back_to_english(monkeypatch: pytest.MonkeyPatch) -> None:
     zh = Texts("zh-CN")
     monkeypatch.delitem(ZH, "reset.done")
-    assert zh("reset.done", turns=2) == "Done: I forgot this conversation (2 turns)."
+    assert zh("reset.done", turns_text="2 turns") == "Done: I forgot this conversation (2 turns)."
     assert zh("reset.empty") == "这段对话本来就是空的。"
     with pytest.raises(KeyError):
         zh("no.such.key")

@@ -30,7 +30,7 @@ from tests.fake_openai import FakeOpenAI, text
 from tests.loopback import LoopbackServer, QuietHandler, serve, shut
 from tests.onebot import SELF_ID, group_message, onebot_bot, reply_call
 
-NO_VISION_TIP = "(The model fake-model cannot see pictures, so I left out {n} picture(s) and read only the text.)"
+NO_VISION_TIP = "(The model fake-model cannot see pictures, so I left out {n} and read only the text.)"
 IMAGE_ONLY_TIP = "I can't see pictures with the model fake-model. Tell me in words what you'd like to know."
 GROUP_KEY = session_key("OneBot V11", group_id="20001", user_id="10001", scope="group")
 
@@ -258,7 +258,7 @@ async def test_a_model_that_cannot_see_gets_no_picture_and_the_asker_a_tip(
         bot = onebot_bot(ctx)
         event = asking("marsho what is this", picture(url(host, "p0.png")))
         ctx.receive_event(bot, event)
-        answer = "I read your words.\n\n" + NO_VISION_TIP.format(n=1)
+        answer = "I read your words.\n\n" + NO_VISION_TIP.format(n="1 picture")
         ctx.should_call_api(*reply_call(event, answer), result={"message_id": 1})
     assert user_content(fake) == "user10001: what is this\n[picture]"
     assert host.hits == []  # not even downloaded
@@ -327,7 +327,7 @@ async def test_a_picture_that_cannot_be_had_is_left_out_and_the_tip_says_why(
             event = asking("marsho what is this", picture(url(host, name)))
             ctx.receive_event(bot, event)
             api, data, like = reply_where(event, lambda answer: answer.startswith(
-                "Words only.\n\n(I could not load 1 picture(s): ") and reason in answer
+                "Words only.\n\n(I could not load 1 picture: ") and reason in answer
                 and answer.endswith(".)"))
             ctx.should_call_api(api, data, result={"message_id": 1})
     assert time.monotonic() - started < 15
@@ -346,7 +346,7 @@ async def test_a_picture_on_a_private_address_is_refused_by_default(
             bot = onebot_bot(ctx)
             event = asking("marsho what is this", picture(url(host, "red.png")))
             ctx.receive_event(bot, event)
-            ctx.should_call_api(*reply_call(event, "Words only.\n\n(I could not load 1 picture(s): "
+            ctx.should_call_api(*reply_call(event, "Words only.\n\n(I could not load 1 picture: "
                                                    "the address is not allowed.)"), result={"message_id": 1})
         assert host.hits == []
 
@@ -372,7 +372,7 @@ async def test_only_the_first_max_images_pictures_are_sent(
             bot = onebot_bot(ctx)
             event = asking("marsho compare", *(picture(url(host, f"p{i}.png"), f"{i}.image") for i in range(3)))
             ctx.receive_event(bot, event)
-            answer = "Three squares.\n\n(I looked at the first 2 pictures only.)"
+            answer = "Three squares.\n\n(I read at most 2 pictures per question; I skipped the rest.)"
             ctx.should_call_api(*reply_call(event, answer), result={"message_id": 1})
         content = user_content(fake)
         assert [decoded(p) for p in content if p["type"] == "image_url"] == PNGS[:2]
@@ -509,7 +509,7 @@ async def test_a_quoted_picture_for_a_model_that_cannot_see_becomes_a_placeholde
         event = quoting(group_message("marsho what is it?"),
                         Message([MessageSegment.text("look"), picture(url(host, "p2.png"))]))
         ctx.receive_event(bot, event)
-        answer = "I cannot see it.\n\n" + NO_VISION_TIP.format(n=1)
+        answer = "I cannot see it.\n\n" + NO_VISION_TIP.format(n="1 picture")
         ctx.should_call_api(*reply_call(event, answer), result={"message_id": 1})
     assert user_content(fake) == (
         "user10001: [Quoted message from Bobby]\nlook\n[picture]\n[End of quote]\nwhat is it?")
@@ -595,6 +595,6 @@ async def test_a_picture_alone_that_cannot_be_downloaded_gets_the_reason_not_the
         event = asking("marsho", picture(url(host, "missing.png")))
         ctx.receive_event(bot, event)
         # the model could see it; the download failed: say that, and ask the model nothing
-        ctx.should_call_api(*reply_call(event, "(I could not load 1 picture(s): the server refused it.)"),
+        ctx.should_call_api(*reply_call(event, "(I could not load 1 picture: the server refused it.)"),
                             result={"message_id": 1})
     assert fake.requests == []

@@ -54,7 +54,7 @@ class AnyTextReply:
         ("/Marsho.Tools", Request("tools", "")),
         ("小棉.calls", Request("calls", "")),
         ("marsho.help", Request("help", "")),
-        ("marsho.unknown thing", None),
+        ("marsho.unknown thing", Request("unknown", "unknown")),
         ("marshomallow is tasty", None),
         ("hi marsho", None),
         ("", None),
@@ -151,7 +151,7 @@ async def test_reset_forgets_the_conversation(app: App, fake: FakeOpenAI, plugin
     async with app.test_matcher() as ctx:
         bot = onebot_bot(ctx)
         for message, answer in [("marsho one", "first"),
-                                ("marsho.reset", "Done: I forgot this conversation (1 turns)."),
+                                ("marsho.reset", "Done: I forgot this conversation (1 turn)."),
                                 ("marsho two", "fresh")]:
             event = group_message(message, role="admin")  # a shared group: admins may reset
             ctx.receive_event(bot, event)

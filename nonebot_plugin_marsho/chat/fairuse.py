@@ -35,10 +35,23 @@ class RateLimiter:
             return 0.0
         return max(0.0, events[0] + self.window - self._clock())
 
-    def take(self, key: str) -> None:
-        """Count one event for `key`."""
-        if self.limit > 0:
-            self._recent(key).append(self._clock())
+    def take(self, key: str) -> float | None:
+        """Count one event for `key`; its time, for `give_back` (None: no limit, nothing counted)."""
+        if self.limit <= 0:
+            return None
+        now = self._clock()
+        self._recent(key).append(now)
+        return now
+
+    def give_back(self, key: str, taken: float | None) -> None:
+        """Uncount the event `take` counted at `taken` (nothing if it already left the window)."""
+        events = self._events.get(key)
+        if taken is None or not events:
+            return
+        try:
+            events.remove(taken)
+        except ValueError:
+            pass
 
     def _recent(self, key: str) -> deque[float]:
         now = self._clock()
@@ -139,12 +152,20 @@ class Admission:
     first; "": silence."""
     wait: float = 0.0
     _done: Callable[[], None] | None = field(default=None, repr=False)
+    _refund: Callable[[], None] | None = field(default=None, repr=False)
 
     def done(self) -> None:
         """The question is over: it no longer counts in the asker's queue (once; idempotent)."""
         done, self._done = self._done, None
         if done is not None:
             done()
+
+    def refund(self) -> None:
+        """The question got no answer (it failed): it does not count against the asker's and the
+        group's rate limits after all (once; idempotent)."""
+        refund, self._refund = self._refund, None
+        if refund is not None:
+            refund()
 
 
 class FairUse:
@@ -193,30 +214,44 @@ class FairUse:
         """Seconds to wait before this person may ask here (0: go on, and it is counted)."""
         if superuser:
             return 0.0
+        wait = self._wait(user_id, group_id)
+        if not wait:
+            self._take(user_id, group_id)
+        return wait
+
+    def _wait(self, user_id: str, group_id: str | None) -> float:
         wait = self.users.wait(user_id)
         if group_id:
             wait = max(wait, self.groups.wait(group_id))
-        if wait:
-            return wait
-        self.users.take(user_id)
-        if group_id:
-            self.groups.take(group_id)
-        return 0.0
+        return wait
+
+    def _take(self, user_id: str, group_id: str | None) -> Callable[[], None]:
+        """Count one question against the user's and the group's limits; the callable uncounts it."""
+        user_taken = self.users.take(user_id)
+        group_taken = self.groups.take(group_id) if group_id else None
+
+        def give_back() -> None:
+            self.users.give_back(user_id, user_taken)
+            if group_id:
+                self.groups.give_back(group_id, group_taken)
+        return give_back
 
     def admit(self, user_id: str, group_id: str | None, *, superuser: bool) -> Admission:
         """A question: refused while the asker's queue is full (not counted against the rate
         limits: it costs nothing), or over a rate limit; else it goes on and holds a place in
-        the queue until `done()`. A refusal carries a notice only the first time: once per
-        burst for the queue, once per window for the rate limits."""
+        the queue until `done()`; one that gets no answer is given back with `refund()`. A
+        refusal carries a notice only the first time: once per burst for the queue, once per
+        window for the rate limits."""
         if superuser:
             return Admission(go=True)
         if not self.queue.enter(user_id):
             return Admission(go=False, notice="queue" if self.queue.tell(user_id) else "")
-        wait = self.charge(user_id, group_id, superuser=False)
+        wait = self._wait(user_id, group_id)
         if wait:
             self.queue.leave(user_id)
             return Admission(go=False, notice="rate" if self.notices.first(user_id) else "", wait=wait)
-        return Admission(go=True, _done=lambda: self.queue.leave(user_id))
+        return Admission(go=True, _done=lambda: self.queue.leave(user_id),
+                         _refund=self._take(user_id, group_id))
 
 
 class Cooldown:

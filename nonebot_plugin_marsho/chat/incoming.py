@@ -153,11 +153,13 @@ async def read_question(
         vision = False
         question.tips.append(t("tip.images_off"))
     elif wanted and not vision:
-        question.tips.append(t("tip.no_vision", model=model, count=len(wanted)))
+        left_out = t.plural("count.pictures", len(wanted))
+        question.tips.append(t("tip.no_vision", model=model, pictures_text=left_out))
     elif wanted:
         kept = wanted[: limits.max_images]
         if len(wanted) > len(kept):
-            question.tips.append(t("tip.image_too_many", limit=limits.max_images))
+            at_most = t.plural("count.pictures", limits.max_images)
+            question.tips.append(t("tip.image_too_many", pictures_text=at_most))
         results = await asyncio.gather(*(_fetch(image, limits) for image in kept), return_exceptions=True)
         failures: list[str] = []
         for image, result in zip(kept, results, strict=True):
@@ -173,7 +175,8 @@ async def read_question(
                 pictures[id(image)] = data_url(*result)
         if failures:
             reasons = t("list.separator").join(failures)
-            question.tips.append(t("tip.image_failed", count=len(failures), reasons=reasons))
+            not_loaded = t.plural("count.pictures", len(failures))
+            question.tips.append(t("tip.image_failed", pictures_text=not_loaded, reasons=reasons))
 
     def add_images(images: list[Image]) -> None:
         for image in images:

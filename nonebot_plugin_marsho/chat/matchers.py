@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +36,7 @@ from .render import (
     history_text,
     reply_text,
     tools_text,
+    unknown_command_text,
     usage_text,
 )
 
@@ -55,27 +56,60 @@ class Request:
     text: str
 
 
-def parse_request(text: str, names: list[str], command_starts: set[str]) -> Request | None:
-    """Read `marsho ...`, `/marsho ...`, `Marsho.reset` or `小棉你好`; None if not for us."""
+COMMAND_WORD = re.compile(r"\.([A-Za-z][A-Za-z0-9_-]{0,31})(?=\s|$)", re.ASCII)
+"""A command right after a trigger word: a dot, then one ASCII word, then the end or a space."""
+
+
+def parse_request(text: str, names: list[str], command_starts: Iterable[str]) -> Request | None:
+    """Read `marsho ...`, `/marsho ...`, `!marsho ...`, `Marsho.reset` or `小棉你好`; None if not
+    for us. `marsho.<word>` with a word that names no command is Request("unknown", word);
+    `marsho. <question>` (a space after the dot) is a question."""
     text = text.strip()
-    # whatever the bot's COMMAND_START, "/marsho" and "marsho" both work
-    for start in sorted((s for s in command_starts if s), key=len, reverse=True):
+    # whatever the bot's COMMAND_START (["!"], [""], several), "marsho", "/marsho" and
+    # "<any start>marsho" all work
+    candidates = [text]
+    for start in sorted({"/", *command_starts} - {""}, key=len, reverse=True):
         if text.startswith(start):
-            text = text[len(start):].lstrip()
+            candidates.append(text[len(start):].lstrip())
             break
+    for candidate in candidates:
+        request = _read_trigger(candidate, names)
+        if request is not None:
+            return request
+    return None
+
+
+def _read_trigger(text: str, names: list[str]) -> Request | None:
     folded = text.casefold()
     for name in sorted(names, key=len, reverse=True):
         if not folded.startswith(name.casefold()):
             continue
         rest = text[len(name):]
-        match = re.match(r"\.([A-Za-z]+)(?=\s|$)", rest)
-        if match and match.group(1).lower() in COMMANDS:
-            return Request(match.group(1).lower(), rest[match.end():].strip())
-        # "marshomallow" is not for us; "marsho你好" and "小棉你好" need no space
-        if rest and name[-1].isascii() and rest[0].isascii() and (rest[0].isalnum() or rest[0] in "_-."):
+        match = COMMAND_WORD.match(rest)
+        if match:
+            word = match.group(1).lower()
+            if word in COMMANDS:
+                return Request(word, rest[match.end():].strip())
+            return Request("unknown", word)
+        # "marsho." and "marsho. what is this" ask; "marshomallow" and "marsho.ai/x" are not for
+        # us; "marsho你好" and "小棉你好" need no space
+        asks = rest[:1] == "." and rest[1:2] in ("", *" \t\r\n")
+        if not asks and rest and name[-1].isascii() and rest[0].isascii() and (
+                rest[0].isalnum() or rest[0] in "_-."):
             continue
-        return Request("chat", rest.lstrip(" \t\r\n,，:：!！?？~").strip())
+        return Request("chat", rest.lstrip(" \t\r\n,，:：!！?？~.。").strip())
     return None
+
+
+def _message_text(event: Event) -> str:
+    """The text as it was sent: OneBot's adapter takes a NICKNAME at the start of a message (and
+    an @ of the bot) out of `message` before any rule sees it (with NICKNAME=["marsho"],
+    "marsho.reset" arrives as ".reset") and keeps what was sent in `original_message`."""
+    original = getattr(event, "original_message", None)
+    try:
+        return original.extract_plain_text() if original is not None else event.get_plaintext()
+    except Exception:
+        return event.get_plaintext()
 
 
 def _ids(event: Event) -> tuple[str | None, str]:
@@ -117,8 +151,10 @@ async def _is_for_marsho(bot: Bot, event: Event, state: T_State) -> bool:
     if event.get_type() != "message" or not await admitted_here(app, bot, event):
         return False
     config = app.config
-    starts = set(get_driver().config.command_start)
-    request = parse_request(event.get_plaintext(), config.trigger_names, starts)
+    starts = get_driver().config.command_start
+    request = parse_request(_message_text(event), config.trigger_names, starts)
+    if request is None:  # what the adapter left of the message (an @ of the bot taken out...)
+        request = parse_request(event.get_plaintext(), config.trigger_names, starts)
     if request is None and config.marsho_at and _ids(event)[0] and event.is_tome():
         request = Request("chat", event.get_plaintext().strip())
     if request is None:
@@ -187,7 +223,7 @@ async def _command(app: Marsho, engine: Engine, request: Request, key: str, role
         if shared and role == "member":
             return t("reset.shared")
         dropped = await engine.reset(key)
-        return t("reset.done", turns=dropped) if dropped else t("reset.empty")
+        return t("reset.done", turns_text=t.plural("count.turns", dropped)) if dropped else t("reset.empty")
     if request.command == "tools":
         return tools_text(t, engine.toolset, app.mcp.status() if app.mcp else None)
     if request.command == "calls":
@@ -248,6 +284,9 @@ async def handle_request(bot: Bot, event: Event, state: T_State) -> None:
     request: Request = state[STATE_KEY]
     app: Marsho = state[APP_KEY]
     config, t = app.config, app.texts
+    if request.command == "unknown":  # marsho.<word> that names no command: the closest, then all
+        await _send(unknown_command_text(t, config.trigger_names[0], request.text))
+        return
     has_more = request.text or not text_only(event)
     if request.command == "help" or (request.command == "chat" and not has_more and not app.config_error):
         await _send(usage_text(t, config.trigger_names, config.marsho_at))
@@ -291,8 +330,13 @@ async def handle_request(bot: Bot, event: Event, state: T_State) -> None:
             chat = session_key(bot.adapter.get_name(), group_id=group_id, user_id=user_id, scope="group")
             with lane(chat):
                 reply, tips = await _chat(app, bot, event, engine, request, key, shared=shared, role=role)
+        except BaseException:
+            turn.refund()  # a failed answer does not use up the asker's (or the group's) rate limit
+            raise
         finally:
             turn.done()
+        if reply is None:  # nothing was asked (the tips say why): it costs nothing either
+            turn.refund()
     except EndpointError as error:
         logger.warning(f"marsho: session {key}: {error}")
         await _send(_failure(t, owner, t("error.endpoint", error=error_text(t, error)), error))

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,8 @@ from ..exceptions import BudgetError, MarshoError, StoreError, join_hint
 from ..i18n import Texts
 from ..tools.model import Toolset
 
+HELP_ORDER = ("reset", "tools", "calls", "history", "nickname", "help", "model", "export")
+"""The commands in the order the help lists them."""
 MAX_CALLS_RESULT_CHARS = 500
 """Characters of each tool result shown by `marsho.calls`; the full text stays in history."""
 
@@ -33,9 +36,21 @@ def usage_text(t: Texts, names: list[str], at_enabled: bool) -> str:
     if at_enabled:
         lines.append(t("usage.at"))
     lines.append(t("usage.quote"))
-    lines += [t(f"usage.{command}", name=name) for command in
-              ("reset", "tools", "calls", "history", "nickname", "help", "model", "export")]
+    lines += [t(f"usage.{command}", name=name) for command in HELP_ORDER]
     return "\n".join(lines)
+
+
+def unknown_command_text(t: Texts, name: str, word: str, commands: Sequence[str] = HELP_ORDER) -> str:
+    """What `marsho.<word>` answers when no command is called `word`: the closest command if one
+    is close (difflib), then every command with what it does, the closest first."""
+    ratios = {command: difflib.SequenceMatcher(None, word, command).ratio() for command in commands}
+    ranked = sorted(commands, key=lambda command: -ratios[command])  # ties keep the help's order
+    asked = f"{name}.{word}"
+    if ranked and ratios[ranked[0]] >= 0.6:  # difflib.get_close_matches' own cutoff
+        head = t("command.did_you_mean", command=asked, closest=f"{name}.{ranked[0]}")
+    else:
+        head = t("command.unknown", command=asked)
+    return "\n".join([head, *(t(f"usage.{command}", name=name) for command in ranked)])
 
 
 def tools_text(t: Texts, toolset: Toolset, mcp_status: Mapping[str, str] | None = None) -> str:
@@ -104,7 +119,8 @@ def history_text(t: Texts, turns: int, messages: int, tokens: int, budget: int, 
     """What `marsho.history` answers."""
     if not turns:
         return t("history.empty")
-    return t("history.stats", turns=turns, messages=messages, tokens=tokens, counting=counting,
+    return t("history.stats", turns_text=t.plural("count.turns", turns),
+             messages_text=t.plural("count.messages", messages), tokens=tokens, counting=counting,
              budget=budget)
 
 
