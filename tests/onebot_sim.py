@@ -565,7 +565,7 @@ class BotProcess:
         # a developer's own MARSHO_* / LOCALSTORE_* / nonebot settings must not leak in
         inherited = {
             k: v for k, v in os.environ.items()
-            if not k.upper().startswith(("MARSHO_", "LOCALSTORE_", "ONEBOT_"))
+            if not k.upper().startswith(("MARSHO_", "MARSHOAI_", "LOCALSTORE_", "ONEBOT_"))
             and k.upper() not in {"HOST", "PORT", "DRIVER", "ENVIRONMENT", "COMMAND_START",
                                   "NICKNAME", "SUPERUSERS", "LOG_LEVEL"}
         }
