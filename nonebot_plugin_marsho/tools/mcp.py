@@ -63,9 +63,6 @@ if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
 
 Transport = Literal["stdio", "sse", "streamable-http"]
-State = Literal["idle", "starting", "connecting", "connected", "retrying", "failed", "disabled", "stopped"]
-"""starting: its first attempt; connecting: a reconnection; failed: an attempt failed and the
-manager does not retry (the CLI's)."""
 
 CONNECTION_CLOSED = getattr(types, "CONNECTION_CLOSED", -32000)
 
@@ -491,7 +488,11 @@ class _Server:
     def __init__(self, manager: McpManager, config: ServerConfig) -> None:
         self.manager = manager
         self.config = config
-        self.state: State = "disabled" if config.disabled else "idle"
+        self.state: Literal["idle", "connecting", "connected", "retrying", "disabled", "stopped"] = (
+            "disabled" if config.disabled else "idle"
+        )
+        """Shown as "starting" while connecting for the first time, and as "failed" when retrying
+        but the manager does not retry (the CLI's)."""
         self.error = ""
         self.retry_at = 0.0
         self.session: ClientSession | None = None
@@ -525,11 +526,13 @@ class _Server:
                 return ServerStatus("mcp.connected_unsupported", count=count,
                                     names=", ".join(self.unsupported))
             return ServerStatus("mcp.connected", count=count)
+        if self.state == "connecting" and not self.first_attempt.is_set():
+            return ServerStatus("mcp.starting")
+        if self.state == "retrying" and not self.manager.retry:
+            return ServerStatus("mcp.failed", error=self.error)
         if self.state == "retrying":
             wait = max(0.0, self.retry_at - time.monotonic())
             return ServerStatus("mcp.retrying", seconds=f"{wait:.0f}", error=self.error)
-        if self.state == "failed":
-            return ServerStatus("mcp.failed", error=self.error)
         return ServerStatus(f"mcp.{self.state}")
 
     # -- the connection task --------------------------------------------------------------
@@ -552,11 +555,10 @@ class _Server:
             up_since = self.connected_at
             if up_since is not None and time.monotonic() - up_since >= manager.stable_after:
                 delay = manager.backoff_initial  # it had been working: start over
-            if not manager.retry:
-                self.state = "failed"
+            self.state = "retrying"
+            if not manager.retry:  # status(): "failed"
                 logger.warning(f"marsho: MCP server {self.name} ({self.config.where}): {self.error}")
                 return
-            self.state = "retrying"
             self.retry_at = time.monotonic() + delay
             log = logger.info if self.error == self._last_logged else logger.warning
             self._last_logged = self.error
@@ -624,11 +626,8 @@ class _Server:
     async def _connect_and_serve(self) -> None:
         """One connection, from opening to losing it (returns or raises when it is lost)."""
         manager = self.manager
-        if not self.first_attempt.is_set():
-            self.state = "starting"
-        elif not self.error:
+        if not self.error:  # after a failure, it stays "retrying" (in 0 s), with why, until this ends
             self.state = "connecting"
-        # else it stays "retrying" (in 0 s), with why the last attempt failed, until this one ends
         self._stderr = self._watch = None
         async with contextlib.AsyncExitStack() as stack:
             errlog: Any = sys.stderr
@@ -890,7 +889,8 @@ class ServerReport:
     """One server as `python -m nonebot_plugin_marsho tools` lists it."""
 
     config: ServerConfig
-    state: State
+    state: str
+    """idle, connecting, connected, retrying, disabled or stopped."""
     status: ServerStatus
     error: str = ""
     tools: list[Tool] = field(default_factory=list)
@@ -947,7 +947,7 @@ class McpManager:
             if config.disabled:
                 logger.info(f"marsho: MCP server {name} is disabled")
                 continue
-            server.state = "starting"
+            server.state = "connecting"  # "starting" until its first attempt ends
             server.task = asyncio.create_task(server.run(), name=f"marsho-mcp-{name}")
         await self.wait_started(self.start_wait if wait is None else wait)
 
