@@ -93,6 +93,8 @@ EN: dict[str, str] = {
     "tools.available": "Off until enabled (MARSHO_ENABLED_TOOLKITS): {names}",
     "tools.disabled": "Disabled (MARSHO_DISABLED_TOOLKITS): {names}",
     "tools.failed": "Failed to load ({count}):",
+    "tools.failed_brief": "(The bot's owner sees why, with marsho.tools, and in the log.)",
+    "tools.error_hidden": "the owner has the details",
     "tools.toolset_folder": "(toolset folder)",
     # marsho.calls, marsho.history
     "calls.none": "No tool calls in this conversation's last answer.",
@@ -297,6 +299,8 @@ ZH: dict[str, str] = {
     "tools.available": "启用后才可用（MARSHO_ENABLED_TOOLKITS）：{names}",
     "tools.disabled": "已禁用（MARSHO_DISABLED_TOOLKITS）：{names}",
     "tools.failed": "加载失败（{count} 个）：",
+    "tools.failed_brief": "（原因机器人主人可以用 marsho.tools 或在日志里看到。）",
+    "tools.error_hidden": "详情主人可见",
     "tools.toolset_folder": "（工具集文件夹）",
     "calls.none": "这段对话的上一个回答没有调用工具。",
     "calls.cut": "…（共 {chars} 个字符）",

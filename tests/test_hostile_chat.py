@@ -162,3 +162,16 @@ async def test_a_question_with_a_lone_surrogate_is_answered_and_stored(fake: Fak
     finally:
         runner.close()
         await store.close()
+
+
+def test_a_members_tool_listing_shows_a_failing_mcp_server_without_its_error() -> None:
+    from nonebot_plugin_marsho.chat.render import tools_text
+    from nonebot_plugin_marsho.i18n import Texts
+    from nonebot_plugin_marsho.tools import Toolset
+    from nonebot_plugin_marsho.tools.mcp import ServerStatus
+
+    state = ServerStatus("mcp.retrying", seconds="5", error="exited: /home/owner/.secrets/db.sqlite")
+    member = tools_text(Texts("en"), Toolset(), {"notes": state}, owner=False)
+    owner = tools_text(Texts("en"), Toolset(), {"notes": state}, owner=True)
+    assert "notes: retrying in 5 s: the owner has the details" in member and "/home/owner" not in member
+    assert "/home/owner/.secrets/db.sqlite" in owner

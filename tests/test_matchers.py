@@ -192,7 +192,7 @@ async def test_sessions_are_per_group(app: App, fake: FakeOpenAI, plugin_engine)
 async def test_tools_lists_loaded_tools_and_failed_toolkits(app: App, plugin_engine) -> None:
     async with app.test_matcher() as ctx:
         bot = onebot_bot(ctx)
-        event = group_message("marsho.tools")
+        event = group_message("marsho.tools", user_id=int(SUPERUSER_ID))
         ctx.receive_event(bot, event)
         api, data = reply_call(event, "")
         data["message"] = reply = AnyTextReply(event)
@@ -221,6 +221,19 @@ async def test_tools_lists_loaded_tools_and_failed_toolkits(app: App, plugin_eng
     # the header counts what is listed
     loaded = listing.split("\nOff until enabled")[0]
     assert (int(header[1]), int(header[2])) == (loaded.count("\n• "), loaded.count("\n  - "))
+
+
+async def test_a_member_sees_which_toolkit_failed_but_not_why(app: App, plugin_engine) -> None:
+    async with app.test_matcher() as ctx:
+        bot = onebot_bot(ctx)
+        event = group_message("marsho.tools")
+        ctx.receive_event(bot, event)
+        api, data = reply_call(event, "")
+        data["message"] = reply = AnyTextReply(event)
+        ctx.should_call_api(api, data, result={"message_id": 1})
+    assert reply.text.endswith("\nFailed to load (1):\n✗ broken-kit\n"
+                               "(The bot's owner sees why, with marsho.tools, and in the log.)"), reply.text
+    assert "tools.json" not in reply.text
 
 
 async def test_calls_shows_the_last_turns_tool_calls_with_results(

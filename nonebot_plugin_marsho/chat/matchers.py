@@ -225,7 +225,7 @@ async def _command(app: Marsho, engine: Engine, request: Request, key: str, role
         dropped = await engine.reset(key)
         return t("reset.done", turns_text=t.plural("count.turns", dropped)) if dropped else t("reset.empty")
     if request.command == "tools":
-        return tools_text(t, engine.toolset, app.mcp.status() if app.mcp else None)
+        return tools_text(t, engine.toolset, app.mcp.status() if app.mcp else None, owner=role == "superuser")
     if request.command == "calls":
         asker = ToolContext(session_key=key, role=role)
         return calls_text(t, await engine.last_calls(key, asker), app.config.marsho_calls_chars)

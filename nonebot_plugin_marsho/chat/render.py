@@ -53,9 +53,12 @@ def unknown_command_text(t: Texts, name: str, word: str, commands: Sequence[str]
     return "\n".join([head, *(t(f"usage.{command}", name=name) for command in ranked)])
 
 
-def tools_text(t: Texts, toolset: Toolset, mcp_status: Mapping[str, str] | None = None) -> str:
+def tools_text(
+    t: Texts, toolset: Toolset, mcp_status: Mapping[str, str] | None = None, *, owner: bool = True
+) -> str:
     """What `marsho.tools` answers: loaded toolkits and tools, MCP servers' states, then every
-    toolkit that failed."""
+    toolkit that failed; a member (`owner` False) is not shown why a server or toolkit failed
+    (a server's stderr, a path on the bot's machine), only that it did."""
     lines: list[str] = []
     if toolset.toolkits:
         lines.append(t("tools.loaded", toolkits=len(toolset.toolkits), tools=len(toolset.tools)))
@@ -68,7 +71,7 @@ def tools_text(t: Texts, toolset: Toolset, mcp_status: Mapping[str, str] | None 
     else:
         lines.append(t("tools.none"))
     if mcp_status:
-        states = (f"{name}: {_translated(t, state)}" for name, state in mcp_status.items())
+        states = (f"{name}: {_translated(t, state, owner)}" for name, state in mcp_status.items())
         lines.append(t("tools.mcp", servers="; ".join(states)))
     if toolset.available:
         lines.append(t("tools.available", names=t.join(toolset.available)))
@@ -80,15 +83,24 @@ def tools_text(t: Texts, toolset: Toolset, mcp_status: Mapping[str, str] | None 
         for name, problems in failed.items():
             lines.append(f"✗ {name or t('tools.toolset_folder')}")
             # the folder and file, not the server's whole path: group members read this too
-            lines.extend(f"  - {Path(*problem.path.parts[-2:])}: {problem.message}"
-                         for problem in problems)
+            if owner:
+                lines.extend(f"  - {Path(*problem.path.parts[-2:])}: {problem.message}"
+                             for problem in problems)
+        if not owner:
+            lines.append(t("tools.failed_brief"))
     return "\n".join(lines)
 
 
-def _translated(t: Texts, state: str) -> str:
-    """An MCP server's state in the chat's language (it carries its catalogue code)."""
+def _translated(t: Texts, state: str, owner: bool = True) -> str:
+    """An MCP server's state in the chat's language (it carries its catalogue code); for a
+    member without the error text (a server's stderr, an address)."""
     code = getattr(state, "code", None)
-    return t(code, **getattr(state, "params", {})) if code else state
+    if not code:
+        return state
+    params = dict(getattr(state, "params", {}))
+    if not owner and "error" in params:
+        params["error"] = t("tools.error_hidden")
+    return t(code, **params)
 
 
 def calls_text(t: Texts, calls: list[dict[str, Any]], max_chars: int = MAX_CALLS_RESULT_CHARS) -> str:
