@@ -68,7 +68,9 @@ EN: dict[str, str] = {
     "media.timeout": "not downloaded within {seconds} s",
     "media.not_image": "not a picture",
     "media.http": "the server refused it",
-    "media.blocked": "the address is not allowed",
+    "media.blocked": (
+        "the address is not allowed (the bot's owner can allow local ones: MARSHO_IMAGE_ALLOW_PRIVATE)"
+    ),
     "media.network": "network error",
     "media.bad_url": "unusable address",
     # help
@@ -276,7 +278,7 @@ ZH: dict[str, str] = {
     "media.timeout": "{seconds} 秒内没能下载完",
     "media.not_image": "不是图片",
     "media.http": "服务器拒绝了",
-    "media.blocked": "不允许访问该地址",
+    "media.blocked": "不允许访问该地址（机器人主人可用 MARSHO_IMAGE_ALLOW_PRIVATE 允许本地地址）",
     "media.network": "网络错误",
     "media.bad_url": "地址无法使用",
     "usage.ask": "有问题就问我：{name} <问题>",

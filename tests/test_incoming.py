@@ -347,7 +347,9 @@ async def test_a_picture_on_a_private_address_is_refused_by_default(
             event = asking("marsho what is this", picture(url(host, "red.png")))
             ctx.receive_event(bot, event)
             ctx.should_call_api(*reply_call(event, "Words only.\n\n(I could not load 1 picture: "
-                                                   "the address is not allowed.)"), result={"message_id": 1})
+                                                   "the address is not allowed (the bot's owner can allow "
+                                                   "local ones: MARSHO_IMAGE_ALLOW_PRIVATE).)"),
+                                result={"message_id": 1})
         assert host.hits == []
 
 

@@ -550,3 +550,12 @@ def test_every_load_problem_names_its_file(tmp_path: Path) -> None:
         assert problem.path.is_relative_to(tmp_path)
         assert str(problem).startswith(f"{problem.path}: ")
         assert str(problem).removeprefix(f"{problem.path}: ").strip()
+
+
+def test_a_syntax_errors_location_is_given_once(tmp_path: Path) -> None:
+    kit = tmp_path / "kit"
+    kit.mkdir()
+    (kit / "__init__.py").write_text("def f(:\n    pass\n", encoding="utf-8")
+    toolset = load_toolset([ToolsetSource(tmp_path, "test")])
+    (problem,) = toolset.problems
+    assert str(problem).endswith("import failed: SyntaxError: invalid syntax (at __init__.py line 1)")

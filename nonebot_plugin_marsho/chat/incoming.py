@@ -167,7 +167,10 @@ async def read_question(
                 # the kind only: the details (hosts, addresses) are for the log, not the chat
                 failures.append(t(f"media.{result.kind}", limit=_megabytes(limits.max_bytes),
                                   seconds=f"{limits.timeout:g}"))
-                logger.warning(f"marsho: picture {image.url or image.id}: {result.kind} {result.detail}")
+                hint = ("; if your OneBot implementation serves pictures on a local address, set "
+                        "MARSHO_IMAGE_ALLOW_PRIVATE=true") if result.kind == "blocked" else ""
+                where = image.url or image.id
+                logger.warning(f"marsho: picture {where}: {result.kind} {result.detail}{hint}")
             elif isinstance(result, BaseException):
                 failures.append(t("media.network"))
                 logger.opt(exception=result).warning("marsho: could not read a picture")

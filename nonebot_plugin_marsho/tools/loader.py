@@ -357,8 +357,19 @@ def _import_problem(error: BaseException, folder: Path, module_name: str) -> str
             missing = ModuleNotFoundError(name=f"{module_name}.{wanted[1]}")
             what, advice = _missing_module(missing, folder, module_name)
             return f"import failed: {what}, or __init__.py lacks the name{where}; {advice}"
+    if isinstance(error, SyntaxError):  # str() already names the file and line: not twice
+        return f"import failed: {type(error).__name__}: {error.msg}{where or _syntax_where(error, folder)}"
     text = f"{type(error).__name__}: {error}".replace(module_name, folder.name)
     return f"import failed: {text}{where}"
+
+
+def _syntax_where(error: SyntaxError, folder: Path) -> str:
+    """' (at kit/helpers.py line 3)' for a syntax error the traceback does not place."""
+    if not error.filename:
+        return ""
+    path = Path(error.filename)
+    shown = path.relative_to(folder) if path.is_relative_to(folder) else path.name
+    return f" (at {shown} line {error.lineno})"
 
 
 def _module_name(toolkit: str, folder: Path) -> str:
