@@ -10,6 +10,7 @@ adds what it holds at startup, and `logger` here is NoneBot's logger with every 
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import threading
@@ -91,6 +92,19 @@ def _compile(values: set[str]) -> re.Pattern[str] | None:
     literal = sorted({s for value in values for s in _spellings(value)}, key=len, reverse=True)
     masked = [m for m in map(_masked, values) if m]
     return re.compile("|".join([*masked, *map(re.escape, literal)]))
+
+
+@functools.lru_cache(maxsize=256)
+def _pattern_of(values: frozenset[str]) -> re.Pattern[str] | None:
+    return _compile(set(values))
+
+
+def hide(text: str, secrets: Iterable[Any], *, min_length: int = MIN_SECRET) -> str:
+    """`text` with these secrets hidden, the same way as the process's own (a web service's
+    header values, a toolkit's presets): for the few places that hold secrets of their own."""
+    values = frozenset(v for v in secrets if isinstance(v, str) and len(v) >= min_length)
+    pattern = _pattern_of(values) if values and text else None
+    return pattern.sub(REDACTED, text) if pattern is not None else text
 
 
 SECRETS = Secrets()

@@ -4,7 +4,6 @@ a toolkit may be called, how a tool's `parameters` schema is normalised, and how
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -15,6 +14,7 @@ from jsonschema.exceptions import SchemaError
 from pydantic import AfterValidator, BeforeValidator, ValidationInfo
 
 from ..fileformat import json_type
+from ..redaction import hide
 
 # --- names -------------------------------------------------------------------------------------
 
@@ -176,12 +176,5 @@ MIN_SECRET = 4
 
 
 def redact(text: str, secrets: Iterable[str]) -> str:
-    """`text` with each secret hidden: as written, as JSON escapes it, and as repr() quotes it."""
-    spellings = {
-        spelling
-        for secret in secrets if len(secret) >= MIN_SECRET
-        for spelling in (secret, json.dumps(secret, ensure_ascii=False)[1:-1], repr(secret)[1:-1])
-    }
-    for spelling in sorted(spellings, key=len, reverse=True):
-        text = text.replace(spelling, REDACTED)
-    return text
+    """`text` with each secret hidden, in every spelling redaction.py knows."""
+    return hide(text, secrets, min_length=MIN_SECRET)

@@ -21,7 +21,7 @@ from jsonschema import Draft202012Validator
 from pydantic import ValidationError
 from pydantic_core import to_jsonable_python
 
-from ..redaction import logger
+from ..redaction import hide, logger
 from .model import ResultStatus, Tool, ToolCall, ToolContext, ToolResponse, ToolResult, Toolset
 
 MAX_SCHEMA_ECHO = 1500
@@ -163,15 +163,9 @@ Other presets (base URLs, a provider's name) may show: hiding "brave" would mang
 
 
 def redact(text: str, presets: dict[str, Any]) -> str:
-    """Hide secret preset values (API keys...) from text bound for the model, a reply or a log."""
-    for name, value in presets.items():
-        if not isinstance(value, str) or len(value) < 4 or not SECRET_PRESET.search(name):
-            continue
-        # as stored, as JSON escapes it (a returned dict), as repr quotes it (KeyError(secret))
-        spellings = {value, json.dumps(value, ensure_ascii=False)[1:-1], repr(value)[1:-1]}
-        for spelling in sorted(spellings, key=len, reverse=True):
-            text = text.replace(spelling, REDACTED)
-    return text
+    """Hide secret preset values (API keys...) from text bound for the model, a reply or a log:
+    in every spelling redaction.py knows (as stored, JSON- or repr-escaped, URL-encoded)."""
+    return hide(text, (value for name, value in presets.items() if SECRET_PRESET.search(name)), min_length=4)
 
 
 def _code_of(func: Callable[..., Any]) -> Any:
