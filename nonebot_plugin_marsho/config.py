@@ -256,6 +256,16 @@ class Config(BaseModel):
             raise ValueError("the trigger word cannot be empty")
         return value
 
+    @field_validator("marsho_allowed_groups", "marsho_denied_groups", "marsho_allowed_users",
+                     "marsho_denied_users", mode="before")
+    @classmethod
+    def _ids_as_text(cls, value: Any) -> Any:
+        # QQ ids are often written as numbers: [123456] means ["123456"]
+        if isinstance(value, list):
+            return [str(item) if isinstance(item, int) and not isinstance(item, bool) else item
+                    for item in value]
+        return value
+
     @field_validator("marsho_aliases")
     @classmethod
     def _aliases_not_blank(cls, value: list[str]) -> list[str]:
@@ -398,6 +408,10 @@ def _blank(value: Any) -> bool:
     return value is None or (isinstance(value, str) and not value.strip())
 
 
+MARSHOAI_DEFAULT_ENDPOINT = "https://models.inference.ai.azure.com"
+"""Where nonebot-plugin-marshoai sends its token when no endpoint is set (GitHub Models)."""
+
+
 def apply_legacy_keys(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """NoneBot's settings with marshoai's keys copied to ours where ours are absent or empty, and
     a note for every marshoai key: read as which of ours (rename it), or ignored and why.
@@ -438,6 +452,12 @@ def apply_legacy_keys(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     for old in sorted(k for k in data if k.startswith("marshoai_") and k not in known):
         reason = UNSUPPORTED_LEGACY_KEYS.get(old, "Marsho has no equivalent")
         notes.append(f"{old.upper()} {_FROM_MARSHOAI} is ignored: {reason}")
+    if "marshoai_token" in read_as and _blank(data.get("marsho_base_url")):
+        # marshoai's token is a GitHub token for its default endpoint: sent anywhere else it
+        # fails, and reaches a third party
+        data["marsho_base_url"] = MARSHOAI_DEFAULT_ENDPOINT
+        notes.append(f"MARSHOAI_TOKEN {_FROM_MARSHOAI} is used with marshoai's default endpoint "
+                     f"{MARSHOAI_DEFAULT_ENDPOINT}, as no endpoint is set; set MARSHO_BASE_URL to change it")
     return data, notes
 
 

@@ -118,6 +118,13 @@ def redact(text: str) -> str:
 
 def _redact_record(record: Any) -> None:
     record["message"] = SECRETS(record["message"])
+    caught = record["exception"]
+    if caught is not None and caught.value is not None:
+        said = f"{type(caught.value).__name__}: {caught.value}"
+        hidden = SECRETS(said)
+        if hidden != said:  # the traceback would print the secret: only its redacted line is kept
+            record["exception"] = None
+            record["message"] += f" ({hidden})"
 
 
 logger = _nonebot_logger.patch(_redact_record)

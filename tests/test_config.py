@@ -152,3 +152,19 @@ def test_an_empty_praises_file_setting_means_the_default_and_a_folder_is_refused
     with pytest.raises(ValidationError) as caught:
         Config(marsho_praises_file=str(tmp_path))
     assert "MARSHO_PRAISES_FILE" in describe_validation_error(caught.value)
+
+
+def test_a_marshoai_token_alone_is_sent_to_marshoais_default_endpoint_not_ours() -> None:
+    from nonebot_plugin_marsho.config import MARSHOAI_DEFAULT_ENDPOINT, apply_legacy_keys
+
+    data, notes = apply_legacy_keys({"marshoai_token": "ghp_abcdefgh12345678"})
+    assert data["marsho_api_key"] == "ghp_abcdefgh12345678"
+    assert data["marsho_base_url"] == MARSHOAI_DEFAULT_ENDPOINT == "https://models.inference.ai.azure.com"
+    assert any("marshoai's default endpoint" in note for note in notes)
+    data, _ = apply_legacy_keys({"marshoai_token": "ghp_x12345678", "marsho_base_url": "https://api.example/v1"})
+    assert data["marsho_base_url"] == "https://api.example/v1"  # an endpoint the owner set wins
+
+
+def test_ids_written_as_numbers_are_read_as_ids() -> None:
+    config = Config(marsho_allowed_groups=[123456, "7890"], marsho_denied_users=[42])
+    assert config.marsho_allowed_groups == ["123456", "7890"] and config.marsho_denied_users == ["42"]

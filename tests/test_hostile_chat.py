@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from nonebug import App
 
 from nonebot_plugin_marsho.agent.persona import NicknameError, check_nickname, speaker_label
@@ -175,3 +176,66 @@ def test_a_members_tool_listing_shows_a_failing_mcp_server_without_its_error() -
     owner = tools_text(Texts("en"), Toolset(), {"notes": state}, owner=True)
     assert "notes: retrying in 5 s: the owner has the details" in member and "/home/owner" not in member
     assert "/home/owner/.secrets/db.sqlite" in owner
+
+
+async def test_call_ids_an_endpoint_repeats_across_rounds_never_mix_up_who_sees_what(fake: FakeOpenAI) -> None:
+    """Some endpoints start at call_0 in every response: a superuser's result must not take the
+    id of an everyone-tool's call in the next round and reach a member."""
+    from nonebot_plugin_marsho.agent.engine import Engine
+    from nonebot_plugin_marsho.store.sql import SqlStore
+    from nonebot_plugin_marsho.tools import ToolContext, ToolRunner, Toolset
+    from nonebot_plugin_marsho.tools.model import Tool, Toolkit
+    from tests.conftest import llm_client
+
+    toolset = Toolset()
+    toolset.add(Toolkit("kit", tools=[
+        Tool("kit__db", "Query", {"type": "object", "properties": {}}, lambda: "SALARY alice=9000",
+             permission="superuser"),
+        Tool("kit__clock", "Time", {"type": "object", "properties": {}}, lambda: "12:00"),
+    ]))
+    store, runner = SqlStore("sqlite://"), ToolRunner(toolset, timeout=5)
+    engine = Engine(llm_client(fake), toolset, store, runner)
+    owner = ToolContext(session_key="k", user_id="1", group_id="g", role="superuser")
+    member = ToolContext(session_key="k", user_id="2", group_id="g", role="member")
+    try:
+        fake.push(tool_calls(("kit__db", {}, "call_0")), tool_calls(("kit__clock", {}, "call_0")),
+                  text("done"))
+        await engine.chat("k", "query then time", owner)
+        calls = await engine.last_calls("k", member)
+        assert [c.get("hidden") for c in calls] == ["superuser", None]
+        assert "SALARY" not in json.dumps(calls)
+        fake.push(text("no"))
+        await engine.chat("k", "what was the salary?", member)
+        assert "SALARY" not in json.dumps(fake.requests[-1])
+    finally:
+        runner.close()
+        await store.close()
+
+
+def test_stored_reasoning_is_redacted_too() -> None:
+    from nonebot_plugin_marsho.agent.engine import redacted
+    from nonebot_plugin_marsho.redaction import SECRETS
+
+    SECRETS.add("sk-live-ABCDEFGH12345678")
+    try:
+        message = {"role": "assistant", "content": None, "reasoning_content": "key sk-live-ABCDEFGH12345678",
+                   "tool_calls": []}
+        assert "sk-live" not in json.dumps(redacted(message))
+    finally:
+        SECRETS.discard("sk-live-ABCDEFGH12345678")
+
+
+@pytest.mark.parametrize("url", ["postgres//u:secretpw@h/db", "mysql+nosuchdriver://u:secretpw@h/db"])
+async def test_a_database_url_that_cannot_work_is_reported_and_the_bot_still_starts(
+    tmp_path, fake: FakeOpenAI, url: str
+) -> None:
+    from nonebot_plugin_marsho.chat.app import Marsho
+    from nonebot_plugin_marsho.config import Config
+
+    app = Marsho(Config(marsho_base_url=fake.base_url, marsho_database_url=url, marsho_lang="en"), tmp_path)
+    await app.start()  # must not raise: NoneBot would not start at all
+    try:
+        assert app.engine is None and app.problem_brief == "brief.database"
+        assert "MARSHO_DATABASE_URL" in app.problem and "secretpw" not in app.problem
+    finally:
+        await app.stop()

@@ -165,3 +165,18 @@ async def test_a_web_service_reflecting_its_env_header_in_a_good_answer_is_redac
             SECRETS.discard(token, f"Bearer {token}")
             runner.close()
             await store.close()
+
+
+def test_an_exception_holding_a_secret_is_logged_without_its_traceback(logged: list[str]) -> None:
+    from nonebot_plugin_marsho.redaction import logger as plugin_logger
+
+    SECRETS.add("sk-supersecret-123456")
+    try:
+        try:
+            raise RuntimeError("upstream said: key sk-supersecret-123456 invalid")
+        except RuntimeError as error:
+            plugin_logger.opt(exception=error).error("marsho: failed")
+    finally:
+        SECRETS.discard("sk-supersecret-123456")
+    assert logged and not any("sk-supersecret" in line for line in logged), logged
+    assert any("RuntimeError: upstream said: key [redacted] invalid" in line for line in logged), logged

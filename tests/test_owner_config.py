@@ -93,6 +93,9 @@ def test_an_empty_marsho_key_gives_way_to_the_marshoai_key_with_a_value() -> Non
         "MARSHOAI_TOKEN (from nonebot-plugin-marshoai) is read as MARSHO_API_KEY; rename it in .env",
         "MARSHOAI_DEFAULT_MODEL (from nonebot-plugin-marshoai) is read as MARSHO_MODEL; rename it in .env",
         "MARSHOAI_AT (from nonebot-plugin-marshoai) is read as MARSHO_AT; rename it in .env",
+        # no endpoint given: the token goes where marshoai sends it, not to MARSHO_BASE_URL's default
+        "MARSHOAI_TOKEN (from nonebot-plugin-marshoai) is used with marshoai's default endpoint "
+        "https://models.inference.ai.azure.com, as no endpoint is set; set MARSHO_BASE_URL to change it",
     ]
 
 

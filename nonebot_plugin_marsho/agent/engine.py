@@ -84,6 +84,7 @@ async def answer(
     """
     added: list[Message] = []
     calls: list[tuple[ToolCall, ToolResult]] = []
+    used: set[str] = set()
     rounds = 0
     while True:
         offered = tools if tools and rounds < max_tool_rounds else None
@@ -91,6 +92,13 @@ async def answer(
         if not completion.tool_calls or offered is None:
             break
         rounds += 1
+        # ids unique across the whole turn (some endpoints start at call_0 in every response):
+        # results are matched to their calls, and to who may see them, by id
+        renamed = [dataclasses.replace(call, id=f"{call.id}_r{rounds}") if call.id in used else call
+                   for call in completion.tool_calls]
+        if renamed != completion.tool_calls:
+            completion = dataclasses.replace(completion, tool_calls=renamed)
+        used.update(call.id for call in completion.tool_calls)
         kept = runner.max_calls * KEPT_CALLS_FACTOR
         if len(completion.tool_calls) > kept:
             # calls past these are dropped from the message itself: each kept one still gets its
@@ -159,6 +167,8 @@ def redacted(message: Message) -> Message:
                               if isinstance(part, dict) and "text" in part else part for part in content]
     if message.get("tool_calls"):
         changed["tool_calls"] = [_redacted_call(call) for call in message["tool_calls"]]
+    if isinstance(message.get("reasoning_content"), str):
+        changed["reasoning_content"] = redact(message["reasoning_content"])
     return changed
 
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from nonebot import get_driver
 from pydantic import GetCoreSchemaHandler
 from pydantic_core import CoreSchema, core_schema
+from sqlalchemy.engine import make_url
 
 from ..agent.engine import Engine
 from ..agent.gate import RequestGate
@@ -242,15 +243,20 @@ class Marsho:
             max_result_bytes=config.marsho_max_tool_result_bytes,
             max_calls=config.marsho_max_tool_calls,
         )
-        store = SqlStore(self.database_url())
-        engine = Engine(
-            llm, toolset, store, runner,
-            max_tool_rounds=config.marsho_max_tool_rounds,
-            max_history=config.marsho_max_history,
-            max_tokens=config.marsho_history_tokens,
-            picture_placeholder=t("image.placeholder"),
-        )
+        store: SqlStore | None = None
         try:
+            try:
+                store = SqlStore(self.database_url())
+            except Exception as error:  # a URL SQLAlchemy cannot read, a driver not installed
+                detail = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+                raise StoreError(code="store.open", url="MARSHO_DATABASE_URL", detail=detail) from None
+            engine = Engine(
+                llm, toolset, store, runner,
+                max_tool_rounds=config.marsho_max_tool_rounds,
+                max_history=config.marsho_max_history,
+                max_tokens=config.marsho_history_tokens,
+                picture_placeholder=t("image.placeholder"),
+            )
             await store.start()
             await engine.restore_model()
         except StoreError as error:
@@ -259,7 +265,8 @@ class Marsho:
             logger.error(f"marsho: cannot use the database: {error}. Check MARSHO_DATABASE_URL.")
             await llm.close()
             runner.close()
-            await store.close()
+            if store is not None:
+                await store.close()
             return
         self.mcp = await self.start_mcp(toolset, wait=0)  # slow servers join when they are ready
         SECRETS.add(*held_secrets(config, toolset, self.mcp))
@@ -314,6 +321,11 @@ def held_secrets(config: Config, toolset: Toolset | None = None, mcp: McpManager
     """Every secret the bot holds: the endpoint's API key, the OneBot access token, the values of
     secret-named toolkit presets, and what `${NAME}` put into web services and MCP servers."""
     values: list[Any] = [config.marsho_api_key]
+    if config.marsho_database_url:
+        try:
+            values.append(make_url(config.marsho_database_url).password)
+        except Exception:  # a URL that does not parse has no password to find
+            pass
     try:
         values.append(getattr(get_driver().config, "onebot_access_token", None))
     except ValueError:  # NoneBot not initialised (a library use)
