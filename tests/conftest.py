@@ -96,6 +96,14 @@ async def _close_llm_clients() -> AsyncIterator[None]:
         await OPEN_CLIENTS.pop().close()
 
 
+@pytest.fixture(scope="module")
+def endpoint() -> Iterator[FakeOpenAI]:
+    """A fake endpoint of the module's own, for the bot processes its tests start (the plugin's
+    FAKE serves the pytest process)."""
+    with FakeOpenAI() as fake:
+        yield fake
+
+
 @pytest.fixture
 def fake() -> Iterator[FakeOpenAI]:
     """The fake endpoint the plugin talks to, emptied before and after each test."""

@@ -30,7 +30,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -633,3 +634,17 @@ class BotProcess:
 
     async def __aexit__(self, *exc: object) -> None:
         await asyncio.to_thread(self.stop)
+
+
+def show_output(process: BotProcess, label: str = "bot.py") -> None:
+    """Write the end of the bot's output to the real stderr (pytest would swallow it)."""
+    sys.__stderr__.write(f"\n---- {label} output (last 8000 characters) ----\n{process.output()[-8000:]}")
+
+
+@contextmanager
+def output_if_failed(process: BotProcess, request: Any, label: str = "bot.py") -> Iterator[None]:
+    """Around a fixture's `yield`: when a test that used it failed, show the bot's output."""
+    failed_before = request.session.testsfailed
+    yield
+    if request.session.testsfailed > failed_before:
+        show_output(process, label)

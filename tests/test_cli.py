@@ -139,13 +139,6 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def endpoint() -> Iterator[FakeOpenAI]:
-    """A fake endpoint of this module's own (the plugin's FAKE lives in the pytest process)."""
-    with FakeOpenAI() as fake:
-        yield fake
-
-
 @pytest.fixture
 def cli_fake(endpoint: FakeOpenAI) -> Iterator[FakeOpenAI]:
     endpoint.reset()

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -19,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.fake_openai import Answer, FakeOpenAI, error, text, tool_calls
-from tests.onebot_sim import BotProcess, OneBotSim, at, free_port, text_segment
+from tests.onebot_sim import BotProcess, OneBotSim, at, free_port, output_if_failed, text_segment
 
 TESTS = Path(__file__).resolve().parent
 CHAT_TOOLSET = TESTS / "toolsets" / "chat"
@@ -42,13 +41,6 @@ OWNER_ID = "10099"
 """The bot processes' superuser: gets the detail of a failure that members get in one sentence."""
 
 @pytest.fixture(scope="module")
-def endpoint() -> Iterator[FakeOpenAI]:
-    fake = FakeOpenAI().start()
-    yield fake
-    fake.stop()
-
-
-@pytest.fixture(scope="module")
 def bot(endpoint: FakeOpenAI, request: pytest.FixtureRequest) -> Iterator[BotProcess]:
     process = BotProcess(
         base_url=endpoint.base_url,
@@ -56,13 +48,8 @@ def bot(endpoint: FakeOpenAI, request: pytest.FixtureRequest) -> Iterator[BotPro
         env={"MARSHO_AT": "true", "MARSHO_TOOL_TIMEOUT": "15", "MARSHO_TIMEOUT": "15",
              "SUPERUSERS": f'["{OWNER_ID}"]'},
     )
-    failed_before = request.session.testsfailed
-    with process:
+    with process, output_if_failed(process, request):
         yield process
-        if request.session.testsfailed > failed_before:  # pytest would swallow it otherwise
-            sys.__stderr__.write(
-                "\n---- bot.py output (last 8000 characters) ----\n" + process.output()[-8000:]
-            )
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,6 @@ import base64
 import itertools
 import json
 import struct
-import sys
 import threading
 import zlib
 from collections.abc import AsyncIterator, Iterator
@@ -29,7 +28,15 @@ import pytest
 
 from tests.fake_openai import FakeOpenAI, text
 from tests.loopback import LoopbackServer, QuietHandler, serve, shut
-from tests.onebot_sim import BotProcess, OneBotSim, image_segment, reply_segment, text_segment
+from tests.onebot_sim import (
+    BotProcess,
+    OneBotSim,
+    image_segment,
+    output_if_failed,
+    reply_segment,
+    show_output,
+    text_segment,
+)
 
 SELF_ID = 2233445566
 ALICE = 10201
@@ -112,17 +119,6 @@ def joined_text(content: Any) -> str:
     return "\n".join(p["text"] for p in parts_of(content) if p["type"] == "text")
 
 
-def show_log(process: BotProcess, label: str) -> None:
-    sys.__stderr__.write(f"\n---- {label} output (last 8000 characters) ----\n{process.output()[-8000:]}")
-
-
-@pytest.fixture(scope="module")
-def endpoint() -> Iterator[FakeOpenAI]:
-    fake = FakeOpenAI().start()
-    yield fake
-    fake.stop()
-
-
 @pytest.fixture(scope="module")
 def pictures() -> Iterator[PictureServer]:
     server = PictureServer().start()
@@ -151,11 +147,8 @@ def bot(endpoint: FakeOpenAI, data_dir: Path, request: pytest.FixtureRequest) ->
             "MARSHO_MAX_SPLIT_MESSAGES": "1",
         },
     )
-    failed_before = request.session.testsfailed
-    with process:
+    with process, output_if_failed(process, request):
         yield process
-        if request.session.testsfailed > failed_before:
-            show_log(process, "bot.py")
 
 
 @pytest.fixture(scope="module")
@@ -435,7 +428,7 @@ async def restarted(
         async with process, process.simulator(self_id=SELF_ID) as simulator:
             yield simulator, reply.text
     except BaseException:
-        show_log(process, "restarted bot.py")
+        show_output(process, "restarted bot.py")
         raise
 
 

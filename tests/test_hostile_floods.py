@@ -8,7 +8,6 @@ OneBot simulator with 2,000 messages from one user.
 from __future__ import annotations
 
 import asyncio
-import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -24,7 +23,7 @@ from nonebot_plugin_marsho.chat.fairuse import FairUse, Notices, UserQueue
 from tests.conftest import CHAT_TOOLSET, SUPERUSER_ID, configured, llm_client
 from tests.fake_openai import Answer, FakeOpenAI, text
 from tests.onebot import SELF_ID, group_message, private_message
-from tests.onebot_sim import Action, BotProcess, OneBotSim
+from tests.onebot_sim import Action, BotProcess, OneBotSim, output_if_failed
 
 QUEUE_FULL = "You already have questions waiting; I'll answer those first."
 TOO_FAST = "You are asking a bit fast: try again in"
@@ -354,23 +353,13 @@ LATENCY = 1.5
 
 
 @pytest.fixture(scope="module")
-def endpoint() -> Iterator[FakeOpenAI]:
-    fake = FakeOpenAI().start()
-    yield fake
-    fake.stop()
-
-
-@pytest.fixture(scope="module")
 async def flood_bot(endpoint: FakeOpenAI, request: pytest.FixtureRequest) -> AsyncIterator[OneBotSim]:
     """A bot.py with the default fair-use settings (no rate limit), and its simulator."""
     process = BotProcess(base_url=endpoint.base_url, toolkit_dirs=[CHAT_TOOLSET])
-    failed_before = request.session.testsfailed
     async with process:
-        async with process.simulator(self_id=2233445566) as sim:
-            yield sim
-        if request.session.testsfailed > failed_before:
-            sys.__stderr__.write("\n---- bot.py output (last 8000 characters) ----\n"
-                                 + process.output()[-8000:])
+        with output_if_failed(process, request):
+            async with process.simulator(self_id=2233445566) as sim:
+                yield sim
 
 
 async def _settled(sim: OneBotSim, endpoint: FakeOpenAI, quiet: float, timeout: float) -> None:

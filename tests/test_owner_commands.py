@@ -5,7 +5,6 @@ slot, and counts read "1 turn", "2 turns" in English."""
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -22,7 +21,7 @@ from nonebot_plugin_marsho.i18n import EN, ZH, Texts
 from tests.conftest import configured
 from tests.fake_openai import FakeOpenAI, error, text
 from tests.onebot import group_message, onebot_bot, private_message, reply_call
-from tests.onebot_sim import BotProcess, OneBotSim
+from tests.onebot_sim import BotProcess, OneBotSim, output_if_failed
 
 NAMES = ["marsho", "小棉"]
 EN_TEXTS = Texts("en")
@@ -303,21 +302,11 @@ def test_no_text_says_picture_s_or_one_turns() -> None:
 
 
 @pytest.fixture(scope="module")
-def endpoint() -> Iterator[FakeOpenAI]:
-    fake = FakeOpenAI().start()
-    yield fake
-    fake.stop()
-
-
-@pytest.fixture(scope="module")
 def bang_bot(endpoint: FakeOpenAI, request: pytest.FixtureRequest) -> Iterator[BotProcess]:
     process = BotProcess(base_url=endpoint.base_url,
                          env={"COMMAND_START": json.dumps(["!"]), "NICKNAME": json.dumps(["marsho"])})
-    failed_before = request.session.testsfailed
-    with process:
+    with process, output_if_failed(process, request):
         yield process
-        if request.session.testsfailed > failed_before:
-            sys.__stderr__.write("\n---- bot.py output ----\n" + process.output()[-8000:])
 
 
 @pytest.fixture(scope="module")

@@ -46,13 +46,6 @@ def answer_last_question(body: dict[str, Any]) -> Answer:
     return text(f"answer to {user_texts(body)[-1]}")
 
 
-@pytest.fixture(scope="module")
-def endpoint() -> Iterator[FakeOpenAI]:
-    fake = FakeOpenAI().start()
-    yield fake
-    fake.stop()
-
-
 @pytest.fixture(autouse=True)
 def _clean(endpoint: FakeOpenAI) -> Iterator[None]:
     endpoint.reset()
