@@ -32,7 +32,15 @@ DATA_DIR = Path(tempfile.mkdtemp(prefix="marsho-test-data-"))
 
 def pytest_configure(config: pytest.Config) -> None:
     import nonebot
+    from nonebot.adapters.console import Adapter as ConsoleAdapter
+    from nonebot.adapters.discord import Adapter as DiscordAdapter
+    from nonebot.adapters.feishu import Adapter as FeishuAdapter
+    from nonebot.adapters.kaiheila import Adapter as KaiheilaAdapter
     from nonebot.adapters.onebot.v11 import Adapter as OneBotV11Adapter
+    from nonebot.adapters.onebot.v12 import Adapter as OneBotV12Adapter
+    from nonebot.adapters.qq import Adapter as QQAdapter
+    from nonebot.adapters.satori import Adapter as SatoriAdapter
+    from nonebot.adapters.telegram import Adapter as TelegramAdapter
 
     FAKE.start()
     # the tests' settings alone: not the developer's .env, nor MARSHO_* exported in the shell
@@ -40,7 +48,10 @@ def pytest_configure(config: pytest.Config) -> None:
         del os.environ[name]
     nonebot.init(
         _env_file=(str(DATA_DIR / "no-such.env"),),  # a str would read ./.env too
-        driver="~fastapi",
+        # the HTTP and WebSocket clients: every adapter of tests/test_platforms.py needs them
+        # (no bot is configured, so none connects anywhere)
+        driver="~fastapi+~httpx+~websockets",
+        console_headless_mode=True,  # the Console adapter without its terminal UI
         command_start={"/"},
         localstore_data_dir=str(DATA_DIR),
         localstore_cache_dir=str(DATA_DIR / "cache"),
@@ -56,7 +67,10 @@ def pytest_configure(config: pytest.Config) -> None:
         # the tests read the English texts; tests/test_i18n.py checks zh-CN, the default
         marsho_lang="en",
     )
-    nonebot.get_driver().register_adapter(OneBotV11Adapter)
+    driver = nonebot.get_driver()
+    for adapter in (OneBotV11Adapter, OneBotV12Adapter, QQAdapter, TelegramAdapter, DiscordAdapter,
+                    KaiheilaAdapter, FeishuAdapter, SatoriAdapter, ConsoleAdapter):
+        driver.register_adapter(adapter)
     nonebot.load_plugin("nonebot_plugin_marsho")
 
 
