@@ -107,18 +107,21 @@ async def test_user_in_group_scope_gives_each_member_their_own_conversation(
     assert (await plugin_engine.history.stats(GROUP_KEY))[0] == 0
 
 
-async def test_user_scope_follows_a_person_across_groups_and_private_chat(
+async def test_user_scope_follows_a_person_across_groups_but_not_into_their_private_chat(
     app: App, fake: FakeOpenAI, plugin_engine: Engine, scope
 ) -> None:
     scope("user")
-    fake.push(text("1"), text("2"), text("other"), text("3"))
+    fake.push(text("1"), text("2"), text("other"), text("3"), text("4"))
     await exchange(app, (group_message("marsho in group one", group_id=1), "1"),
                    (group_message("marsho in group two", group_id=2), "2"),
                    (group_message("marsho someone else", group_id=1, user_id=10002), "other"),
-                   (private_message("marsho in private"), "3"))
+                   (private_message("marsho in private"), "3"),
+                   (group_message("marsho back in group one", group_id=1), "4"))
     assert user_messages(fake.requests[2]) == ["someone else"]
-    assert user_messages(fake.requests[3]) == ["in group one", "in group two", "in private"]
-    assert (await plugin_engine.history.stats(key_of("user", group=None)))[0] == 3
+    assert user_messages(fake.requests[3]) == ["in private"]  # nothing said in a group
+    assert user_messages(fake.requests[4]) == ["in group one", "in group two", "back in group one"]
+    assert (await plugin_engine.history.stats("OneBot V11:user:10001"))[0] == 3
+    assert (await plugin_engine.history.stats("OneBot V11:private:10001"))[0] == 1
 
 
 @pytest.mark.parametrize("chosen_scope", ["group", "user_in_group", "user"])

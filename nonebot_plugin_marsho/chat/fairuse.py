@@ -69,12 +69,17 @@ def seconds_text(t: Texts, seconds: float) -> str:
     return t("seconds", n=max(1, math.ceil(seconds)))
 
 
-def admitted(value: str | None, allowed: Iterable[str], denied: Iterable[str]) -> bool:
-    """True unless `value` is denied, or an allow-list exists and does not hold it."""
-    if value is None:
+def admitted(value: str | Iterable[str] | None, allowed: Iterable[str], denied: Iterable[str]) -> bool:
+    """True unless `value` is denied, or an allow-list exists and does not hold it; `value` may
+    be several names of one place (a channel's id, its guild's, "<guild>/<channel>"): any of
+    them denied denies, any of them allowed allows."""
+    values = (value,) if isinstance(value, str) else tuple(value or ())
+    if not values:
         return True
-    allowed = set(allowed)
-    return value not in set(denied) and (not allowed or value in allowed)
+    allowed, denied = set(allowed), set(denied)
+    if any(v in denied for v in values):
+        return False
+    return not allowed or any(v in allowed for v in values)
 
 
 class Notices:
@@ -204,8 +209,9 @@ class FairUse:
             allowed_users=config.marsho_allowed_users, denied_users=config.marsho_denied_users,
         )
 
-    def admits(self, group_id: str | None, user_id: str, *, superuser: bool) -> bool:
-        """Whether marsho answers this person here at all."""
+    def admits(self, group_id: str | Iterable[str] | None, user_id: str, *, superuser: bool) -> bool:
+        """Whether marsho answers this person here at all (`group_id`: the chat's names, see
+        `admitted`; None in a private chat)."""
         if not admitted(group_id, self.allowed_groups, self.denied_groups):
             return False
         return superuser or admitted(user_id, self.allowed_users, self.denied_users)

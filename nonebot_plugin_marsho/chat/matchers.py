@@ -27,7 +27,7 @@ from ..tools.model import Role, ToolCall, ToolContext
 from .app import Marsho, current_app
 from .fairuse import seconds_text
 from .incoming import Limits, read_question, sees_pictures, text_only
-from .outgoing import Delivery, send_answer, send_progress, send_reasoning
+from .outgoing import Delivery, picture_segment, send_answer, send_progress, send_reasoning
 from .render import (
     brief_reason,
     brief_text,
@@ -39,6 +39,7 @@ from .render import (
     unknown_command_text,
     usage_text,
 )
+from .where import Where, platform_name, where_of
 
 COMMANDS = ("help", "reset", "tools", "calls", "history", "export", "model", "nickname")
 MAX_EXPORT_CHARS = 3000
@@ -58,6 +59,8 @@ class Request:
 
 COMMAND_WORD = re.compile(r"\.([A-Za-z][A-Za-z0-9_-]{0,31})(?=\s|$)", re.ASCII)
 """A command right after a trigger word: a dot, then one ASCII word, then the end or a space."""
+BOT_MENTION = re.compile(r"@[A-Za-z0-9_]{1,64}(?=\s|$)", re.ASCII)
+"""A bot's @username glued to the trigger word ("/marsho@MarshoBot ...")."""
 
 
 def parse_request(text: str, names: list[str], command_starts: Iterable[str]) -> Request | None:
@@ -85,6 +88,9 @@ def _read_trigger(text: str, names: list[str]) -> Request | None:
         if not folded.startswith(name.casefold()):
             continue
         rest = text[len(name):]
+        mention = BOT_MENTION.match(rest)
+        if mention:  # Telegram's "/marsho@MarshoBot hi": the command names the bot it is for
+            rest = rest[mention.end():]
         match = COMMAND_WORD.match(rest)
         if match:
             word = match.group(1).lower()
@@ -112,13 +118,25 @@ def _message_text(event: Event) -> str:
         return event.get_plaintext()
 
 
-def _ids(event: Event) -> tuple[str | None, str]:
-    group_id = getattr(event, "group_id", None)
+def _plain_segments_only(event: Event) -> bool:
     try:
-        user_id = event.get_user_id()
+        return all(segment.type == "text" for segment in event.get_message())
+    except Exception:  # not a message event
+        return True
+
+
+async def _text_without_mentions(bot: Bot, event: Event) -> str | None:
+    """The message's text with its leading mentions, pictures and other non-text segments left
+    out, read through alconna (a Feishu rich-text post is one segment whose text only alconna
+    reads; "@Marsho marsho hi" on platforms that leave the @ in the message). None when the
+    message has nothing but plain text segments (the cheap reading already saw it all)."""
+    if _plain_segments_only(event):
+        return None
+    try:
+        message = UniMessage.of(event.get_message(), bot=bot)
     except Exception:
-        user_id = ""
-    return (str(group_id) if group_id is not None else None), user_id
+        return None
+    return "".join(segment.text for segment in message if isinstance(segment, Text))
 
 
 async def is_superuser(bot: Bot, event: Event) -> bool:
@@ -128,38 +146,54 @@ async def is_superuser(bot: Bot, event: Event) -> bool:
     return await _is_superuser(bot, event)
 
 
-async def asker_role(bot: Bot, event: Event, group_id: str | None) -> Role:
-    """Superuser (SUPERUSERS), else the sender's role in the group, else a plain member."""
+async def asker_role(bot: Bot, event: Event, where: Where) -> Role:
+    """Superuser (SUPERUSERS), else the sender's role in the group or guild as the platform
+    reports it (owner, admin), else a plain member."""
     if await is_superuser(bot, event):
         return "superuser"
-    role = getattr(getattr(event, "sender", None), "role", None) if group_id else None
-    return role if role in ("owner", "admin") else "member"
+    return where.role if where.shared else "member"
 
 
-async def admitted_here(app: Marsho, bot: Bot, event: Event) -> bool:
+async def admitted_here(app: Marsho, bot: Bot, event: Event, where: Where) -> bool:
     """Allow- and deny-lists of groups and users (superusers are always admitted)."""
-    group_id, user_id = _ids(event)
-    if app.fair_use.admits(group_id, user_id, superuser=False):
+    place = where.names or None
+    if app.fair_use.admits(place, where.user_id, superuser=False):
         return True
-    return app.fair_use.admits(group_id, user_id, superuser=True) and await is_superuser(bot, event)
+    return app.fair_use.admits(place, where.user_id, superuser=True) and await is_superuser(bot, event)
+
+
+AT_ONLY_PLATFORMS = frozenset({"QQ"})
+"""Platforms that deliver a bot only the group messages that @ it (with the @ taken out): there
+every message a group sends the bot is for marsho, MARSHO_AT or not."""
 
 
 async def _is_for_marsho(bot: Bot, event: Event, state: T_State) -> bool:
     # the running bot is fetched here, once per message, and handed to the handler in the state:
     # NoneBot's Depends would cost about 0.2 ms per use, and this rule sees every message
     app = current_app()
-    if event.get_type() != "message" or not await admitted_here(app, bot, event):
+    if event.get_type() != "message":
         return False
     config = app.config
     starts = get_driver().config.command_start
-    request = parse_request(_message_text(event), config.trigger_names, starts)
+    names = config.trigger_names
+    request = parse_request(_message_text(event), names, starts)
     if request is None:  # what the adapter left of the message (an @ of the bot taken out...)
-        request = parse_request(event.get_plaintext(), config.trigger_names, starts)
-    if request is None and config.marsho_at and _ids(event)[0] and event.is_tome():
-        request = Request("chat", event.get_plaintext().strip())
+        request = parse_request(event.get_plaintext(), names, starts)
+    if request is None:  # a leading @ or picture, a rich-text post: the text segments alone
+        text = await _text_without_mentions(bot, event)
+        request = parse_request(text, names, starts) if text else None
+    where = None
+    at_counts = config.marsho_at or bot.adapter.get_name() in AT_ONLY_PLATFORMS
+    if request is None and at_counts and event.is_tome():
+        where = await where_of(bot, event, state)
+        if where.shared:  # an @ of the bot in a group; private chats need the trigger word
+            request = Request("chat", event.get_plaintext().strip())
     if request is None:
         return False
-    if request.command == "chat" and app.fair_use.queue.silenced(_ids(event)[1]):
+    where = where or await where_of(bot, event, state)
+    if not await admitted_here(app, bot, event, where):
+        return False
+    if request.command == "chat" and app.fair_use.queue.silenced(where.user_id):
         return False  # a flood: dropped here, before the handler costs anything
     state[STATE_KEY] = request
     state[APP_KEY] = app
@@ -171,7 +205,7 @@ marsho = on_message(rule=Rule(_is_for_marsho), priority=10, block=True)
 
 async def _send(text: str, images: Sequence[bytes] = ()) -> None:
     # charts and other pictures the tools made go after the text; no secret of the bot's goes out
-    message: UniMessage[Text | Image] = UniMessage([Text(redact(text)), *(Image(raw=i) for i in images)])
+    message: UniMessage[Text | Image] = UniMessage([Text(redact(text)), *map(picture_segment, images)])
     try:
         await message.send(reply_to=True)
     except Exception as error:  # a failed send is logged; the turn is already stored
@@ -184,17 +218,17 @@ def reserved_names(app: Marsho, bot: Bot) -> list[str]:
     return [*app.config.trigger_names, *get_driver().config.nickname, str(bot.self_id)]
 
 
-def _speaker(app: Marsho, bot: Bot, event: Event, user_id: str, nickname: str | None = None) -> str:
-    """How the asker is named to the model: the nickname they chose, else their group card or
-    account name, else their id; normalised so that no name forges a line or speaks as the bot."""
-    sender = getattr(event, "sender", None)
-    name = str(nickname or getattr(sender, "card", None) or getattr(sender, "nickname", None) or user_id)
-    return speaker_label(name, user_id, reserved_names(app, bot))
+def _speaker(app: Marsho, bot: Bot, where: Where, nickname: str | None = None) -> str:
+    """How the asker is named to the model: the nickname they chose, else their name in the
+    group (card, member nickname) or account name, else their id; normalised so that no name
+    forges a line or speaks as the bot."""
+    name = nickname or where.name or where.user_id
+    return speaker_label(name, where.user_id, reserved_names(app, bot))
 
 
 def user_key(bot: Bot, user_id: str) -> str:
     """Whose nickname: one per person per platform, in every group and private chat."""
-    return f"{bot.adapter.get_name()}:{user_id}"
+    return f"{platform_name(bot)}:{user_id}"
 
 
 async def nickname_command(app: Marsho, bot: Bot, user_id: str, text: str) -> str:
@@ -287,12 +321,13 @@ async def handle_request(bot: Bot, event: Event, state: T_State) -> None:
     if request.command == "unknown":  # marsho.<word> that names no command: the closest, then all
         await _send(unknown_command_text(t, config.trigger_names[0], request.text))
         return
-    has_more = request.text or not text_only(event)
+    has_more = request.text or not text_only(bot, event)
     if request.command == "help" or (request.command == "chat" and not has_more and not app.config_error):
         await _send(usage_text(t, config.trigger_names, config.marsho_at))
         return
-    group_id, user_id = _ids(event)
-    role = await asker_role(bot, event, group_id)
+    where = await where_of(bot, event, state)
+    user_id = where.user_id
+    role = await asker_role(bot, event, where)
     # superusers (and the log) get the detail; everyone else one sentence without addresses,
     # paths or upstream text
     owner = role == "superuser"
@@ -305,8 +340,9 @@ async def handle_request(bot: Bot, event: Event, state: T_State) -> None:
         await _send(str(error) if owner or not app.problem_brief else brief_text(t, app.problem_brief))
         return
     scope = config.marsho_session_scope
-    key = session_key(bot.adapter.get_name(), group_id=group_id, user_id=user_id, scope=scope)
-    shared = bool(group_id) and scope == "group"
+    channel = where.kind == "channel"
+    key = session_key(where.platform, group_id=where.group_id, user_id=user_id, scope=scope, channel=channel)
+    shared = where.shared and scope == "group"
     try:
         if request.command == "nickname":
             await _send(await nickname_command(app, bot, user_id, request.text))
@@ -316,7 +352,7 @@ async def handle_request(bot: Bot, event: Event, state: T_State) -> None:
             return
         # a flood costs nothing: a full queue or a rate limit refuses the question, and only the
         # first refusal is told (once per burst, once per window); then silence
-        turn = app.fair_use.admit(user_id, group_id, superuser=owner)
+        turn = app.fair_use.admit(user_id, where.group_id, superuser=owner)
         if not turn.go:
             if turn.notice == "queue":
                 await _send(t("queue.full"))
@@ -327,9 +363,10 @@ async def handle_request(bot: Bot, event: Event, state: T_State) -> None:
             # this turn's requests wait their turn in the lane of the chat it came from (the group,
             # whatever MARSHO_SESSION_SCOPE; else the private chat): a flood in one group, by one
             # member or many, waits behind itself and never ahead of the other chats
-            chat = session_key(bot.adapter.get_name(), group_id=group_id, user_id=user_id, scope="group")
+            chat = session_key(where.platform, group_id=where.group_id, user_id=user_id, channel=channel)
             with lane(chat):
-                reply, tips = await _chat(app, bot, event, engine, request, key, shared=shared, role=role)
+                reply, tips = await _chat(app, bot, event, where, engine, request, key, shared=shared,
+                                          role=role)
         except BaseException:
             turn.refund()  # a failed answer does not use up the asker's (or the group's) rate limit
             raise
@@ -371,20 +408,20 @@ async def handle_request(bot: Bot, event: Event, state: T_State) -> None:
 
 
 async def _chat(
-    app: Marsho, bot: Bot, event: Event, engine: Engine, request: Request, key: str, *, shared: bool,
-    role: Role,
+    app: Marsho, bot: Bot, event: Event, where: Where, engine: Engine, request: Request, key: str, *,
+    shared: bool, role: Role,
 ) -> tuple[Reply | None, list[str]]:
     """Ask the model: the question with its quote and pictures, this turn's system prompt; the
     reply (None when there is nothing to ask) and tips for the asker."""
     config, t = app.config, app.texts
-    group_id, user_id = _ids(event)
+    user_id = where.user_id
     nickname = await app.nicknames.get(user_key(bot, user_id)) if app.nicknames else None
     model = engine.llm.model
     vision = sees_pictures(model, config.marsho_vision_models)
     question = await read_question(
         bot, event, request.text,
         # in a shared conversation the model must know who is speaking, even for a picture alone
-        speaker=_speaker(app, bot, event, user_id, nickname) if shared else "",
+        speaker=_speaker(app, bot, where, nickname) if shared else "",
         vision=vision,
         model=model,
         limits=Limits(config.marsho_max_images, config.marsho_image_max_bytes, config.marsho_image_timeout,
@@ -400,7 +437,7 @@ async def _chat(
         if vision and question.tips:
             return None, question.tips
         return None, [t("tip.image_only", model=model)]
-    context = ToolContext(session_key=key, user_id=user_id, group_id=group_id, role=role,
+    context = ToolContext(session_key=key, user_id=user_id, group_id=where.group_id, role=role,
                           bot=bot, event=event)
     reply = await engine.chat(
         key, question.content(), context,

@@ -14,6 +14,7 @@ from ..exceptions import MarshoError
 from ..redaction import logger, redact
 from .app import Marsho, current_app
 from .matchers import APP_KEY, admitted_here, is_superuser, user_key
+from .where import where_of
 
 MAX_POKE_CHARS = 200
 """A poke answer longer than this is cut (the model was asked for one short line)."""
@@ -27,7 +28,7 @@ async def _poked_me(bot: Bot, event: Event, state: T_State) -> bool:
         and not app.config_error
         and str(event.target_id) == str(bot.self_id)
         and str(event.user_id) != str(bot.self_id)
-        and await admitted_here(app, bot, event)
+        and await admitted_here(app, bot, event, await where_of(bot, event, state))
     )
 
 

@@ -13,15 +13,19 @@ SessionScope = Literal["group", "user_in_group", "user"]
 
 
 def session_key(
-    platform: str, *, group_id: str | None, user_id: str, scope: SessionScope = "group"
+    platform: str, *, group_id: str | None, user_id: str, scope: SessionScope = "group",
+    channel: bool = False,
 ) -> str:
-    """The conversation a message belongs to: per group, per member of a group, or per user
-    everywhere (MARSHO_SESSION_SCOPE); private chats are always per user."""
-    if group_id and scope == "group":
-        return f"{platform}:group:{group_id}"
-    if group_id and scope == "user_in_group":
-        return f"{platform}:group:{group_id}:user:{user_id}"
-    return f"{platform}:private:{user_id}" if scope != "user" else f"{platform}:user:{user_id}"
+    """The conversation a message belongs to: per group (or guild channel, `channel` with
+    `group_id` "<guild>/<channel>"), per member of a group, or per person across the groups of
+    a platform (MARSHO_SESSION_SCOPE). Private chats are always per person and never share a
+    conversation with a group, whatever the scope."""
+    if not group_id:
+        return f"{platform}:private:{user_id}"
+    if scope == "user":
+        return f"{platform}:user:{user_id}"
+    where = f"{platform}:channel:{group_id}" if channel else f"{platform}:group:{group_id}"
+    return f"{where}:user:{user_id}" if scope == "user_in_group" else where
 
 
 @dataclass

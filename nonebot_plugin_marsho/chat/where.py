@@ -1,0 +1,154 @@
+"""Where a message was said and who said it, on every adapter: the scene (a group, a guild
+channel, a private chat), its id and parent guild, the sender's id, display name and role.
+
+nonebot-plugin-uninfo knows this for every platform NoneBot serves (reading `group_id` off the
+event, as marsho once did, takes a Telegram group, a Discord channel or a Feishu chat for the
+sender's private chat, and every Kook DM for one shared chat). One exception, for speed and
+quiet: a OneBot v11 message carries its group, sender card, nickname and role itself, while
+uninfo's v11 reader asks the implementation for the group's name and the member's join time
+(`get_group_info`, `get_group_member_info(no_cache=True)`: a round trip to QQ's servers) on every
+new sender, none of which marsho needs; so v11 events are read directly, with uninfo's meaning.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from nonebot.adapters import Bot, Event
+from nonebot.typing import T_State
+from nonebot_plugin_uninfo import Session, get_session
+
+from ..redaction import logger
+
+Kind = Literal["group", "channel", "private"]
+PlatformRole = Literal["owner", "admin", "member"]
+WHERE_KEY = "marsho_where"
+"""The state key where the rule leaves the message's Where for the handler."""
+
+OWNER_ROLES = frozenset({"OWNER"})
+ADMIN_ROLES = frozenset({"ADMINISTRATOR", "CHANNEL_ADMINISTRATOR"})
+"""uninfo's role ids (its adapters map each platform's owner/admin/moderator to these)."""
+
+
+@dataclass(frozen=True)
+class Where:
+    """One message's place and person."""
+
+    platform: str
+    """Whose ids these are: the adapter's name ("OneBot V11", "Telegram"...), with the platform
+    behind a Satori server ("Satori/discord"), so two platforms' ids never meet."""
+    kind: Kind
+    chat_id: str
+    """The group's id, "<guild>/<channel>" for a guild channel, the user's id in a private chat."""
+    user_id: str
+    name: str = ""
+    """The sender's display name here (group card, nickname, account name), "" if unknown."""
+    role: PlatformRole = "member"
+    """The sender's role in the group or guild as the platform reports it."""
+    guild_id: str | None = None
+    channel_id: str | None = None
+
+    @property
+    def shared(self) -> bool:
+        """A group or a channel: several people, one chat."""
+        return self.kind != "private"
+
+    @property
+    def group_id(self) -> str | None:
+        """The chat's id where several people talk (a group, "<guild>/<channel>"), else None."""
+        return self.chat_id if self.shared else None
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The ids an owner may write in MARSHO_ALLOWED_GROUPS/DENIED_GROUPS for this chat: the
+        group's; a channel's own, its guild's, or both as "<guild>/<channel>"."""
+        if self.kind == "channel":
+            return tuple(n for n in (self.chat_id, self.channel_id, self.guild_id) if n)
+        return (self.chat_id,) if self.shared else ()
+
+
+def platform_name(bot: Bot) -> str:
+    """The adapter's name; a Satori server fronts several platforms, so theirs is added."""
+    name = bot.adapter.get_name()
+    if name == "Satori":
+        platform = getattr(bot, "platform", None)
+        if platform:
+            return f"Satori/{platform}"
+    return name
+
+
+def _onebot_v11(bot: Bot, event: Event) -> Where:
+    group_id = getattr(event, "group_id", None)
+    user_id = str(getattr(event, "user_id", "") or "")
+    sender = getattr(event, "sender", None)
+    name = str(getattr(sender, "card", None) or getattr(sender, "nickname", None) or "")
+    role = getattr(sender, "role", None) if group_id is not None else None
+    return Where(
+        platform=platform_name(bot),
+        kind="group" if group_id is not None else "private",
+        chat_id=str(group_id) if group_id is not None else user_id,
+        user_id=user_id,
+        name=name,
+        role=role if role in ("owner", "admin") else "member",
+    )
+
+
+def _role(session: Session) -> PlatformRole:
+    roles = {role.id for role in session.member.roles} if session.member else set()
+    if roles & OWNER_ROLES:
+        return "owner"
+    if roles & ADMIN_ROLES:
+        return "admin"
+    return "member"
+
+
+def from_session(bot: Bot, session: Session) -> Where:
+    """The Where of an uninfo session."""
+    scene, user = session.scene, session.user
+    member_nick = session.member.nick if session.member else None
+    name = member_nick or user.nick or user.name or ""
+    platform, user_id = platform_name(bot), str(user.id)
+    if scene.is_private:
+        return Where(platform, "private", user_id, user_id, str(name))
+    if scene.is_group:
+        return Where(platform, "group", str(scene.id), user_id, str(name), _role(session))
+    # a guild channel (or a guild itself, or a Telegram forum topic under its group)
+    parent = str(scene.parent.id) if scene.parent else None
+    chat_id = f"{parent}/{scene.id}" if parent else str(scene.id)
+    return Where(platform, "channel", chat_id, user_id, str(name), _role(session), guild_id=parent,
+                 channel_id=str(scene.id))
+
+
+def _guess(bot: Bot, event: Event) -> Where:
+    """When uninfo cannot tell (an adapter it does not know, an API call that failed): the
+    event's session id names a chat of its own, kept apart from every private chat."""
+    try:
+        user_id = event.get_user_id()
+    except Exception:
+        user_id = ""
+    try:
+        session_id = event.get_session_id()
+    except Exception:
+        session_id = user_id
+    if session_id in ("", user_id):
+        return Where(platform=platform_name(bot), kind="private", chat_id=user_id, user_id=user_id)
+    return Where(platform=platform_name(bot), kind="group", chat_id=session_id, user_id=user_id)
+
+
+async def where_of(bot: Bot, event: Event, state: T_State | None = None) -> Where:
+    """The message's Where (kept in `state` for the rest of the event's handling)."""
+    if state is not None and WHERE_KEY in state:
+        return state[WHERE_KEY]
+    if bot.adapter.get_name() == "OneBot V11":
+        where = _onebot_v11(bot, event)
+    else:
+        try:
+            session = await get_session(bot, event)
+        except Exception as error:  # an API call of the adapter failed
+            logger.opt(exception=error).warning(f"marsho: could not tell where a message came from: {error}")
+            session = None
+        where = from_session(bot, session) if session is not None else _guess(bot, event)
+    if state is not None:
+        state[WHERE_KEY] = where
+    return where
