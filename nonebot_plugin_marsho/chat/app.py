@@ -6,7 +6,8 @@ down at shutdown. Tests build their own (`with_config(...)`) and make handlers u
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+import re
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -317,6 +318,31 @@ class Marsho:
             await engine.close()
 
 
+ADAPTER_SECRET = re.compile(r"token|secret|encrypt_key|passw", re.IGNORECASE)
+
+
+def adapter_secrets(settings: Mapping[str, Any]) -> list[str]:
+    """The adapters' credentials in NoneBot's settings: ONEBOT_ACCESS_TOKEN, and each bot's token
+    or secret in TELEGRAM_BOTS, QQ_BOTS, DISCORD_BOTS, KAIHEILA_BOTS, FEISHU_BOTS, SATORI_CLIENTS...
+    (a Telegram file address carries its bot's token: it must never reach a log line)."""
+    found: list[str] = []
+
+    def walk(value: Any, name: str) -> None:
+        if isinstance(value, Mapping):
+            for key, item in value.items():
+                walk(item, str(key))
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                walk(item, name)
+        elif isinstance(value, str) and ADAPTER_SECRET.search(name):
+            found.append(value)
+
+    for key, value in settings.items():
+        if not str(key).lower().startswith("marsho"):  # ours are listed by name above
+            walk(value, str(key))
+    return found
+
+
 def held_secrets(config: Config, toolset: Toolset | None = None, mcp: McpManager | None = None) -> list[str]:
     """Every secret the bot holds: the endpoint's API key, the OneBot access token, the values of
     secret-named toolkit presets, and what `${NAME}` put into web services and MCP servers."""
@@ -327,7 +353,7 @@ def held_secrets(config: Config, toolset: Toolset | None = None, mcp: McpManager
         except Exception:  # a URL that does not parse has no password to find
             pass
     try:
-        values.append(getattr(get_driver().config, "onebot_access_token", None))
+        values += adapter_secrets(get_driver().config.model_dump())
     except ValueError:  # NoneBot not initialised (a library use)
         pass
     for presets in config.marsho_toolkit_settings.values():

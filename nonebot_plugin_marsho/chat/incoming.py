@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nonebot.adapters import Bot, Event
-from nonebot_plugin_alconna.uniseg import Image, Reply, UniMessage
+from nonebot_plugin_alconna.uniseg import Image, Reply, UniMessage, image_fetch
 
 from ..i18n import Texts
 from ..redaction import logger
@@ -63,10 +63,13 @@ def sees_pictures(model: str, patterns: Iterable[str]) -> bool:
     return any(fnmatch.fnmatchcase(name, pattern.casefold()) for pattern in patterns)
 
 
-def text_only(event: Event) -> bool:
+def text_only(bot: Bot, event: Event) -> bool:
     """True when the message has nothing but text: no picture, no quote (the cheap check that
-    spares plain questions alconna's message conversion)."""
-    if getattr(event, "reply", None):
+    spares plain questions alconna's message conversion). Only OneBot v11 says so cheaply (its
+    quote is `event.reply`); elsewhere a quote lives in fields of each platform's own (Telegram's
+    `reply_to_message`, Kook's quote, Feishu's parent id) and a rich-text post hides pictures in a
+    text segment, so alconna reads every message there."""
+    if bot.adapter.get_name() != "OneBot V11" or getattr(event, "reply", None):
         return False
     try:
         return all(segment.is_text() for segment in event.get_message())
@@ -74,26 +77,72 @@ def text_only(event: Event) -> bool:
         return True
 
 
+_SENDER_FIELDS = ("sender", "author", "from_", "user")
+"""Where a quoted message names its sender: OneBot and QQ `sender`, Discord `author`, Telegram
+`from_`, Satori and Kook `user`/`author`."""
+_ID_FIELDS = ("user_id", "id", "open_id", "user_openid", "member_openid")
+_NAME_FIELDS = ("card", "nickname", "nick", "global_name", "first_name", "username", "name")
+
+
 def _sender_name(bot: Bot, origin: Any, marsho_name: str) -> str | None:
-    sender = getattr(origin, "sender", None)
-    user_id = getattr(sender, "user_id", None)
+    sender = next((s for f in _SENDER_FIELDS if (s := getattr(origin, f, None)) is not None), None)
+    if sender is None:
+        return None
+    user_id = next((i for f in _ID_FIELDS if (i := getattr(sender, f, None)) is not None), None)
     if user_id is not None and str(user_id) == str(bot.self_id):
         return marsho_name
-    name = getattr(sender, "card", None) or getattr(sender, "nickname", None) or user_id
+    name = next((n for f in _NAME_FIELDS if isinstance(n := getattr(sender, f, None), str) and n), None)
+    name = name or user_id
     return str(name) if name else None
 
 
-async def _fetch(image: Image, limits: Limits) -> tuple[bytes, str]:
-    """A picture's bytes and type: given inline, or downloaded from the adapter's address."""
+_CONTENT_FIELDS = ("message", "content", "text")
+"""Where the adapter's own reply origin keeps the quoted message when alconna's reply fetching
+gave no content (Discord's referenced message, a Kook quote)."""
+
+
+def _origin_content(origin: Any) -> Any:
+    for name in _CONTENT_FIELDS:
+        value = getattr(origin, name, None)
+        if value and not callable(value):  # a segment's `text` is its builder, not a quote
+            return value
+    return None
+
+
+def _check(data: bytes, limits: Limits) -> tuple[bytes, str]:
+    if len(data) > limits.max_bytes:
+        raise MediaError("too_large", f"{len(data)} bytes, the limit is {limits.max_bytes}")
+    mime = sniff_image(data)
+    if mime is None:
+        raise MediaError("not_image")
+    return data, mime
+
+
+async def _through_adapter(bot: Bot, event: Event, image: Image, limits: Limits) -> tuple[bytes, str]:
+    """A picture the platform names by a file id only (Telegram, OneBot v12, Feishu): alconna
+    asks the adapter for it, within the time cap; the size cap is checked on what came back
+    (the platform's own API bounds it: Telegram's at 20 MB). Whatever goes wrong is logged as
+    the kind of error only: a Telegram file address carries the bot's token."""
+    try:
+        data = await asyncio.wait_for(image_fetch(event, bot, {}, image), limits.timeout)
+    except asyncio.TimeoutError:
+        raise MediaError("timeout", f"the adapter did not give the picture in {limits.timeout:g} s") from None
+    except Exception as error:
+        kind = type(error).__name__
+        raise MediaError("network", f"the adapter could not fetch the picture: {kind}") from None
+    if not data:
+        raise MediaError("bad_url", "the adapter has no way to fetch this picture")
+    return _check(bytes(data), limits)
+
+
+async def _fetch(bot: Bot, event: Event, image: Image, limits: Limits) -> tuple[bytes, str]:
+    """A picture's bytes and type: given inline, downloaded from the adapter's address, or
+    fetched through the adapter by its file id."""
     if image.raw is not None:
-        data = image.raw_bytes
-        if len(data) > limits.max_bytes:
-            raise MediaError("too_large", f"{len(data)} bytes, the limit is {limits.max_bytes}")
-        mime = sniff_image(data)
-        if mime is None:
-            raise MediaError("not_image")
-        return data, mime
+        return _check(image.raw_bytes, limits)
     if not image.url:
+        if image.id:
+            return await _through_adapter(bot, event, image, limits)
         raise MediaError("bad_url", "the picture has no address")
     # the address comes from the chat platform (QQ's picture servers) through the adapter; an
     # address in a message is still not trusted with the bot's network: private and loopback
@@ -121,7 +170,7 @@ async def read_question(
     own: list[Image] = []
     quoted_text, quoted_images, quoted_by = "", [], None
     quoted = False
-    if not text_only(event):
+    if not text_only(bot, event):
         try:
             message = await UniMessage.of(event.get_message(), bot=bot).attach_reply(event, bot)
         except Exception as error:  # an adapter alconna cannot read: the text is enough
@@ -129,17 +178,18 @@ async def read_question(
             message = UniMessage()
         own = list(message[Image])
         for reply in message[Reply]:
-            if reply.msg is None:  # the implementation could not find it (get_msg failed)
+            content = reply.msg if reply.msg is not None else _origin_content(reply.origin)
+            if content is None:  # the implementation could not find it (get_msg failed)
                 continue
             quoted = True
             quoted_by = _sender_name(bot, reply.origin, marsho_name)
-            if isinstance(reply.msg, str):
-                quoted_text = reply.msg
-            elif reply.msg is not None:
+            if isinstance(content, str):
+                quoted_text = content
+            else:
                 try:
-                    body = UniMessage.of(reply.msg, bot=bot)
+                    body = UniMessage.of(content, bot=bot)
                 except Exception:
-                    quoted_text = str(reply.msg)
+                    quoted_text = str(content)
                 else:
                     quoted_text = body.extract_plain_text()
                     quoted_images = list(body[Image])
@@ -160,7 +210,8 @@ async def read_question(
         if len(wanted) > len(kept):
             at_most = t.plural("count.pictures", limits.max_images)
             question.tips.append(t("tip.image_too_many", pictures_text=at_most))
-        results = await asyncio.gather(*(_fetch(image, limits) for image in kept), return_exceptions=True)
+        results = await asyncio.gather(*(_fetch(bot, event, image, limits) for image in kept),
+                                       return_exceptions=True)
         failures: list[str] = []
         for image, result in zip(kept, results, strict=True):
             if isinstance(result, MediaError):
@@ -169,7 +220,7 @@ async def read_question(
                                   seconds=f"{limits.timeout:g}"))
                 hint = ("; if your OneBot implementation serves pictures on a local address, set "
                         "MARSHO_IMAGE_ALLOW_PRIVATE=true") if result.kind == "blocked" else ""
-                where = image.url or image.id
+                where = image.url or f"file id {image.id}"
                 logger.warning(f"marsho: picture {where}: {result.kind} {result.detail}{hint}")
             elif isinstance(result, BaseException):
                 failures.append(t("media.network"))

@@ -15,7 +15,7 @@ from nonebot_plugin_alconna.uniseg import CustomNode, Image, Reference, Segment,
 
 from ..i18n import Texts
 from ..redaction import logger, redact
-from .media import MediaError, download_image
+from .media import MediaError, download_image, sniff_image
 from .richtext import FormulaPart, ImageLinkPart, TextPart, find_rich, render_formula, split_paragraphs
 
 MAX_FORMULAS = 8
@@ -23,6 +23,19 @@ MAX_FORMULAS = 8
 MAX_LINKED_IMAGES = 4
 """Markdown images of one answer downloaded; the rest stay text."""
 REASONING_NODE_CHARS = 3000
+FORWARD_PLATFORMS = frozenset({"OneBot V11"})
+"""Adapters whose chats take a forward message (a bundle of messages); elsewhere a long answer
+goes in parts and the thinking as a message of its own."""
+
+
+def picture_segment(data: bytes) -> Image:
+    """A picture to send, with its type (Satori and others need it: without one an image may
+    arrive as the text "[image]")."""
+    return Image(raw=data, mimetype=sniff_image(data) or "image/png")
+
+
+def has_forward(bot: Bot) -> bool:
+    return bot.adapter.get_name() in FORWARD_PLATFORMS
 
 
 @dataclass(frozen=True)
@@ -109,7 +122,7 @@ async def rich_segments(text: str, delivery: Delivery, allowance: Allowance | No
             # a display formula or an image stands on its own line
             if segments and isinstance(segments[-1], Text):
                 segments[-1] = Text(segments[-1].text.rstrip(" \t"))
-            segments.append(Image(raw=picture))
+            segments.append(picture_segment(picture))
         else:
             piece = part.text if isinstance(part, TextPart) else part.raw
             if segments and isinstance(segments[-1], Text):
@@ -132,6 +145,10 @@ async def send_reasoning(bot: Bot, reasoning: str, delivery: Delivery) -> None:
         return
     chunks = split_paragraphs(reasoning, REASONING_NODE_CHARS)[: delivery.max_forward_nodes]
     title = f"{delivery.name}: {delivery.texts('reply.reasoning_title')}"
+    if not has_forward(bot):  # no forward messages here: the thinking in messages of its own
+        for index, chunk in enumerate(chunks[: delivery.max_split_messages]):
+            await _send(UniMessage([Text(f"{title}\n{chunk}" if index == 0 else chunk)]), reply=False)
+        return
     if await _send(_forward(bot, title, [[Text(c)] for c in chunks]), reply=False) is not True:
         logger.warning("marsho: the reasoning was not sent (MARSHO_SEND_REASONING)")
 
@@ -141,7 +158,7 @@ async def send_answer(bot: Bot, text: str, images: Sequence[bytes], delivery: De
     No secret of the bot's goes out (the text is redacted), and a forward message holds at most
     `max_forward_nodes` messages."""
     text = redact(text)
-    pictures: list[Segment] = [Image(raw=i) for i in images]
+    pictures: list[Segment] = [picture_segment(i) for i in images]
     long = len(text) > delivery.split_chars
     if not long or delivery.long_answer == "single":
         await _send(UniMessage([*await rich_segments(text, delivery), *pictures]), reply=True)
@@ -149,7 +166,10 @@ async def send_answer(bot: Bot, text: str, images: Sequence[bytes], delivery: De
     chunks = split_paragraphs(text, delivery.split_chars)
     allowance = Allowance()
     contents = list(await asyncio.gather(*(rich_segments(c, delivery, allowance) for c in chunks)))
-    if delivery.long_answer == "forward" or len(chunks) > delivery.max_split_messages:
+    wants_forward = delivery.long_answer == "forward" or len(chunks) > delivery.max_split_messages
+    if wants_forward and not has_forward(bot):  # parts, as many as it takes
+        logger.debug(f"marsho: {bot.adapter.get_name()} has no forward messages; the answer goes in parts")
+    elif wants_forward:
         nodes = [*contents, pictures] if pictures else contents
         if len(nodes) > delivery.max_forward_nodes:  # an answer that long is cut, with a note
             cut = delivery.texts("reply.forward_cut", count=len(nodes), limit=delivery.max_forward_nodes)
