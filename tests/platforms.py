@@ -40,6 +40,12 @@ PNG = bytes.fromhex(
     "0000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082"
 )
 """A valid one-pixel PNG: the picture every platform's fake serves."""
+BIG = PNG + bytes(20_000)
+"""A picture over a 10 000-byte cap (the least MARSHO_IMAGE_MAX_BYTES): "pic_big" serves it."""
+
+
+def picture_bytes(file_id: str) -> bytes:
+    return BIG if "big" in file_id else PNG
 
 
 def next_id() -> str:
@@ -327,7 +333,7 @@ class TelegramChat(Chat):
     def picture_file(self, file_id: str) -> None:
         """Serve a picture for `file_id` where the Bot API's file download would be."""
         assert self.files is not None
-        self.files.add(f"/file/bot{self.bot.bot_config.token}/photos/{file_id}.png")
+        self.files.add(f"/file/bot{self.bot.bot_config.token}/photos/{file_id}.png", picture_bytes(file_id))
 
     def _update(self, text: str, chat: dict[str, Any], *, user_id: str | None, name: str | None,
                 role: str, quote: str | None = None, quote_picture: str | None = None,
@@ -443,7 +449,7 @@ class QQChat(Chat):
         if api == "get_channel_roles_permissions":
             return {"channel_id": data["channel_id"], "role_id": data["role_id"], "permissions": "1"}
         if api == "get_message_of_id":
-            return {"message": self.messages[data["message_id"]]}
+            return self.messages[data["message_id"]]
         if api in ("post_group_messages", "post_c2c_messages"):
             return {"id": next_id(), "timestamp": iso_now()}
         if api in ("post_group_files", "post_c2c_files"):
@@ -831,6 +837,7 @@ class KookChat(Chat):
         from nonebot.adapters.kaiheila import Adapter
 
         assert picture_id is None, "Kook gives pictures by URL"
+        assert not (picture_url and text), "a Kook picture message (type 2) has no text: quote it instead"
         author = self._user(user_id, guild=guild)
         extra: dict[str, Any] = {"type": 9, "code": "", "author": author, "mention": [], "mention_all": False,
                                  "mention_roles": [], "mention_here": False, "kmarkdown": {
@@ -981,7 +988,7 @@ class FeishuChat(Chat):
             items.append({"tag": "text", "text": (" " if at_bot else "") + text})
             rows = [items]
             if picture_id:
-                self.pictures[picture_id] = PNG
+                self.pictures[picture_id] = picture_bytes(picture_id)
                 rows.append([{"tag": "img", "image_key": picture_id}])
             message_type, content = "post", {"title": "", "content": rows}
             if at_bot:
@@ -1240,7 +1247,7 @@ class OneBotV12Chat(Chat):
             segments.append({"type": "reply", "data": {"message_id": next_id(), "user_id": "10999"}})
         segments.append({"type": "text", "data": {"text": text}})
         if picture_id:
-            self.pictures[picture_id] = PNG
+            self.pictures[picture_id] = picture_bytes(picture_id)
             segments.append({"type": "image", "data": {"file_id": picture_id}})
         payload = {"id": next_id(), "time": time.time(), "type": "message", "detail_type": detail,
                    "sub_type": "", "message_id": next_id(), "message": segments, "alt_message": text,
@@ -1442,3 +1449,28 @@ def forget_uninfo_sessions() -> None:
 
     for fetcher in INFO_FETCHER_MAPPING.values():
         fetcher.clean()
+
+
+def carries_png(value: Any, depth: int = 0) -> bool:
+    """Whether an API call's data holds a PNG: bytes, base64 text, or inside a model, a list, a
+    tuple (Telegram's (name, bytes)), a dict or a message segment."""
+    if depth > 8:
+        return False
+    if isinstance(value, (bytes, bytearray)):
+        return b"\x89PNG" in value
+    if isinstance(value, str):
+        return "iVBORw0KGgo" in value
+    if isinstance(value, dict):
+        return any(carries_png(v, depth + 1) for v in value.values())
+    if isinstance(value, (list, tuple, set)):
+        return any(carries_png(v, depth + 1) for v in value)
+    if hasattr(value, "model_dump"):
+        try:
+            return carries_png(dict(value), depth + 1)
+        except Exception:
+            return carries_png(value.model_dump(), depth + 1)
+    if hasattr(value, "data") and isinstance(value.data, dict):  # a message segment
+        return carries_png(value.data, depth + 1)
+    if hasattr(value, "__dict__"):
+        return carries_png(vars(value), depth + 1)
+    return False

@@ -21,7 +21,7 @@ from nonebot.adapters import Event
 
 from tests.conftest import SUPERUSER_ID, configured
 from tests.fake_openai import FakeOpenAI, text, tool_calls
-from tests.platforms import PLATFORMS, PNG, Chat, Files, forget_uninfo_sessions
+from tests.platforms import PLATFORMS, PNG, Chat, Files, carries_png, forget_uninfo_sessions
 
 require("nonebot_plugin_uninfo")
 
@@ -45,8 +45,8 @@ content (and v12 has no API to fetch one), so there is nothing to read."""
 FILE_ID_PICTURES = [pytest.param(name, where, id=f"{name}-{where}")
                     for name in ("Telegram", "Feishu", "OneBot V12") for where in PLATFORMS[name].wheres]
 URL_PICTURES = [pytest.param(name, where, id=f"{name}-{where}")
-                for name in ("QQ", "Discord", "Kaiheila", "Satori", "OneBot V11")
-                for where in PLATFORMS[name].wheres]
+                for name in ("QQ", "Discord", "Satori", "OneBot V11") for where in PLATFORMS[name].wheres]
+"""A Kook picture is a message of its own (type 2, no text): Kook asks about one by quoting it."""
 
 
 @pytest.fixture(autouse=True)
@@ -106,8 +106,8 @@ def test_the_metadata_lists_exactly_the_supported_adapters() -> None:
         "~console"}
 
 
-def test_the_factories_give_uninfo_the_right_scene() -> None:
-    """The test chats themselves: each scene is what uninfo reads it as (a guard on the matrix)."""
+def test_every_platform_is_in_the_matrix_with_its_scenes() -> None:
+    """The matrix itself: every supported adapter, with each kind of chat it has."""
     assert {name: chat.wheres for name, chat in PLATFORMS.items()} == {
         "QQ": ("group", "private", "channel", "dms"), "Telegram": ("group", "private"),
         "Discord": ("channel", "private"), "Kaiheila": ("channel", "private"), "Feishu": ("group", "private"),
@@ -268,6 +268,32 @@ async def test_the_platforms_owner_and_admins_may_reset_a_shared_conversation(
     await say(chat, chat.event(where, "marsho.reset", user_id="99887766", role=role))
     assert chat.sent_texts()[-1].endswith("Done: I forgot this conversation (1 turn).")
     assert (await plugin_engine.history.stats(chat.expected_key(where, event)))[0] == 0
+
+
+@pytest.mark.parametrize(("name", "where", "role"), ROLE_CELLS)
+async def test_a_member_speaking_after_an_admin_is_still_a_member(
+    app, fake: FakeOpenAI, plugin_engine, name: str, where: str, role: str
+) -> None:
+    """uninfo caches a session by the event's session id for 5 minutes, and some adapters' ids
+    leave out the sender (Satori's names the channel only): the next speaker is not the last."""
+    chat = PLATFORMS[name]()
+    fake.push(text("first"))
+    await say(chat, chat.event(where, "marsho one", user_id="99887766", role=role))
+    await say(chat, chat.event(where, "marsho.reset", user_id="55443322"))
+    assert chat.sent_texts()[-1].endswith(SHARED)
+
+
+@pytest.mark.parametrize(("name", "where"), SHARED_CELLS)
+async def test_each_speaker_in_a_shared_chat_is_named_as_themselves(
+    app, fake: FakeOpenAI, plugin_engine, name: str, where: str
+) -> None:
+    chat = PLATFORMS[name]()
+    fake.push(text("hi Alice"), text("hi Bob"))
+    await say(chat, chat.event(where, "marsho I am here", user_id="99887766", name="Alice"))
+    await say(chat, chat.event(where, "marsho me too", user_id="55443322", name="Bob"))
+    label = question_text(last_question(fake)).split(":", 1)[0]
+    assert "Alice" not in label and "99887766" not in label, label
+    assert "Bob" in label or "55443322" in label, label
 
 
 @pytest.mark.parametrize(("name", "where"), SHARED_CELLS)
@@ -472,7 +498,7 @@ async def test_a_picture_over_the_byte_cap_is_left_out(
 ) -> None:
     chat = PLATFORMS[name](files)
     fake.push(text("Only text."))
-    with configured(marsho_vision_models=["fake-*"], marsho_image_max_bytes=10):
+    with configured(marsho_vision_models=["fake-*"], marsho_image_max_bytes=10_000):
         await say(chat, chat.event(where, "marsho what is this?", picture_id="pic_big"))
     assert pictures_in(last_question(fake)) == []
     assert "Only text." in chat.sent_texts()[-1]
@@ -491,7 +517,7 @@ async def test_satori_answer_pictures_are_img_elements_with_a_type(app, fake: Fa
     assert "<img" in sent and "image/png" in sent, sent
 
 
-@pytest.mark.parametrize(("name", "where"), CELLS)
+@pytest.mark.parametrize(("name", "where"), [c for c in CELLS if c.values[0] != "Console"])
 async def test_answer_pictures_go_out_as_pictures(
     app, fake: FakeOpenAI, plugin_engine, name: str, where: str
 ) -> None:
@@ -500,3 +526,4 @@ async def test_answer_pictures_go_out_as_pictures(
     await say(chat, chat.event(where, "marsho draw me a pixel"))
     assert any("Here is your pixel." in t for t in chat.sent_texts())
     assert not any("[image]" in t for t in chat.sent_texts()), chat.sent_texts()
+    assert any(carries_png(data) for _, data in chat.calls), [api for api, _ in chat.calls]
