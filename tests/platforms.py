@@ -192,6 +192,11 @@ class Chat:
         raise NotImplementedError
 
     # shared
+    @property
+    def key_prefix(self) -> str:
+        """What session keys start with: the adapter's name (`bot.adapter.get_name()`)."""
+        return self.adapter_name
+
     def remember(self, user_id: str, name: str | None, role: str) -> str:
         assert role in ROLES, role
         self.roles[user_id] = role
@@ -216,17 +221,17 @@ class Chat:
         `<adapter>:user:<user>` in groups and channels (user)."""
         user_id = event.get_user_id()
         if where in ("private", "dms"):
-            return f"{self.adapter_name}:private:{user_id}"
+            return f"{self.key_prefix}:private:{user_id}"
         if scope == "user":
-            return f"{self.adapter_name}:user:{user_id}"
+            return f"{self.key_prefix}:user:{user_id}"
         key = self.group_key() if where == "group" else self.channel_key()
         return f"{key}:user:{user_id}" if scope == "user_in_group" else key
 
     def group_key(self, group_id: str | None = None) -> str:
-        return f"{self.adapter_name}:group:{group_id or self.group_id}"
+        return f"{self.key_prefix}:group:{group_id or self.group_id}"
 
     def channel_key(self, guild_id: str | None = None, channel_id: str | None = None) -> str:
-        return f"{self.adapter_name}:channel:{guild_id or self.guild_id}/{channel_id or self.channel_id}"
+        return f"{self.key_prefix}:channel:{guild_id or self.guild_id}/{channel_id or self.channel_id}"
 
 
     def event(self, where: str, text: str, **options: Any) -> Event:

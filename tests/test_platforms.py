@@ -407,8 +407,9 @@ async def test_a_qq_group_at_message_is_answered_without_marsho_at(app, fake: Fa
     assert chat.sent_texts() == ["answered"]
 
 
-async def test_a_qq_guild_at_message_is_answered_only_with_marsho_at(app, fake: FakeOpenAI, plugin_engine) -> None:
-    """In a guild channel a bot may see every message: an @ alone asks only with MARSHO_AT."""
+async def test_a_qq_guild_at_message_is_answered_with_marsho_at(app, fake: FakeOpenAI, plugin_engine) -> None:
+    """A guild channel message that @s the bot (the mention taken out by the adapter) asks with
+    MARSHO_AT."""
     chat = PLATFORMS["QQ"]()
     fake.push(text("answered"))
     with configured(marsho_at=True):
