@@ -15,6 +15,7 @@ from nonebot_plugin_alconna.uniseg import Image, Reply, UniMessage, image_fetch
 from ..i18n import Texts
 from ..redaction import logger
 from .media import MediaError, data_url, download_image, sniff_image
+from .native import own_content, quoted_content
 
 
 @dataclass(frozen=True)
@@ -96,19 +97,6 @@ def _sender_name(bot: Bot, origin: Any, marsho_name: str) -> str | None:
     return str(name) if name else None
 
 
-_CONTENT_FIELDS = ("message", "content", "text")
-"""Where the adapter's own reply origin keeps the quoted message when alconna's reply fetching
-gave no content (Discord's referenced message, a Kook quote)."""
-
-
-def _origin_content(origin: Any) -> Any:
-    for name in _CONTENT_FIELDS:
-        value = getattr(origin, name, None)
-        if value and not callable(value):  # a segment's `text` is its builder, not a quote
-            return value
-    return None
-
-
 def _check(data: bytes, limits: Limits) -> tuple[bytes, str]:
     if len(data) > limits.max_bytes:
         raise MediaError("too_large", f"{len(data)} bytes, the limit is {limits.max_bytes}")
@@ -118,13 +106,19 @@ def _check(data: bytes, limits: Limits) -> tuple[bytes, str]:
     return data, mime
 
 
-async def _through_adapter(bot: Bot, event: Event, image: Image, limits: Limits) -> tuple[bytes, str]:
+async def _through_adapter(bot: Bot, event: Event, image: Image, limits: Limits,
+                           message_id: str | None = None) -> tuple[bytes, str]:
     """A picture the platform names by a file id only (Telegram, OneBot v12, Feishu): alconna
     asks the adapter for it, within the time cap; the size cap is checked on what came back
     (the platform's own API bounds it: Telegram's at 20 MB). Whatever goes wrong is logged as
     the kind of error only: a Telegram file address carries the bot's token."""
+    if message_id is not None and bot.adapter.get_name() == "Feishu":  # a quoted message's picture
+        fetching = bot.call_api(f"im/v1/messages/{message_id}/resources/{image.id}", method="GET",
+                                params={"type": "image"})
+    else:
+        fetching = image_fetch(event, bot, {}, image)
     try:
-        data = await asyncio.wait_for(image_fetch(event, bot, {}, image), limits.timeout)
+        data = await asyncio.wait_for(fetching, limits.timeout)
     except asyncio.TimeoutError:
         raise MediaError("timeout", f"the adapter did not give the picture in {limits.timeout:g} s") from None
     except Exception as error:
@@ -135,14 +129,15 @@ async def _through_adapter(bot: Bot, event: Event, image: Image, limits: Limits)
     return _check(bytes(data), limits)
 
 
-async def _fetch(bot: Bot, event: Event, image: Image, limits: Limits) -> tuple[bytes, str]:
+async def _fetch(bot: Bot, event: Event, image: Image, limits: Limits,
+                 message_id: str | None = None) -> tuple[bytes, str]:
     """A picture's bytes and type: given inline, downloaded from the adapter's address, or
-    fetched through the adapter by its file id."""
+    fetched through the adapter by its file id (of message `message_id`, for a quoted one)."""
     if image.raw is not None:
         return _check(image.raw_bytes, limits)
     if not image.url:
         if image.id:
-            return await _through_adapter(bot, event, image, limits)
+            return await _through_adapter(bot, event, image, limits, message_id)
         raise MediaError("bad_url", "the picture has no address")
     # the address comes from the chat platform (QQ's picture servers) through the adapter; an
     # address in a message is still not trusted with the bot's network: private and loopback
@@ -170,29 +165,23 @@ async def read_question(
     own: list[Image] = []
     quoted_text, quoted_images, quoted_by = "", [], None
     quoted = False
+    sources: dict[int, str] = {}
     if not text_only(bot, event):
         try:
             message = await UniMessage.of(event.get_message(), bot=bot).attach_reply(event, bot)
         except Exception as error:  # an adapter alconna cannot read: the text is enough
             logger.warning(f"marsho: could not read the message's pictures or quote: {error}")
             message = UniMessage()
-        own = list(message[Image])
+        own = own_content(bot, event, message).images
         for reply in message[Reply]:
-            content = reply.msg if reply.msg is not None else _origin_content(reply.origin)
-            if content is None:  # the implementation could not find it (get_msg failed)
+            found = quoted_content(bot, event, reply)
+            if found is None:  # the implementation could not find it (get_msg failed)
                 continue
             quoted = True
             quoted_by = _sender_name(bot, reply.origin, marsho_name)
-            if isinstance(content, str):
-                quoted_text = content
-            else:
-                try:
-                    body = UniMessage.of(content, bot=bot)
-                except Exception:
-                    quoted_text = str(content)
-                else:
-                    quoted_text = body.extract_plain_text()
-                    quoted_images = list(body[Image])
+            if quoted_by is None and bot.adapter.get_name() == "Discord":
+                quoted_by = _sender_name(bot, getattr(event, "referenced_message", None), marsho_name)
+            quoted_text, quoted_images, sources = found.text, found.images, found.sources
             break
     question.images_seen = len(own) + len(quoted_images)
     question.quoted_text = quoted_text.strip()
@@ -210,7 +199,8 @@ async def read_question(
         if len(wanted) > len(kept):
             at_most = t.plural("count.pictures", limits.max_images)
             question.tips.append(t("tip.image_too_many", pictures_text=at_most))
-        results = await asyncio.gather(*(_fetch(bot, event, image, limits) for image in kept),
+        results = await asyncio.gather(*(_fetch(bot, event, image, limits, sources.get(id(image)))
+                                         for image in kept),
                                        return_exceptions=True)
         failures: list[str] = []
         for image, result in zip(kept, results, strict=True):

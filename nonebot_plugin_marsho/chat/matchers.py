@@ -27,6 +27,7 @@ from ..tools.model import Role, ToolCall, ToolContext
 from .app import Marsho, current_app
 from .fairuse import seconds_text
 from .incoming import Limits, read_question, sees_pictures, text_only
+from .native import own_content
 from .outgoing import Delivery, picture_segment, send_answer, send_progress, send_reasoning
 from .render import (
     brief_reason,
@@ -136,7 +137,7 @@ async def _text_without_mentions(bot: Bot, event: Event) -> str | None:
         message = UniMessage.of(event.get_message(), bot=bot)
     except Exception:
         return None
-    return "".join(segment.text for segment in message if isinstance(segment, Text))
+    return own_content(bot, event, message).text
 
 
 async def is_superuser(bot: Bot, event: Event) -> bool:
@@ -162,6 +163,8 @@ async def admitted_here(app: Marsho, bot: Bot, event: Event, where: Where) -> bo
     return app.fair_use.admits(place, where.user_id, superuser=True) and await is_superuser(bot, event)
 
 
+RICH_TEXT_PLATFORMS = frozenset({"Feishu"})
+"""Adapters whose rich-text messages are read through alconna and chat/native.py first."""
 AT_ONLY_PLATFORMS = frozenset({"QQ"})
 """Platforms that deliver a bot only the group messages that @ it (with the @ taken out): there
 every message a group sends the bot is for marsho, MARSHO_AT or not."""
@@ -176,10 +179,15 @@ async def _is_for_marsho(bot: Bot, event: Event, state: T_State) -> bool:
     config = app.config
     starts = get_driver().config.command_start
     names = config.trigger_names
-    request = parse_request(_message_text(event), names, starts)
+    request = None
+    if bot.adapter.get_name() in RICH_TEXT_PLATFORMS:  # a post's plain text holds its pictures' keys
+        text = await _text_without_mentions(bot, event)
+        request = parse_request(text, names, starts) if text else None
+    if request is None:
+        request = parse_request(_message_text(event), names, starts)
     if request is None:  # what the adapter left of the message (an @ of the bot taken out...)
         request = parse_request(event.get_plaintext(), names, starts)
-    if request is None:  # a leading @ or picture, a rich-text post: the text segments alone
+    if request is None:  # a leading @ or picture: the text segments alone
         text = await _text_without_mentions(bot, event)
         request = parse_request(text, names, starts) if text else None
     where = None
