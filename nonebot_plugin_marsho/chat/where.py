@@ -12,12 +12,14 @@ new sender, none of which marsho needs; so v11 events are read directly, with un
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Literal
 
 from nonebot.adapters import Bot, Event
 from nonebot.typing import T_State
 from nonebot_plugin_uninfo import Session, get_session
+from nonebot_plugin_uninfo.adapters import INFO_FETCHER_MAPPING
 
 from ..redaction import logger
 
@@ -136,6 +138,63 @@ def _guess(bot: Bot, event: Event) -> Where:
     return Where(platform=platform_name(bot), kind="group", chat_id=session_id, user_id=user_id)
 
 
+def _scene_hint(event: Event) -> tuple[str | None, ...]:
+    """The ids an event carries about its chat, whichever names the adapter uses for them."""
+    hints: list[str | None] = []
+    for name in ("channel_id", "guild_id", "group_id", "chat", "channel", "guild"):
+        value = getattr(event, name, None)
+        value = getattr(value, "id", value)
+        hints.append(None if value is None else str(value))
+    return tuple(hints)
+
+
+class Remembered:
+    """Where each recent sender spoke, so a busy chat asks the platform's API once per sender
+    per CACHE_SECONDS, not per message. uninfo keeps a cache too, but keyed by the adapter's
+    session id, which on Discord is the author alone: a member's DM would be served the
+    session of the guild channel they spoke in before (and the other way round), so marsho
+    keys its own by the event's kind, chat ids and sender, and never takes uninfo's."""
+
+    CACHE_SECONDS = 300.0
+    MAX_ENTRIES = 4096
+
+    def __init__(self) -> None:
+        self._entries: dict[tuple, tuple[float, Where]] = {}
+
+    @staticmethod
+    def key(bot: Bot, event: Event) -> tuple | None:
+        try:
+            session_id, user_id = event.get_session_id(), event.get_user_id()
+        except Exception:
+            return None
+        return (bot.self_id, type(event).__name__, session_id, user_id, *_scene_hint(event))
+
+    def get(self, key: tuple) -> Where | None:
+        entry = self._entries.get(key)
+        if entry is None or entry[0] < time.monotonic():
+            return None
+        return entry[1]
+
+    def put(self, key: tuple, where: Where) -> None:
+        if len(self._entries) >= self.MAX_ENTRIES:  # the oldest half goes
+            for old in list(self._entries)[: self.MAX_ENTRIES // 2]:
+                del self._entries[old]
+        self._entries[key] = (time.monotonic() + self.CACHE_SECONDS, where)
+
+
+remembered = Remembered()
+
+
+def _forget_uninfo_cache(bot: Bot, event: Event) -> None:
+    fetcher = INFO_FETCHER_MAPPING.get(bot.adapter.get_name())
+    if fetcher is None:
+        return
+    try:
+        fetcher.session_cache.pop(fetcher.get_session_id(event), None)
+    except Exception:  # an event without a session id: uninfo caches nothing for it
+        pass
+
+
 async def where_of(bot: Bot, event: Event, state: T_State | None = None) -> Where:
     """The message's Where (kept in `state` for the rest of the event's handling)."""
     if state is not None and WHERE_KEY in state:
@@ -143,12 +202,21 @@ async def where_of(bot: Bot, event: Event, state: T_State | None = None) -> Wher
     if bot.adapter.get_name() == "OneBot V11":
         where = _onebot_v11(bot, event)
     else:
-        try:
-            session = await get_session(bot, event)
-        except Exception as error:  # an API call of the adapter failed
-            logger.opt(exception=error).warning(f"marsho: could not tell where a message came from: {error}")
-            session = None
-        where = from_session(bot, session) if session is not None else _guess(bot, event)
+        key = remembered.key(bot, event)
+        known = remembered.get(key) if key is not None else None
+        if known is not None:
+            where = known
+        else:
+            _forget_uninfo_cache(bot, event)
+            try:
+                session = await get_session(bot, event)
+            except Exception as error:  # an API call of the adapter failed
+                said = f"marsho: could not tell where a message came from: {error}"
+                logger.opt(exception=error).warning(said)
+                session = None
+            where = from_session(bot, session) if session is not None else _guess(bot, event)
+            if session is not None and key is not None:
+                remembered.put(key, where)
     if state is not None:
         state[WHERE_KEY] = where
     return where
