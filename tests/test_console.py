@@ -1,0 +1,101 @@
+"""The README's "try it in this terminal": `python bot.py --console` in a real terminal (a pty),
+typing `marsho hello` into nonebot-adapter-console's input line and reading the answer off the
+screen, with only an endpoint configured."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import pty
+import re
+import select
+import struct
+import subprocess
+import sys
+import tempfile
+import termios
+import time
+from pathlib import Path
+
+from tests.fake_openai import FakeOpenAI, text
+from tests.onebot_sim import BOT_PY
+
+ANSI = re.compile(rb"\x1b\[[0-9;?<>=]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\x1b[=>78]|\x1b\][^\x07\x1b]*(\x07|\x1b\\)")
+
+
+class Terminal:
+    """A program on a pseudo-terminal of 120x35, its screen output kept as text without escapes."""
+
+    def __init__(self, args: list[str], *, cwd: Path, env: dict[str, str]) -> None:
+        master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 35, 120, 0, 0))
+        self.master = master
+        self.raw = b""
+        self.process = subprocess.Popen(args, cwd=cwd, env=env, stdin=slave, stdout=slave, stderr=slave,
+                                        start_new_session=True)
+        os.close(slave)
+
+    def read(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > 0:
+            ready, _, _ = select.select([self.master], [], [], min(left, 0.2))
+            if ready:
+                try:
+                    self.raw += os.read(self.master, 65536)
+                except OSError:  # the program closed the terminal
+                    return
+
+    @property
+    def screen(self) -> str:
+        return ANSI.sub(b"", self.raw).decode("utf-8", errors="replace")
+
+    def wait_for(self, needle: str, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if needle in self.screen:
+                return True
+            if self.process.poll() is not None:
+                self.read(0.5)
+                return needle in self.screen
+            self.read(0.3)
+        return False
+
+    def type(self, keys: str) -> None:
+        os.write(self.master, keys.encode())
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        os.close(self.master)
+
+
+def test_bot_py_console_answers_what_is_typed_in_the_terminal(endpoint: FakeOpenAI) -> None:
+    endpoint.reset()
+    endpoint.push(text("Pong from the model 4711"))
+    work = Path(tempfile.mkdtemp(prefix="marsho-console-"))
+    inherited = {k: v for k, v in os.environ.items()
+                 if not k.upper().startswith(("MARSHO", "LOCALSTORE_", "ONEBOT_", "CONSOLE_"))
+                 and k.upper() not in {"DRIVER", "ENVIRONMENT", "SUPERUSERS", "COMMAND_START", "NICKNAME"}}
+    env = {**inherited, "TERM": "xterm-256color", "COLUMNS": "120", "LINES": "35",
+           "MARSHO_BASE_URL": endpoint.base_url, "MARSHO_API_KEY": "test-key", "MARSHO_MODEL": "fake-model",
+           "LOCALSTORE_DATA_DIR": str(work / "data"), "LOCALSTORE_CACHE_DIR": str(work / "cache"),
+           "LOCALSTORE_CONFIG_DIR": str(work / "config"), "MARSHO_LANG": "en"}
+    terminal = Terminal([sys.executable, str(BOT_PY), "--console"], cwd=work, env=env)
+    try:
+        assert terminal.wait_for("Send Message", 60), terminal.screen[-3000:]  # the input line is drawn
+        terminal.type("\x1f")  # ctrl+/ : focus the input line
+        terminal.read(1)
+        terminal.type("marsho hello")
+        terminal.read(1)
+        terminal.type("\r")
+        assert terminal.wait_for("4711", 30), terminal.screen[-3000:]
+        [request] = endpoint.requests
+        assert request["messages"][-1]["content"].endswith("hello")
+        assert "Pong from the model 4711" in " ".join(terminal.screen.split())
+    finally:
+        terminal.close()
