@@ -856,6 +856,7 @@ class KookChat(Chat):
             extra = {"type": 2, "code": "", "author": author, "attachments": {
                 "type": "image", "url": picture_url, "name": "p.png", "size": len(PNG)},
                 **({"guild_id": self.guild_id, "channel_name": "general"} if guild else {})}
+        assert not (quote and quote_picture), "a Kook picture message (type 2) has no text"
         if quote is not None or quote_picture:
             quoted_author = "2200999"
             self.names.setdefault(quoted_author, "Quoted Person")
