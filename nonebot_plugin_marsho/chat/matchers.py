@@ -187,7 +187,8 @@ async def _is_for_marsho(bot: Bot, event: Event, state: T_State) -> bool:
         request = parse_request(_message_text(event), names, starts)
     if request is None:  # what the adapter left of the message (an @ of the bot taken out...)
         request = parse_request(event.get_plaintext(), names, starts)
-    if request is None:  # a leading @ or picture: the text segments alone
+    if request is None and bot.adapter.get_name() != "OneBot V11":  # a leading @ segment... (v11's
+        # plain text already leaves out every segment that is not text)
         text = await _text_without_mentions(bot, event)
         request = parse_request(text, names, starts) if text else None
     where = None
