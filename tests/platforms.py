@@ -204,6 +204,7 @@ class Chat:
         return self.names[user_id]
 
     def sent_calls(self) -> list[tuple[str, dict[str, Any]]]:
+        """The calls that sent a message, in order."""
         return [(api, data) for api, data in self.calls if api in self.sends]
 
     def sent_texts(self) -> list[str]:
@@ -232,7 +233,6 @@ class Chat:
 
     def channel_key(self, guild_id: str | None = None, channel_id: str | None = None) -> str:
         return f"{self.key_prefix}:channel:{guild_id or self.guild_id}/{channel_id or self.channel_id}"
-
 
     def event(self, where: str, text: str, **options: Any) -> Event:
         """A message said in a `where` (one of `wheres`)."""
@@ -958,6 +958,7 @@ class FeishuChat(Chat):
                 "body": {"content": body.get("content", "")}}
 
     def sent_calls(self) -> list[tuple[str, dict[str, Any]]]:
+        """The calls that sent a message, in order."""
         return [(api, data) for api, data in self.calls if data.get("method") == "POST" and (
             api == "im/v1/messages" or (api.startswith("im/v1/messages/") and api.endswith("/reply")))]
 
@@ -1059,9 +1060,10 @@ class SatoriChat(Chat):
     self_id = "3000000001"
     platform = "chronocat"
     group_id = "123456789"
-    guild_id = "123456789"
-    channel_id = "123456789"
     """On QQ through Satori a group is a guild whose one channel has the group's id."""
+    guild_id = "555000"
+    channel_id = "987654"
+    """A channel of a guild (Discord, Kook... through Satori): its id differs from the guild's."""
     user_id = "10001"
     sends = ("message_create",)
     ROLE_IDS: ClassVar[dict[str, str]] = {"owner": "OWNER", "admin": "ADMINISTRATOR", "member": "MEMBER"}
@@ -1163,8 +1165,8 @@ class SatoriChat(Chat):
         """A channel of a guild (Discord, Kook... through Satori): its id differs from the guild's."""
         user_id = user_id or self.user_id
         self.remember(user_id, name, role)
-        return self._payload(text, channel={"id": "987654", "type": 0, "name": "general"},
-                             guild={"id": "555000", "name": "Test guild"}, user_id=user_id, role=role,
+        return self._payload(text, channel={"id": self.channel_id, "type": 0, "name": "general"},
+                             guild={"id": self.guild_id, "name": "Test guild"}, user_id=user_id, role=role,
                              **_media(options))
 
     def private_event(self, text: str, *, user_id: str | None = None, name: str | None = None,

@@ -216,6 +216,22 @@ async def test_no_session_scope_lets_a_private_chat_read_a_group(
     assert "4711" not in request_text(fake.requests[1])
 
 
+@pytest.mark.parametrize("name", ["OneBot V11", "OneBot V12", "Satori"])
+async def test_a_group_whose_id_is_a_members_id_is_not_that_members_private_chat(
+    app, fake: FakeOpenAI, plugin_engine, name: str
+) -> None:
+    """QQ numbers name groups and people alike: group 10001 is not user 10001's private chat."""
+    chat = PLATFORMS[name]()
+    chat.group_id = chat.user_id
+    fake.push(text("kept"), text("nothing"))
+    group = chat.group_event("marsho my group secret is 4711")
+    await say(chat, group)
+    private = chat.private_event("marsho what is my secret?")
+    await say(chat, private)
+    assert "4711" not in request_text(fake.requests[1])
+    assert chat.expected_key("group", group) != chat.expected_key("private", private)
+
+
 async def test_kook_direct_messages_of_two_users_are_two_sessions(app, fake: FakeOpenAI, plugin_engine) -> None:
     """Kook's adapter sets group_id to the bot's id for every DM: that must not merge users."""
     chat = PLATFORMS["Kaiheila"]()
@@ -342,11 +358,8 @@ async def test_the_superusers_tools_listing_has_the_details(app, plugin_engine, 
 
 
 def _list_names(chat: Chat, where: str) -> list[str]:
-    if where == "group":
-        return [chat.group_id]
-    if chat.adapter_name == "Satori":  # the Satori channel of tests/platforms.py
-        return ["987654", "555000"]
-    return [chat.channel_id, chat.guild_id]
+    """The ids an owner may list for the chat: a group's; a channel's own or its guild's."""
+    return [chat.group_id] if where == "group" else [chat.channel_id, chat.guild_id]
 
 
 @pytest.mark.parametrize(("name", "where"), SHARED_CELLS)
