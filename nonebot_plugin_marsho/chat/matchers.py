@@ -202,7 +202,7 @@ async def _is_for_marsho(bot: Bot, event: Event, state: T_State) -> bool:
     where = where or await where_of(bot, event, state)
     if not await admitted_here(app, bot, event, where):
         return False
-    if request.command == "chat" and app.fair_use.queue.silenced(where.user_id):
+    if request.command == "chat" and app.fair_use.queue.silenced(where.person):
         return False  # a flood: dropped here, before the handler costs anything
     state[STATE_KEY] = request
     state[APP_KEY] = app
@@ -361,7 +361,7 @@ async def handle_request(bot: Bot, event: Event, state: T_State) -> None:
             return
         # a flood costs nothing: a full queue or a rate limit refuses the question, and only the
         # first refusal is told (once per burst, once per window); then silence
-        turn = app.fair_use.admit(user_id, where.group_id, superuser=owner)
+        turn = app.fair_use.admit(where.person, where.chat, superuser=owner)
         if not turn.go:
             if turn.notice == "queue":
                 await _send(t("queue.full"))

@@ -70,10 +70,10 @@ async def handle_poke(bot: Bot, event: PokeNotifyEvent, state: T_State) -> None:
     # a poke the model answers costs like a question: it counts against the rate limits (the
     # same check, superusers exempt), and one over them gets the fixed line, so poking is no way
     # around the limits' cost
-    group = str(event.group_id) if event.group_id else None
+    where = await where_of(bot, event, state)  # the same rate-limit keys as a question's
     over = False
     if app.config.marsho_poke == "model":
-        over = app.fair_use.charge(user, group, superuser=await is_superuser(bot, event)) > 0
+        over = app.fair_use.charge(where.person, where.chat, superuser=await is_superuser(bot, event)) > 0
     try:
         nickname = await app.nicknames.get(user_key(bot, user)) if app.nicknames else None
     except MarshoError as error:  # the database is down: poke back all the same

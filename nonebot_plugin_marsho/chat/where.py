@@ -62,6 +62,16 @@ class Where:
         return self.chat_id if self.shared else None
 
     @property
+    def person(self) -> str:
+        """The sender, for rate limits and queues: ids of two platforms never meet."""
+        return f"{self.platform}:{self.user_id}"
+
+    @property
+    def chat(self) -> str | None:
+        """The shared chat, for its rate limit: ids of two platforms never meet; None in private."""
+        return f"{self.platform}:{self.chat_id}" if self.shared else None
+
+    @property
     def names(self) -> tuple[str, ...]:
         """The ids an owner may write in MARSHO_ALLOWED_GROUPS/DENIED_GROUPS for this chat: the
         group's; a channel's own, its guild's, or both as "<guild>/<channel>"."""
