@@ -1059,6 +1059,11 @@ class SatoriChat(Chat):
     wheres = ("group", "channel", "private")
     self_id = "3000000001"
     platform = "chronocat"
+
+    @property
+    def key_prefix(self) -> str:
+        """A Satori server fronts several platforms: their ids never meet (Satori/<platform>)."""
+        return f"Satori/{self.platform}"
     group_id = "123456789"
     """On QQ through Satori a group is a guild whose one channel has the group's id."""
     guild_id = "555000"
