@@ -499,8 +499,8 @@ class LLMClient:
                     raise
                 if time.monotonic() + wait >= deadline:
                     raise
-                logger.info(f"marsho: endpoint {ep.name} ({ep.base_url}): {error}; retry "
-                            f"{attempt + 1} of {self.retries} in {wait:.1f} s")
+                logger.info(f"marsho: endpoint {ep.name} ({ep.base_url}), retry {attempt + 1} of "
+                            f"{self.retries} in {wait:.1f} s: {error}")
                 await asyncio.sleep(wait)
                 attempt += 1
                 continue

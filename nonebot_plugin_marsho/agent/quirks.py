@@ -36,6 +36,22 @@ class Quirks(BaseModel):
 
 QuirkFields = dict[str, Any]
 
+
+class QuirkOverride(BaseModel):
+    """One MARSHO_MODEL_QUIRKS entry: the fields it gives replace the profile's."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    reasoning_back: bool | None = None
+    merge_same_role: bool | None = None
+    system_as_user: bool | None = None
+    tool_call_content: Literal["null", "empty"] | None = None
+    token_field: Literal["max_tokens", "max_completion_tokens"] | None = None
+
+    def fields(self) -> QuirkFields:
+        """The fields given (the others stay the profile's)."""
+        return {name: value for name, value in self.model_dump().items() if value is not None}
+
 PROFILES: list[tuple[tuple[str, ...], QuirkFields]] = [
     (("deepseek-reasoner*", "deepseek-r1*", "*/deepseek-r1*"),
      {"reasoning_back": True, "merge_same_role": True}),
