@@ -9,7 +9,7 @@ import re
 import time
 import uuid
 import zlib
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -302,6 +302,8 @@ class LLMClient:
         self._secrets = sorted({key.value for ep in self.endpoints for key in ep.pool.keys
                                 if len(key.value) >= 4}, key=len, reverse=True)
         self._learned_prompt_mode: set[str] = set()
+        self.sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+        """How a retry waits (tests record the waits instead of taking them)."""
 
     def _model_of(self, ep: _Endpoint) -> str:
         return ep.model or self.model
@@ -494,14 +496,17 @@ class LLMClient:
                 wait = backoff(attempt) if wait is None else min(wait, RETRY_AFTER_CAP)
                 if kind == "rate" and not ep.pool.single:
                     ep.pool.rest(key, wait)
-                    wait = 0.0  # the pool waits for a rested key itself, if none is ready
+                    if ep.pool.ready():
+                        continue  # another key takes it at once: not a retry (each key rests once)
+                    wait = 0.0  # the pool waits for the first rested key itself, within the bound
                 if kind not in RETRYABLE or attempt >= self.retries:
                     raise
                 if time.monotonic() + wait >= deadline:
                     raise
                 logger.info(f"marsho: endpoint {ep.name} ({ep.base_url}), retry {attempt + 1} of "
                             f"{self.retries} in {wait:.1f} s: {error}")
-                await asyncio.sleep(wait)
+                if wait:
+                    await self.sleep(wait)
                 attempt += 1
                 continue
             self._record(ep, key, "ok", started)

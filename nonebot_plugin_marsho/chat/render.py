@@ -191,7 +191,7 @@ def status_text(t: Texts, endpoints: Sequence[EndpointStatus]) -> str:
         return t("status.ok")
 
     def figures(requests: int, errors: Mapping[str, int], latency: tuple[float, float] | None) -> str:
-        parts = [t("status.requests", count=requests)]
+        parts = [t.plural("count.requests", requests)]
         if errors:
             parts.append(t("status.errors", errors=t.join(
                 [f"{kinds.get(kind, kind)} {count}" for kind, count in sorted(errors.items())])))
