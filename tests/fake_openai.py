@@ -68,7 +68,9 @@ def text(content: str, *, reasoning: str | None = None, delay: float = 0.0) -> A
     return answer
 
 
-def tool_calls(*calls: tuple[Any, ...], content: str | None = None, delay: float = 0.0) -> Answer:
+def tool_calls(
+    *calls: tuple[Any, ...], content: str | None = None, delay: float = 0.0, reasoning: str | None = None
+) -> Answer:
     """An answer asking for tool calls: each `(name, arguments)` or `(name, arguments, id)`.
 
     `arguments` may be a dict (sent as JSON text) or a string sent as it is (to script bad JSON).
@@ -85,7 +87,10 @@ def tool_calls(*calls: tuple[Any, ...], content: str | None = None, delay: float
                 "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments),
             },
         })
-    answer = _completion({"role": "assistant", "content": content, "tool_calls": items}, "tool_calls")
+    message: dict[str, Any] = {"role": "assistant", "content": content, "tool_calls": items}
+    if reasoning is not None:
+        message["reasoning_content"] = reasoning
+    answer = _completion(message, "tool_calls")
     answer.delay = delay
     return answer
 
