@@ -42,7 +42,7 @@ from .providers import (
     masked,
     retry_after_seconds,
 )
-from .quirks import QuirkFields, quirks_for, shaped
+from .quirks import QuirkFields, Quirks, quirks_for, shaped
 
 NO_KEY_PLACEHOLDER = "no-key"
 """Sent when MARSHO_API_KEY is empty: local endpoints accept anything, the SDK insists on a key."""
@@ -294,6 +294,8 @@ class LLMClient:
         self.retry_budget = retry_budget
         """Seconds retries, waits and fallbacks may add to `timeout` for one request."""
         self.quirks = dict(quirks or {})
+        """MARSHO_MODEL_QUIRKS: fields by model name pattern, over the built-in profiles."""
+        self._quirks: dict[str, Quirks] = {}
         self.max_answer_tokens = max_answer_tokens
         self.endpoints = [_Endpoint(0, self.base_url, keys, None, None)]
         for fallback in fallbacks or []:
@@ -459,7 +461,9 @@ class LLMClient:
         if self._needs_key(ep):
             raise EndpointError(code="endpoint.no_key", hint="endpoint.no_key.hint", url=ep.base_url)
         model = self._model_of(ep)
-        quirks = quirks_for(model, self.quirks)
+        quirks = self._quirks.get(model)
+        if quirks is None:  # matched once per model name
+            quirks = self._quirks[model] = quirks_for(model, self.quirks)
         request: dict[str, Any] = {"model": model, "messages": shaped(messages, quirks)}
         if tools:
             request["tools"] = tools
