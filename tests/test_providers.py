@@ -192,6 +192,22 @@ async def test_a_revoked_key_in_a_pool_of_two_is_set_aside_with_one_redacted_log
     assert [(key.masked, key.state) for key in state] == [("…1111", "set aside"), ("…2222", "ok")]
 
 
+async def test_a_pool_whose_keys_are_all_refused_falls_back_with_its_error(
+    fake: FakeOpenAI, second: FakeOpenAI
+) -> None:
+    fake.responder = lambda body: error(401, "Incorrect API key provided")
+    client = llm_client(fake, api_key=KEY_A, api_keys=[KEY_B],
+                        fallbacks=[Fallback(base_url=second.base_url, model="b")])
+    for _ in range(BREAKER_FAILURES - 1):  # then the primary would be skipped altogether
+        assert (await client.complete(QUESTION)).content == "ok"
+    assert keys_sent(fake) == [KEY_A, KEY_B]  # both set aside: not asked again for a while
+    assert len(second.requests) == BREAKER_FAILURES - 1
+    second.responder = lambda body: error(503, "down too")
+    with pytest.raises(EndpointError) as caught:
+        await client.complete(QUESTION)
+    assert caught.value.code == "endpoint.401" and len(fake.requests) == 2  # the primary's refusal
+
+
 async def test_a_rate_limited_key_rests_while_the_other_key_answers(fake: FakeOpenAI) -> None:
     fake.push(error(429, "quota", headers={"Retry-After": "20"}))
     client = llm_client(fake, api_keys=[KEY_A, KEY_B], api_key="", retries=2)
@@ -214,14 +230,16 @@ async def test_when_every_key_rests_the_question_waits_for_the_first_back() -> N
         slept.append(seconds)
         now[0] += seconds
 
+    deadline = providers.Deadline(10, clock=lambda: now[0])
+    deadline.start()
     providers.asyncio.sleep, saved = sleep, providers.asyncio.sleep  # type: ignore[assignment]
     try:
-        key = await pool.take(deadline=110.0)
+        key = await pool.take(deadline)
         assert key.value == KEY_B and slept == [2.0]
         pool.rest(pool.keys[0], 50)
         pool.rest(pool.keys[1], 50)
         with pytest.raises(providers.NoKeyReady):  # back only past the deadline: not waited for
-            await pool.take(deadline=now[0] + 10)
+            await pool.take(deadline)
     finally:
         providers.asyncio.sleep = saved  # type: ignore[assignment]
 

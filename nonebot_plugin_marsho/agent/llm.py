@@ -29,6 +29,7 @@ from .providers import (
     RETRY_BUDGET,
     RETRYABLE,
     CircuitBreaker,
+    Deadline,
     EndpointStatus,
     Key,
     KeyPool,
@@ -385,10 +386,10 @@ class LLMClient:
         Each endpoint is retried MARSHO_RETRIES times for failures a retry may fix, then the
         next one of MARSHO_FALLBACKS is asked; all of it within `timeout` + `retry_budget`.
         `route` keeps a turn on the endpoint that answered its first request."""
-        deadline = time.monotonic() + self.timeout + self.retry_budget
+        deadline = Deadline(self.timeout + self.retry_budget)
         first_error: EndpointError | None = None
         for ep in self._order(route):
-            if first_error is not None and time.monotonic() >= deadline:
+            if first_error is not None and deadline.left() <= 0:
                 break
             try:
                 completion = await self._complete_on(ep, messages, tools, deadline)
@@ -423,7 +424,7 @@ class LLMClient:
 
     async def _complete_on(
         self, ep: _Endpoint, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
-        deadline: float,
+        deadline: Deadline,
     ) -> Completion:
         model = self._model_of(ep)
         mode = self._tool_mode_of(model, ep.tool_mode)
@@ -453,7 +454,7 @@ class LLMClient:
 
     async def _request(
         self, ep: _Endpoint, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
-        deadline: float,
+        deadline: Deadline,
     ) -> Completion:
         """Send one chat-completions request and read the first choice, retrying what a retry
         may fix (MARSHO_RETRIES) within `deadline`; a 429 rests its key, a 401/403 sets it
@@ -475,22 +476,24 @@ class LLMClient:
             try:
                 key = await ep.pool.take(deadline)
             except NoKeyReady:
-                assert last is not None  # a pool of several keys only rests after a failure
-                raise last from None
-            timeout = self.timeout if last is None else min(self.timeout, deadline - time.monotonic())
-            started = time.monotonic()
+                refusal = last or ep.pool.last_refusal
+                assert refusal is not None  # keys rest or are set aside only after a refusal
+                raise refusal from None
             try:
                 if self.gate is None:
-                    body = await self._exchange(ep, key, request, timeout)
+                    started = self._started(deadline)
+                    body = await self._exchange(ep, key, request, min(self.timeout, deadline.left()))
                 else:
                     async with self.gate.slot():  # the wait for a slot is not part of MARSHO_TIMEOUT
-                        started = time.monotonic()
-                        body = await self._exchange(ep, key, request, timeout)
+                        started = self._started(deadline)
+                        body = await self._exchange(ep, key, request, min(self.timeout, deadline.left()))
                 completion = self._read(ep, self._parse(ep, body))
             except EndpointError as error:
                 kind = kind_of(error)
                 self._record(ep, key, kind, started)
                 last = error
+                if kind in ("auth", "rate"):
+                    ep.pool.last_refusal = error
                 if kind == "auth" and ep.pool.set_aside(key):
                     logger.warning(f"marsho: endpoint {ep.name} ({ep.base_url}) refused key "
                                    f"{masked(key.value)} ({error.status}); it is set aside for "
@@ -505,7 +508,7 @@ class LLMClient:
                     wait = 0.0  # the pool waits for the first rested key itself, within the bound
                 if kind not in RETRYABLE or attempt >= self.retries:
                     raise
-                if time.monotonic() + wait >= deadline:
+                if wait >= deadline.left():
                     raise
                 logger.info(f"marsho: endpoint {ep.name} ({ep.base_url}), retry {attempt + 1} of "
                             f"{self.retries} in {wait:.1f} s: {error}")
@@ -515,6 +518,11 @@ class LLMClient:
                 continue
             self._record(ep, key, "ok", started)
             return completion
+
+    @staticmethod
+    def _started(deadline: Deadline) -> float:
+        deadline.start()
+        return time.monotonic()
 
     def _record(self, ep: _Endpoint, key: Key, kind: Kind, started: float) -> None:
         now = time.monotonic()
@@ -531,7 +539,7 @@ class LLMClient:
                               dict(key.usage.errors), key.usage.latencies.percentiles(now))
                     for key in ep.pool.keys]
             usable = [k for k in keys if k.state == "ok"]
-            if ep.breaker.is_open:
+            if ep.breaker.is_open and len(self.endpoints) > 1:  # alone, it is never skipped
                 state, left = "skipped", ep.breaker.open_until - now
             elif not usable:
                 first = min(keys, key=lambda k: k.seconds_left)

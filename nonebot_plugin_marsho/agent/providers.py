@@ -178,6 +178,25 @@ class NoKeyReady(Exception):
     """Every key of a pool rests past the deadline, or is set aside."""
 
 
+class Deadline:
+    """When one request must be done, whatever its retries and fallbacks: `seconds` after its
+    first attempt got going (the wait for a slot in the request gate is not counted, as it is
+    not part of MARSHO_TIMEOUT either)."""
+
+    def __init__(self, seconds: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.seconds = seconds
+        self.at: float | None = None
+        self._clock = clock
+
+    def start(self) -> None:
+        if self.at is None:
+            self.at = self._clock() + self.seconds
+
+    def left(self) -> float:
+        """Seconds left (all of them until the first attempt starts)."""
+        return self.seconds if self.at is None else self.at - self._clock()
+
+
 class KeyPool:
     """The keys of one endpoint, taken in turn. A key answered 429 rests (its Retry-After, or a
     backoff); one answered 401/403 is set aside for AUTH_REST. A pool of one key never rests and
@@ -185,6 +204,8 @@ class KeyPool:
 
     def __init__(self, keys: list[str], clock: Callable[[], float] = time.monotonic) -> None:
         self.keys = [Key(value) for value in dict.fromkeys(keys)] or [Key("")]
+        self.last_refusal: EndpointError | None = None
+        """The latest 429/401/403 of a key of the pool: the endpoint's error while no key is ready."""
         self._turn = itertools.count()
         self._clock = clock
 
@@ -196,9 +217,9 @@ class KeyPool:
         now = self._clock()
         return [key for key in self.keys if key.state(now)[0] == "ok"]
 
-    async def take(self, deadline: float) -> Key:
+    async def take(self, deadline: Deadline) -> Key:
         """The next ready key; when all rest, wait for the first to come back (NoKeyReady if
-        that is past `deadline` or every key is set aside)."""
+        that is past the deadline or every key is set aside)."""
         if self.single:
             return self.keys[0]
         while True:
@@ -210,7 +231,7 @@ class KeyPool:
             if not resting:
                 raise NoKeyReady
             wake = min(resting)
-            if wake > deadline:
+            if wake - now >= deadline.left():
                 raise NoKeyReady
             await asyncio.sleep(max(0.0, wake - now))
 
