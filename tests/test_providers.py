@@ -117,8 +117,8 @@ async def test_retries_stop_at_marsho_retries_with_the_endpoints_error(fake: Fak
     assert len(fake.requests) == 3 and fake.pending == 1
 
 
-@pytest.mark.parametrize("status", [400, 401, 403, 404])
-async def test_requests_the_endpoint_understood_and_refused_are_never_retried(
+@pytest.mark.parametrize("status", [400, 401, 403, 404, 501])
+async def test_failures_a_retry_cannot_fix_are_never_retried(
     fake: FakeOpenAI, status: int
 ) -> None:
     fake.push(error(status, "no"), text("never asked"))

@@ -27,7 +27,6 @@ from .providers import (
     AUTH_REST,
     RETRY_AFTER_CAP,
     RETRY_BUDGET,
-    RETRYABLE,
     CircuitBreaker,
     Deadline,
     EndpointStatus,
@@ -42,6 +41,7 @@ from .providers import (
     kind_of,
     masked,
     retry_after_seconds,
+    retryable,
 )
 from .quirks import QuirkFields, Quirks, quirks_for, shaped
 
@@ -506,7 +506,7 @@ class LLMClient:
                     if ep.pool.ready():
                         continue  # another key takes it at once: not a retry (each key rests once)
                     wait = 0.0  # the pool waits for the first rested key itself, within the bound
-                if kind not in RETRYABLE or attempt >= self.retries:
+                if not retryable(error) or attempt >= self.retries:
                     raise
                 if wait >= deadline.left():
                     raise

@@ -63,7 +63,7 @@ def kind_of(error: EndpointError) -> Kind:
     if code == "endpoint.429":
         return "rate"
     if code == "endpoint.5xx":
-        return "server" if error.status in RETRY_STATUSES else "request"
+        return "server"
     if code in ("endpoint.401", "endpoint.403"):
         return "auth"
     if code == "endpoint.404":
@@ -81,6 +81,13 @@ def kind_of(error: EndpointError) -> Kind:
     if code == "endpoint.4xx":
         return "request"
     return "unreadable"
+
+
+def retryable(error: EndpointError) -> bool:
+    """Whether a second try may fix it: 429, 500, 502, 503, 504, a dropped connection, a timeout,
+    an empty body (another 5xx, such as 501 Not Implemented, says the same again)."""
+    kind = kind_of(error)
+    return kind in RETRYABLE and (kind != "server" or error.status in RETRY_STATUSES)
 
 
 def falls_back(error: EndpointError) -> bool:
