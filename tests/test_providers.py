@@ -361,6 +361,18 @@ async def test_all_endpoints_down_is_one_clear_error_within_the_bound_and_histor
     assert await engine.history.recent_turns("k", max_messages=100, max_tokens=10**6) == []
 
 
+async def test_the_tool_rounds_of_one_turn_share_one_retry_budget(fake: FakeOpenAI) -> None:
+    # round one waits 1 s of a 1.2 s budget (for real: the budget counts time that passed), so
+    # round two may not wait another second, although its own request alone could have
+    fake.push(error(429, "slow down", headers={"Retry-After": "1"}),
+              tool_calls(("wx__get_weather", {"location": "Oslo"})),
+              error(429, "slow down", headers={"Retry-After": "1"}), text("never asked"))
+    client = llm_client(fake, retries=3, timeout=0.5, retry_budget=1.2)
+    with pytest.raises(EndpointError) as caught:
+        await engine_on(client).chat("k", "weather?")
+    assert caught.value.code == "endpoint.429" and fake.pending == 1
+
+
 async def test_all_endpoints_down_gets_a_clear_reply_in_chat(
     app: App, plugin_engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:

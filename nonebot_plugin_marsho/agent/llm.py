@@ -231,9 +231,12 @@ class Fallback:
 
 @dataclass
 class Route:
-    """Which endpoint a turn is on: its tool rounds stay there unless it fails mid-turn."""
+    """One turn's way through the endpoints: its tool rounds stay on the endpoint that answered
+    unless it fails mid-turn, and its requests share one retry budget."""
 
     endpoint: int | None = None
+    spent: float = 0.0
+    """Seconds of the retry budget the turn's requests used (failed attempts and waits)."""
 
 
 class _Endpoint:
@@ -385,8 +388,10 @@ class LLMClient:
 
         Each endpoint is retried MARSHO_RETRIES times for failures a retry may fix, then the
         next one of MARSHO_FALLBACKS is asked; all of it within `timeout` + `retry_budget`.
-        `route` keeps a turn on the endpoint that answered its first request."""
-        deadline = Deadline(self.timeout + self.retry_budget)
+        `route` keeps a turn on the endpoint that answered its first request, and spreads one
+        `retry_budget` over all the turn's requests."""
+        budget = self.retry_budget - (route.spent if route is not None else 0.0)
+        deadline = Deadline(self.timeout + max(0.0, budget))
         first_error: EndpointError | None = None
         for ep in self._order(route):
             if first_error is not None and deadline.left() <= 0:
@@ -407,6 +412,7 @@ class LLMClient:
             ep.breaker.succeeded()
             if route is not None:
                 route.endpoint = ep.index
+                route.spent += deadline.spent
             if ep.index:
                 logger.info(f"marsho: answered by {ep.name} ({ep.base_url}, {self._model_of(ep)})")
             return completion
@@ -481,11 +487,11 @@ class LLMClient:
                 raise refusal from None
             try:
                 if self.gate is None:
-                    started = self._started(deadline)
+                    started = deadline.start()
                     body = await self._exchange(ep, key, request, min(self.timeout, deadline.left()))
                 else:
                     async with self.gate.slot():  # the wait for a slot is not part of MARSHO_TIMEOUT
-                        started = self._started(deadline)
+                        started = deadline.start()
                         body = await self._exchange(ep, key, request, min(self.timeout, deadline.left()))
                 completion = self._read(ep, self._parse(ep, body))
             except EndpointError as error:
@@ -517,12 +523,8 @@ class LLMClient:
                 attempt += 1
                 continue
             self._record(ep, key, "ok", started)
+            deadline.answered(started)
             return completion
-
-    @staticmethod
-    def _started(deadline: Deadline) -> float:
-        deadline.start()
-        return time.monotonic()
 
     def _record(self, ep: _Endpoint, key: Key, kind: Kind, started: float) -> None:
         now = time.monotonic()
@@ -561,7 +563,7 @@ class LLMClient:
             if time.monotonic() - started < timeout * 0.9 and error.__cause__ is not None:
                 raise self._unreachable(ep, error.__cause__) from None
             raise EndpointError(code="endpoint.timeout", hint="endpoint.timeout.hint",
-                                url=ep.base_url, seconds=f"{timeout:g}") from None
+                                url=ep.base_url, seconds=f"{round(timeout, 1):g}") from None
         except _TooLarge as error:
             raise EndpointError(code="endpoint.too_large", hint="endpoint.too_large.hint",
                                 url=ep.base_url, limit=self.max_response_bytes,

@@ -193,11 +193,28 @@ class Deadline:
     def __init__(self, seconds: float, clock: Callable[[], float] = time.monotonic) -> None:
         self.seconds = seconds
         self.at: float | None = None
+        self.began: float | None = None
+        self.answered_at: float | None = None
         self._clock = clock
 
-    def start(self) -> None:
+    def start(self) -> float:
+        """Start it (once); the time now, when an attempt starts."""
+        now = self._clock()
         if self.at is None:
-            self.at = self._clock() + self.seconds
+            self.began, self.at = now, now + self.seconds
+        return now
+
+    def answered(self, attempt_started: float) -> None:
+        """The attempt that started at `attempt_started` answered."""
+        self.answered_at = attempt_started
+
+    @property
+    def spent(self) -> float:
+        """Seconds from the first attempt to the one that answered: what failed attempts and
+        waits took."""
+        if self.began is None or self.answered_at is None:
+            return 0.0
+        return max(0.0, self.answered_at - self.began)
 
     def left(self) -> float:
         """Seconds left (all of them until the first attempt starts)."""
