@@ -310,8 +310,9 @@ class Config(BaseModel):
     timeouts and empty bodies (never for 400/401/403/404), after Retry-After or a backoff."""
 
     marsho_retry_budget: float = Field(default=RETRY_BUDGET, ge=0, le=600)
-    """Seconds retries, waits and fallbacks may add to MARSHO_TIMEOUT for one request: past
-    MARSHO_TIMEOUT + this, the question gets its error, whatever the endpoints do."""
+    """Seconds retries, waits and fallbacks may add to one question (all its tool rounds
+    together), beyond MARSHO_TIMEOUT per request: past them the question gets its error,
+    whatever the endpoints do."""
 
     marsho_api_keys: list[str] = Field(default_factory=list)
     """More API keys of MARSHO_BASE_URL (JSON list), used in turn with MARSHO_API_KEY: a key

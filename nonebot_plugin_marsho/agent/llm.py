@@ -296,7 +296,8 @@ class LLMClient:
         """Retries of one request on one endpoint (429, 5xx, dropped connections, timeouts,
         empty bodies), MARSHO_RETRIES."""
         self.retry_budget = retry_budget
-        """Seconds retries, waits and fallbacks may add to `timeout` for one request."""
+        """Seconds retries, waits and fallbacks may take beyond `timeout`: per request, and per
+        turn when the turn's requests share a Route."""
         self.quirks = dict(quirks or {})
         """MARSHO_MODEL_QUIRKS: fields by model name pattern, over the built-in profiles."""
         self._quirks: dict[str, Quirks] = {}

@@ -30,8 +30,9 @@ BACKOFF_CAP = 8.0
 """Seconds one backoff wait may reach."""
 
 RETRY_BUDGET = 30.0
-"""Seconds of retries, waits and fallbacks one request may add to MARSHO_TIMEOUT: the overall
-bound of a request is MARSHO_TIMEOUT + RETRY_BUDGET, whatever the endpoints do."""
+"""Seconds of retries, waits and fallbacks one question may take (all its tool rounds
+together), beyond MARSHO_TIMEOUT per request: the bound of a question, whatever the endpoints
+do (MARSHO_RETRY_BUDGET)."""
 
 AUTH_REST = 600.0
 """Seconds a key refused with 401/403 is set aside before it is tried once more."""
