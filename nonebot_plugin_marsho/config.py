@@ -11,10 +11,20 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from nonebot.typing import origin_is_union
 from nonebot.utils import type_is_complex
-from pydantic import BaseModel, Field, ValidationError, create_model, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    create_model,
+    field_validator,
+    model_validator,
+)
 
 from . import i18n
 from .agent.llm import ToolMode
+from .agent.providers import RETRY_BUDGET
+from .agent.quirks import QuirkOverride
 from .i18n import Language
 from .store.session import SessionScope
 from .tools.model import Permission
@@ -39,6 +49,51 @@ def language_alias(value: Any) -> Any:
         if folded == "en" or folded.startswith("en-") or folded == "english":
             return "en"
     return value
+
+
+class FallbackEndpoint(BaseModel):
+    """One endpoint of MARSHO_FALLBACKS."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    base_url: str
+    model: str
+    api_key: str = ""
+    api_keys: list[str] = Field(default_factory=list)
+    tool_mode: ToolMode | None = None
+
+    @field_validator("base_url")
+    @classmethod
+    def _base_url_is_http(cls, value: str) -> str:
+        return http_base_url(value)
+
+    @field_validator("model")
+    @classmethod
+    def _model_not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("the model cannot be empty")
+        return value.strip()
+
+    @property
+    def keys(self) -> list[str]:
+        """Its keys: api_key, then api_keys."""
+        return [key for key in dict.fromkeys([self.api_key, *self.api_keys]) if key]
+
+
+def http_base_url(value: str) -> str:
+    """An endpoint's base URL, or ValueError saying what is wrong with it."""
+    value = value.strip().rstrip("/")
+    if not value.startswith(("http://", "https://")):
+        raise ValueError(f"{value!r} is not an http(s) URL")
+    if value.endswith("/chat/completions"):
+        raise ValueError(
+            "give the base URL without /chat/completions, e.g. https://api.openai.com/v1"
+        )
+    return value
+
+
+SECRET_SETTINGS = ("marsho_api_key", "marsho_api_keys", "marsho_fallbacks")
+"""Settings that hold API keys: a complaint about them never repeats the value."""
 
 
 class Config(BaseModel):
@@ -248,6 +303,30 @@ class Config(BaseModel):
     """Where history is kept: empty for SQLite in the plugin's data folder, or an SQLAlchemy
     URL such as `postgresql://user:password@host/db` for several bot processes."""
 
+    # when the provider fails (agent/providers.py, agent/quirks.py)
+
+    marsho_retries: int = Field(default=2, ge=0, le=10)
+    """Retries of one request on one endpoint for 429, 500, 502, 503, 504, dropped connections,
+    timeouts and empty bodies (never for 400/401/403/404), after Retry-After or a backoff."""
+
+    marsho_retry_budget: float = Field(default=RETRY_BUDGET, ge=0, le=600)
+    """Seconds retries, waits and fallbacks may add to one question (all its tool rounds
+    together), beyond MARSHO_TIMEOUT per request: past them the question gets its error,
+    whatever the endpoints do."""
+
+    marsho_api_keys: list[str] = Field(default_factory=list)
+    """More API keys of MARSHO_BASE_URL (JSON list), used in turn with MARSHO_API_KEY: a key
+    answered 429 rests, one refused with 401/403 is set aside and tried again rarely."""
+
+    marsho_fallbacks: list[FallbackEndpoint] = Field(default_factory=list)
+    """Endpoints tried in order when MARSHO_BASE_URL fails, JSON list of `{"base_url": ...,
+    "api_key" or "api_keys": ..., "model": ..., "tool_mode": ...}` (tool_mode optional)."""
+
+    marsho_model_quirks: dict[str, QuirkOverride] = Field(default_factory=dict)
+    """What models want, by name pattern, over the built-in profiles: JSON `{"my-model*":
+    {"reasoning_back": true, "merge_same_role": true, "system_as_user": false,
+    "tool_call_content": "empty", "token_field": "max_tokens"}}` (any of the fields)."""
+
     @field_validator("marsho_name")
     @classmethod
     def _name_not_blank(cls, value: str) -> str:
@@ -290,14 +369,18 @@ class Config(BaseModel):
     @field_validator("marsho_base_url")
     @classmethod
     def _base_url_is_http(cls, value: str) -> str:
-        value = value.strip().rstrip("/")
-        if not value.startswith(("http://", "https://")):
-            raise ValueError(f"{value!r} is not an http(s) URL")
-        if value.endswith("/chat/completions"):
-            raise ValueError(
-                "give the base URL without /chat/completions, e.g. https://api.openai.com/v1"
-            )
-        return value
+        return http_base_url(value)
+
+    @field_validator("marsho_api_keys", mode="before")
+    @classmethod
+    def _keys_by_comma(cls, value: Any) -> Any:
+        # `MARSHO_API_KEYS=sk-a,sk-b` as well as the JSON list
+        return value.split(",") if isinstance(value, str) else value
+
+    @field_validator("marsho_api_keys")
+    @classmethod
+    def _keys_not_blank(cls, value: list[str]) -> list[str]:
+        return [key.strip() for key in value if key.strip()]
 
     @field_validator("marsho_praises_file", mode="before")
     @classmethod
@@ -335,12 +418,23 @@ class Config(BaseModel):
         return names
 
 
+def _where(loc: tuple[int | str, ...]) -> str:
+    """`MARSHO_FALLBACKS[0].model`, `MARSHO_MODEL_QUIRKS['o1*'].token_field`: the key, the entry
+    of its JSON list or object, and the field inside it."""
+    entry = "".join(f"[{part!r}]" for part in loc[1:2])
+    return f"{str(loc[0]).upper()}{entry}{''.join(f'.{part}' for part in loc[2:])}"
+
+
 def describe_validation_error(error: ValidationError, language: str = "en") -> str:
     """Turn pydantic's error into lines naming each bad `.env` key and what is wrong."""
     lines = []
     for item in error.errors():
         message = item["msg"].removeprefix("Value error, ")
-        if item["loc"]:
+        if item["loc"] and item["loc"][0] in SECRET_SETTINGS:  # the value may hold keys
+            lines.append(f"{_where(item['loc'])}: {message}")
+        elif item["loc"] and item["loc"][0] == "marsho_model_quirks":
+            lines.append(f"{_where(item['loc'])}={item.get('input')!r}: {message}")
+        elif item["loc"]:
             lines.append(f"{str(item['loc'][0]).upper()}={item.get('input')!r}: {message}")
         else:  # a rule between settings: the message names them
             lines.append(message)

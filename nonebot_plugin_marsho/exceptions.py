@@ -50,6 +50,10 @@ class EndpointError(MarshoError):
             params["status"] = status
         super().__init__(message, code=code, hint=hint, **params)
         self.status = status
+        self.retry_after: float | None = None
+        """Seconds the endpoint asked us to wait (its Retry-After header), when it said."""
+        self.refused = False
+        """The connection was refused (nothing listens there): retrying it helps nobody."""
 
 
 class StoreError(MarshoError):

@@ -64,6 +64,8 @@ def pytest_configure(config: pytest.Config) -> None:
         superusers={SUPERUSER_ID},
         marsho_tool_timeout=5,
         marsho_timeout=5,
+        # a scripted failure reaches the chat as it is; tests/test_providers.py covers retries
+        marsho_retries=0,
         # the tests read the English texts; tests/test_i18n.py checks zh-CN, the default
         marsho_lang="en",
     )

@@ -39,6 +39,8 @@ class Answer:
     """When set, the body is what this makes, written as it comes (`body` is not sent)."""
     length: int | None = None
     """The Content-Length announced for `chunks`; None sends them chunked."""
+    drop: bool = False
+    """Close the connection without answering (a proxy or server that went away mid-request)."""
 
 
 _ids = itertools.count(1)
@@ -66,7 +68,9 @@ def text(content: str, *, reasoning: str | None = None, delay: float = 0.0) -> A
     return answer
 
 
-def tool_calls(*calls: tuple[Any, ...], content: str | None = None, delay: float = 0.0) -> Answer:
+def tool_calls(
+    *calls: tuple[Any, ...], content: str | None = None, delay: float = 0.0, reasoning: str | None = None
+) -> Answer:
     """An answer asking for tool calls: each `(name, arguments)` or `(name, arguments, id)`.
 
     `arguments` may be a dict (sent as JSON text) or a string sent as it is (to script bad JSON).
@@ -83,15 +87,78 @@ def tool_calls(*calls: tuple[Any, ...], content: str | None = None, delay: float
                 "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments),
             },
         })
-    answer = _completion({"role": "assistant", "content": content, "tool_calls": items}, "tool_calls")
+    message: dict[str, Any] = {"role": "assistant", "content": content, "tool_calls": items}
+    if reasoning is not None:
+        message["reasoning_content"] = reasoning
+    answer = _completion(message, "tool_calls")
     answer.delay = delay
     return answer
 
 
-def error(status: int, message: str, *, delay: float = 0.0) -> Answer:
-    """An HTTP error in OpenAI's error shape."""
+def error(status: int, message: str, *, delay: float = 0.0, headers: dict[str, str] | None = None) -> Answer:
+    """An HTTP error in OpenAI's error shape (with headers such as Retry-After)."""
     body = {"error": {"message": message, "type": "invalid_request_error", "code": None}}
-    return Answer(status=status, body=json.dumps(body).encode(), delay=delay)
+    return Answer(status=status, body=json.dumps(body).encode(), delay=delay, headers=dict(headers or {}))
+
+
+def dropped() -> Answer:
+    """The connection closed without an answer."""
+    return Answer(drop=True)
+
+
+def _successive_roles(messages: list[Body]) -> str | None:
+    for index in range(1, len(messages)):
+        role = messages[index].get("role")
+        if role in ("user", "assistant") and messages[index - 1].get("role") == role:
+            return (f"deepseek-reasoner does not support successive user or assistant messages "
+                    f"(messages[{index - 1}] and messages[{index}] in your input). You should "
+                    "interleave the user/assistant messages in the message sequence.")
+    return None
+
+
+def _reasoning_missing(messages: list[Body]) -> str | None:
+    # within the running question (after the last user message): DeepSeek's thinking mode
+    last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
+    for index, message in enumerate(messages):
+        if (index > last_user and message.get("role") == "assistant" and message.get("tool_calls")
+                and "reasoning_content" not in message):
+            return (f"Missing `reasoning_content` field in the assistant message at message index "
+                    f"{index}. For more information, please refer to "
+                    "https://api-docs.deepseek.com/guides/thinking_mode#tool-calls")
+    return None
+
+
+def _system_refused(messages: list[Body]) -> str | None:
+    for index, message in enumerate(messages):
+        if message.get("role") == "system":
+            return f"Unsupported value: 'messages[{index}].role' does not support 'system' with this model."
+    return None
+
+
+def _null_content(messages: list[Body]) -> str | None:
+    for message in messages:
+        if message.get("role") == "assistant" and message.get("content") is None:
+            return "Invalid 'content': 'content' field must be a string or an array of objects."
+    return None
+
+
+def provider_refusal(body: Body) -> str | None:
+    """What a real provider of the requested model says to a request that breaks its rules
+    (their own error texts), or None: DeepSeek's reasoner (no two user or assistant messages in
+    a row; reasoning_content back with tool calls), OpenAI's o1-mini (no system role, no
+    max_tokens), a Qwen server (LM Studio: no null content)."""
+    model = str(body.get("model", "")).casefold()
+    messages = body.get("messages") or []
+    if model.startswith("deepseek-reasoner"):
+        return _successive_roles(messages) or _reasoning_missing(messages)
+    if model.startswith("o1-mini"):
+        if "max_tokens" in body:
+            return ("Unsupported parameter: 'max_tokens' is not supported with this model. "
+                    "Use 'max_completion_tokens' instead.")
+        return _system_refused(messages)
+    if model.startswith("qwen"):
+        return _null_content(messages)
+    return None
 
 
 def raw(
@@ -139,6 +206,9 @@ class FakeOpenAI:
     requests: list[Body] = field(default_factory=list)
     responder: Callable[[Body], Answer] | None = None
     latency: float = 0.0
+    strict: bool = False
+    """Refuse, as the real provider would (`provider_refusal`), a request that breaks the rules of
+    the model it names; a refused request is recorded and leaves the queue as it was."""
 
     def __post_init__(self) -> None:
         self._queue: deque[Answer] = deque()
@@ -167,6 +237,7 @@ class FakeOpenAI:
             self.requests.clear()
         self.responder = None
         self.latency = 0.0
+        self.strict = False
 
     @property
     def pending(self) -> int:
@@ -176,6 +247,9 @@ class FakeOpenAI:
     def _next_answer(self, body: Body) -> Answer:
         with self._lock:
             self.requests.append(body)
+            refusal = provider_refusal(body) if self.strict else None
+            if refusal is not None:
+                return error(400, refusal)
             if self._queue:
                 return self._queue.popleft()
         if self.responder is not None:
@@ -208,6 +282,9 @@ class FakeOpenAI:
                 delay = answer.delay + fake.latency
                 if delay:
                     time.sleep(delay)
+                if answer.drop:
+                    self.close_connection = True  # nothing written: the client sees it go
+                    return
                 self._reply(answer)
 
             def _reply(self, answer: Answer) -> None:

@@ -156,13 +156,15 @@ async def test_endpoint_error_is_explained_and_the_next_message_works(
     endpoint: FakeOpenAI, sim: OneBotSim
 ) -> None:
     group = new_group()
-    endpoint.push(error(500, "upstream exploded"))
+    tries = 3  # the first request and MARSHO_RETRIES=2 retries (the default)
+    endpoint.push(*(error(500, "upstream exploded") for _ in range(tries)))
     event, reply = await sim.ask("marsho first question", group_id=group)
+    assert endpoint.pending == 0  # every try was made before giving up
     assert reply.reply_id == event["message_id"]
     # a member: one sentence, without the upstream text; the owner: the detail
     assert reply.text == ("Sorry, I could not answer: the model's service failed. "
                           "The bot's owner has the details in the log.")
-    endpoint.push(error(500, "upstream exploded"))
+    endpoint.push(*(error(500, "upstream exploded") for _ in range(tries)))
     event, reply = await sim.ask("marsho first question", group_id=group, user_id=int(OWNER_ID))
     assert "500" in reply.text and "upstream exploded" in reply.text
 

@@ -124,7 +124,8 @@ async def test_the_name_alone_answers_with_usage(app: App, fake: FakeOpenAI) -> 
             "marsho.nickname [name]  tell me what to call you (reset: forget it)\n"
             "marsho.help   show this help\n"
             "marsho.model [name]  show or switch the model (superusers)\n"
-            "marsho.export  save this conversation as JSON (superusers)"
+            "marsho.export  save this conversation as JSON (superusers)\n"
+            "marsho.status  the model endpoints and keys: state, errors, latency (superusers)"
         )), result={"message_id": 1})
     assert fake.requests == []
 

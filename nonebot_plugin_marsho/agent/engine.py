@@ -14,7 +14,7 @@ from ..store.session import History, Message, Turn
 from ..tools.model import ToolCall, ToolContext, ToolResult, Toolset
 from ..tools.runner import ToolRunner, clean_text
 from .budget import fit_current, fit_history
-from .llm import LLMClient
+from .llm import LLMClient, Route
 from .tokens import TokenCounter, load_counter
 
 
@@ -86,9 +86,10 @@ async def answer(
     calls: list[tuple[ToolCall, ToolResult]] = []
     used: set[str] = set()
     rounds = 0
+    route = Route()  # the tool rounds stay on the endpoint that answered first, unless it fails
     while True:
         offered = tools if tools and rounds < max_tool_rounds else None
-        completion = await llm.complete(prepare(added), offered)
+        completion = await llm.complete(prepare(added), offered, route=route)
         if not completion.tool_calls or offered is None:
             break
         rounds += 1

@@ -9,7 +9,7 @@ import re
 import time
 import uuid
 import zlib
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -23,6 +23,27 @@ from ..redaction import logger
 from ..tools.model import ToolCall
 from ..tools.runner import UNREADABLE_ARGUMENTS, clean_text, json_text
 from .prompt_mode import parse_tool_calls, system_addendum, to_prompt_messages
+from .providers import (
+    AUTH_REST,
+    RETRY_AFTER_CAP,
+    RETRY_BUDGET,
+    CircuitBreaker,
+    Deadline,
+    EndpointStatus,
+    Key,
+    KeyPool,
+    KeyStatus,
+    Kind,
+    NoKeyReady,
+    Usage,
+    backoff,
+    falls_back,
+    kind_of,
+    masked,
+    retry_after_seconds,
+    retryable,
+)
+from .quirks import QuirkFields, Quirks, quirks_for, shaped
 
 NO_KEY_PLACEHOLDER = "no-key"
 """Sent when MARSHO_API_KEY is empty: local endpoints accept anything, the SDK insists on a key."""
@@ -153,11 +174,12 @@ class _Undecodable(Exception):
 class _StatusError(Exception):
     """The endpoint answered with an error status; its body, read within the bound."""
 
-    def __init__(self, status: int, reason: str, body: bytes) -> None:
+    def __init__(self, status: int, reason: str, body: bytes, retry_after: str | None = None) -> None:
         super().__init__(status)
         self.status = status
         self.reason = reason
         self.body = body
+        self.retry_after = retry_after
 
 
 async def _read_within(
@@ -197,8 +219,46 @@ async def _read_within(
     return b"".join(parts)
 
 
+@dataclass(frozen=True)
+class Fallback:
+    """One endpoint of MARSHO_FALLBACKS, tried in order when the ones before it fail."""
+
+    base_url: str
+    model: str
+    api_keys: list[str] = field(default_factory=list)
+    tool_mode: ToolMode | None = None
+
+
+@dataclass
+class Route:
+    """One turn's way through the endpoints: its tool rounds stay on the endpoint that answered
+    unless it fails mid-turn, and its requests share one retry budget."""
+
+    endpoint: int | None = None
+    spent: float = 0.0
+    """Seconds of the retry budget the turn's requests used (failed attempts and waits)."""
+
+
+class _Endpoint:
+    """One endpoint of the chain: its HTTP client, keys, breaker and figures."""
+
+    def __init__(self, index: int, base_url: str, keys: list[str], model: str | None,
+                 tool_mode: ToolMode | None) -> None:
+        self.index = index
+        self.name = "primary" if index == 0 else f"fallback {index}"
+        self.base_url = base_url.rstrip("/")
+        self.pool = KeyPool(keys)
+        self.model = model
+        """None for the primary: it follows LLMClient.model (`marsho.model` switches it)."""
+        self.tool_mode = tool_mode
+        self.breaker = CircuitBreaker()
+        self.usage = Usage()
+        self.client: openai.AsyncOpenAI | None = None
+
+
 class LLMClient:
-    """Talks to one OpenAI-compatible endpoint; make it inside the running loop and reuse it."""
+    """Talks to one OpenAI-compatible endpoint, and to its fallbacks when it fails; make it inside
+    the running loop and reuse it."""
 
     def __init__(
         self,
@@ -212,9 +272,16 @@ class LLMClient:
         max_response_bytes: int = 4_000_000,
         max_answer_chars: int = 20_000,
         gate: Gate | None = None,
+        api_keys: list[str] | None = None,
+        fallbacks: list[Fallback] | None = None,
+        retries: int = 0,
+        retry_budget: float = RETRY_BUDGET,
+        quirks: Mapping[str, QuirkFields] | None = None,
+        max_answer_tokens: int | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
-        self.api_key = api_key
+        keys = [key for key in [api_key, *(api_keys or [])] if key]
+        self.api_key = keys[0] if keys else ""
         self.model = model
         self.timeout = timeout
         """Seconds one HTTP request may take once it has its slot in the gate."""
@@ -225,29 +292,58 @@ class LLMClient:
         self.max_answer_chars = max_answer_chars
         """Characters of an answer's text kept (and of its reasoning); the rest is cut."""
         self.gate = gate
+        self.retries = retries
+        """Retries of one request on one endpoint (429, 5xx, dropped connections, timeouts,
+        empty bodies), MARSHO_RETRIES."""
+        self.retry_budget = retry_budget
+        """Seconds retries, waits and fallbacks may take beyond `timeout`: per request, and per
+        turn when the turn's requests share a Route."""
+        self.quirks = dict(quirks or {})
+        """MARSHO_MODEL_QUIRKS: fields by model name pattern, over the built-in profiles."""
+        self._quirks: dict[str, Quirks] = {}
+        self.max_answer_tokens = max_answer_tokens
+        self.endpoints = [_Endpoint(0, self.base_url, keys, None, None)]
+        for fallback in fallbacks or []:
+            self.endpoints.append(_Endpoint(len(self.endpoints), fallback.base_url,
+                                            list(fallback.api_keys), fallback.model, fallback.tool_mode))
+        self._secrets = sorted({key.value for ep in self.endpoints for key in ep.pool.keys
+                                if len(key.value) >= 4}, key=len, reverse=True)
         self._learned_prompt_mode: set[str] = set()
-        self._client: openai.AsyncOpenAI | None = None
+        self.sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+        """How a retry waits (tests record the waits instead of taking them)."""
 
-    @property
-    def tool_mode(self) -> ToolMode:
-        """How the current model gets tools: configured per model, else learned, else default."""
-        if self.model in self.tool_mode_by_model:
-            return self.tool_mode_by_model[self.model]
-        if self.model in self._learned_prompt_mode:
+    def _model_of(self, ep: _Endpoint) -> str:
+        return ep.model or self.model
+
+    def _tool_mode_of(self, model: str, configured: ToolMode | None = None) -> ToolMode:
+        if configured is not None:
+            return configured
+        if model in self.tool_mode_by_model:
+            return self.tool_mode_by_model[model]
+        if model in self._learned_prompt_mode:
             return "prompt"
         return self.default_tool_mode
 
     @property
+    def tool_mode(self) -> ToolMode:
+        """How the current model gets tools: configured per model, else learned, else default."""
+        return self._tool_mode_of(self.model)
+
+    @property
     def needs_key(self) -> bool:
         """True when no key is set and the endpoint is one that always wants one."""
-        host = urlsplit(self.base_url).hostname or ""
-        return not self.api_key and host.endswith("openai.com")
+        return self._needs_key(self.endpoints[0])
 
-    def _get_client(self) -> openai.AsyncOpenAI:
-        if self._client is None:
-            self._client = openai.AsyncOpenAI(
-                base_url=self.base_url,
-                api_key=self.api_key or NO_KEY_PLACEHOLDER,
+    @staticmethod
+    def _needs_key(ep: _Endpoint) -> bool:
+        host = urlsplit(ep.base_url).hostname or ""
+        return not ep.pool.keys[0].value and host.endswith("openai.com")
+
+    def _get_client(self, ep: _Endpoint) -> openai.AsyncOpenAI:
+        if ep.client is None:
+            ep.client = openai.AsyncOpenAI(
+                base_url=ep.base_url,
+                api_key=ep.pool.keys[0].value or NO_KEY_PLACEHOLDER,
                 timeout=self.timeout,
                 # aiohttp's pool stays cheap with many requests in flight (the SDK's advice
                 # "for improved concurrency"); httpx2's rescans every connection per request.
@@ -258,10 +354,11 @@ class LLMClient:
                 # what _read_within decodes within the bound (httpx2 would offer br and zstd too
                 # once their packages are installed, and decode them without one)
                 default_headers={"Accept-Encoding": "gzip, deflate"},
-                # one honest bound per request: MARSHO_TIMEOUT, not the SDK's retries on top of it
+                # retries are ours (_request): chosen by kind, bounded by the retry budget, and
+                # moving on to the fallbacks; the SDK's would come on top of MARSHO_TIMEOUT
                 max_retries=0,
             )
-        return self._client
+        return ep.client
 
     async def _take_body(self, response: httpx2.Response) -> None:
         """httpx2's response hook, run before anything reads the body (the SDK's error handling
@@ -280,23 +377,73 @@ class LLMClient:
         if response.status_code >= 400 or (
             response.status_code >= 300 and not response.has_redirect_location
         ):
-            raise _StatusError(response.status_code, response.reason_phrase, body)
+            raise _StatusError(response.status_code, response.reason_phrase, body,
+                               response.headers.get("retry-after"))
 
     async def complete(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
+        *, route: Route | None = None,
     ) -> Completion:
         """Ask the model, offering `tools` in the model's tool mode; calls come back as
-        ToolCalls whatever the mode, and `messages` are always in the native format."""
-        mode = self.tool_mode
+        ToolCalls whatever the mode, and `messages` are always in the native format.
+
+        Each endpoint is retried MARSHO_RETRIES times for failures a retry may fix, then the
+        next one of MARSHO_FALLBACKS is asked; all of it within `timeout` + `retry_budget`.
+        `route` keeps a turn on the endpoint that answered its first request, and spreads one
+        `retry_budget` over all the turn's requests."""
+        budget = self.retry_budget - (route.spent if route is not None else 0.0)
+        deadline = Deadline(self.timeout + max(0.0, budget))
+        first_error: EndpointError | None = None
+        for ep in self._order(route):
+            if first_error is not None and deadline.left() <= 0:
+                break
+            try:
+                completion = await self._complete_on(ep, messages, tools, deadline)
+            except EndpointError as error:
+                if not falls_back(error):
+                    raise
+                if ep.breaker.failed() and len(self.endpoints) > 1:
+                    logger.warning(f"marsho: endpoint {ep.name} ({ep.base_url}) failed "
+                                   f"{ep.breaker.failures} requests in a row; skipped for "
+                                   f"{ep.breaker.cooldown:g} s")
+                if len(self.endpoints) > 1:
+                    logger.warning(f"marsho: endpoint {ep.name} ({ep.base_url}) failed: {error}")
+                first_error = first_error or error
+                continue
+            ep.breaker.succeeded()
+            if route is not None:
+                route.endpoint = ep.index
+                route.spent += deadline.spent
+            if ep.index:
+                logger.info(f"marsho: answered by {ep.name} ({ep.base_url}, {self._model_of(ep)})")
+            return completion
+        assert first_error is not None
+        raise first_error
+
+    def _order(self, route: Route | None) -> list[_Endpoint]:
+        """The endpoints to try: the turn's own first, then the chain in order, without those
+        whose breaker is open (unless every one's is: then all, in order)."""
+        chain = self.endpoints
+        if route is not None and route.endpoint is not None and route.endpoint < len(chain):
+            chain = [chain[route.endpoint], *(ep for ep in chain if ep.index != route.endpoint)]
+        closed = [ep for ep in chain if not ep.breaker.is_open]
+        return closed or chain
+
+    async def _complete_on(
+        self, ep: _Endpoint, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+        deadline: Deadline,
+    ) -> Completion:
+        model = self._model_of(ep)
+        mode = self._tool_mode_of(model, ep.tool_mode)
         if mode == "native":
             try:
-                return await self._request(messages, tools)
+                return await self._request(ep, messages, tools, deadline)
             except EndpointError as error:
                 if not tools or not _refuses_tools(error):
                     raise
-                self._learned_prompt_mode.add(self.model)
+                self._learned_prompt_mode.add(model)
                 logger.warning(
-                    f"marsho: {self.base_url} refused tools for model {self.model} ({error}); "
+                    f"marsho: {ep.base_url} refused tools for model {model} ({error}); "
                     "using prompt mode for it from now on (set MARSHO_TOOL_MODE_BY_MODEL to "
                     "choose yourself)"
                 )
@@ -304,7 +451,7 @@ class LLMClient:
         plain = to_prompt_messages(messages)
         if mode == "prompt" and tools:
             plain = _with_system_text(plain, system_addendum(tools))
-        completion = await self._request(plain, None)
+        completion = await self._request(ep, plain, None, deadline)
         calls, text = parse_tool_calls(completion.content)
         if not calls:
             return completion
@@ -313,69 +460,154 @@ class LLMClient:
         return dataclasses.replace(completion, content=text, tool_calls=calls)
 
     async def _request(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
+        self, ep: _Endpoint, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+        deadline: Deadline,
     ) -> Completion:
-        """Send one chat-completions request and read the first choice."""
-        if self.needs_key:
-            raise EndpointError(code="endpoint.no_key", hint="endpoint.no_key.hint", url=self.base_url)
-        request: dict[str, Any] = {"model": self.model, "messages": messages}
+        """Send one chat-completions request and read the first choice, retrying what a retry
+        may fix (MARSHO_RETRIES) within `deadline`; a 429 rests its key, a 401/403 sets it
+        aside, and another key of the pool takes over at once."""
+        if self._needs_key(ep):
+            raise EndpointError(code="endpoint.no_key", hint="endpoint.no_key.hint", url=ep.base_url)
+        model = self._model_of(ep)
+        quirks = self._quirks.get(model)
+        if quirks is None:  # matched once per model name
+            quirks = self._quirks[model] = quirks_for(model, self.quirks)
+        request: dict[str, Any] = {"model": model, "messages": shaped(messages, quirks)}
         if tools:
             request["tools"] = tools
-        if self.gate is None:
-            body = await self._exchange(request)
-        else:
-            async with self.gate.slot():  # the wait for a slot is not part of MARSHO_TIMEOUT
-                body = await self._exchange(request)
-        return self._read(self._parse(body))
+        if self.max_answer_tokens:
+            request[quirks.token_field] = self.max_answer_tokens
+        attempt = 0
+        last: EndpointError | None = None
+        while True:
+            try:
+                key = await ep.pool.take(deadline)
+            except NoKeyReady:
+                refusal = last or ep.pool.last_refusal
+                assert refusal is not None  # keys rest or are set aside only after a refusal
+                raise refusal from None
+            try:
+                if self.gate is None:
+                    started = deadline.start()
+                    body = await self._exchange(ep, key, request, min(self.timeout, deadline.left()))
+                else:
+                    async with self.gate.slot():  # the wait for a slot is not part of MARSHO_TIMEOUT
+                        started = deadline.start()
+                        body = await self._exchange(ep, key, request, min(self.timeout, deadline.left()))
+                completion = self._read(ep, self._parse(ep, body))
+            except EndpointError as error:
+                kind = kind_of(error)
+                self._record(ep, key, kind, started)
+                last = error
+                if kind in ("auth", "rate"):
+                    ep.pool.last_refusal = error
+                if kind == "auth" and ep.pool.set_aside(key):
+                    logger.warning(f"marsho: endpoint {ep.name} ({ep.base_url}) refused key "
+                                   f"{masked(key.value)} ({error.status}); it is set aside for "
+                                   f"{AUTH_REST:g} s and the pool's other keys are used")
+                    continue
+                wait = error.retry_after
+                wait = backoff(attempt) if wait is None else min(wait, RETRY_AFTER_CAP)
+                if kind == "rate" and not ep.pool.single:
+                    ep.pool.rest(key, wait)
+                    if ep.pool.ready():
+                        continue  # another key takes it at once: not a retry (each key rests once)
+                    wait = 0.0  # the pool waits for the first rested key itself, within the bound
+                if not retryable(error) or attempt >= self.retries:
+                    raise
+                if wait >= deadline.left():
+                    raise
+                logger.info(f"marsho: endpoint {ep.name} ({ep.base_url}), retry {attempt + 1} of "
+                            f"{self.retries} in {wait:.1f} s: {error}")
+                if wait:
+                    await self.sleep(wait)
+                attempt += 1
+                continue
+            self._record(ep, key, "ok", started)
+            deadline.answered(started)
+            return completion
 
-    async def _exchange(self, request: dict[str, Any]) -> bytes:
+    def _record(self, ep: _Endpoint, key: Key, kind: Kind, started: float) -> None:
+        now = time.monotonic()
+        ep.usage.record(kind, now - started, now)
+        key.usage.record(kind, now - started, now)
+
+    def status(self) -> list[EndpointStatus]:
+        """Each endpoint and key with its state, requests, errors by kind and latency
+        (p50, p95 over the last hour), for `marsho.status`."""
+        now = time.monotonic()
+        shown = []
+        for ep in self.endpoints:
+            keys = [KeyStatus(masked(key.value), *key.state(now), key.usage.requests,
+                              dict(key.usage.errors), key.usage.latencies.percentiles(now))
+                    for key in ep.pool.keys]
+            usable = [k for k in keys if k.state == "ok"]
+            if ep.breaker.is_open and len(self.endpoints) > 1:  # alone, it is never skipped
+                state, left = "skipped", ep.breaker.open_until - now
+            elif not usable:
+                first = min(keys, key=lambda k: k.seconds_left)
+                state, left = first.state, first.seconds_left
+            else:
+                state, left = "ok", 0.0
+            shown.append(EndpointStatus(ep.name, ep.base_url, self._model_of(ep), state, left,
+                                        ep.usage.requests, dict(ep.usage.errors),
+                                        ep.usage.latencies.percentiles(now), keys))
+        return shown
+
+    async def _exchange(self, ep: _Endpoint, key: Key, request: dict[str, Any], timeout: float) -> bytes:
         """POST the request; the body of a 2xx answer, or an EndpointError."""
         started = time.monotonic()
         try:
-            response = await asyncio.wait_for(self._post(request), self.timeout)
+            response = await asyncio.wait_for(self._post(ep, key, request), max(timeout, 0.001))
         except (asyncio.TimeoutError, openai.APITimeoutError) as error:
             # the aiohttp transport reports a refused connection as a (connect) timeout at once
-            if time.monotonic() - started < self.timeout * 0.9 and error.__cause__ is not None:
-                raise self._unreachable(error.__cause__) from None
+            if time.monotonic() - started < timeout * 0.9 and error.__cause__ is not None:
+                raise self._unreachable(ep, error.__cause__) from None
             raise EndpointError(code="endpoint.timeout", hint="endpoint.timeout.hint",
-                                url=self.base_url, seconds=f"{self.timeout:g}") from None
+                                url=ep.base_url, seconds=f"{round(timeout, 1):g}") from None
         except _TooLarge as error:
             raise EndpointError(code="endpoint.too_large", hint="endpoint.too_large.hint",
-                                url=self.base_url, limit=self.max_response_bytes,
+                                url=ep.base_url, limit=self.max_response_bytes,
                                 announced=error.declared) from None
         except _Undecodable as error:
-            raise EndpointError(code="endpoint.unreadable", url=self.base_url, error=str(error)) from None
+            raise EndpointError(code="endpoint.unreadable", url=ep.base_url, error=str(error)) from None
         except _StatusError as error:
-            raise self._status_error(error) from None
+            raise self._status_error(ep, error) from None
         except openai.APIConnectionError as error:
-            raise self._unreachable(error.__cause__ or error) from None
+            raise self._unreachable(ep, error.__cause__ or error) from None
         except openai.OpenAIError as error:
-            raise EndpointError(code="endpoint.unreadable", url=self.base_url,
+            raise EndpointError(code="endpoint.unreadable", url=ep.base_url,
                                 error=self._scrub(_shorten(str(error)))) from None
         return response.content
 
-    async def _post(self, request: dict[str, Any]) -> httpx2.Response:
-        client = self._get_client()
+    async def _post(self, ep: _Endpoint, key: Key, request: dict[str, Any]) -> httpx2.Response:
+        client = self._get_client(ep)
+        # a pool's key goes in each request's header (one client, one connection pool, per endpoint)
+        options: Any = {} if ep.pool.single else {"headers": {"Authorization": f"Bearer {key.value}"}}
         try:
             # the SDK's low-level post: our messages are plain OpenAI-shaped dicts already, and
             # create()'s parameter transform costs ~0.25 ms per message (11 ms at 40 messages);
             # the body comes back as bytes (read by _take_body), cheaper than the SDK's models
-            return await client.post("/chat/completions", body=request, cast_to=httpx2.Response)
+            return await client.post("/chat/completions", body=request, cast_to=httpx2.Response,
+                                     options=options)
         except UnicodeEncodeError:  # a lone surrogate somewhere (a question, an old turn)
             return await client.post("/chat/completions", body=_without_lone_surrogates(request),
-                                     cast_to=httpx2.Response)
+                                     cast_to=httpx2.Response, options=options)
 
     def _scrub(self, text: str) -> str:
-        """Endpoint-supplied text without the API key (a proxy may echo the request back)."""
-        if len(self.api_key) >= 4 and self.api_key in text:
-            return text.replace(self.api_key, REDACTED)
+        """Endpoint-supplied text without the API keys (a proxy may echo the request back)."""
+        for secret in self._secrets:
+            if secret in text:
+                text = text.replace(secret, REDACTED)
         return text
 
-    def _unreachable(self, cause: BaseException) -> EndpointError:
-        return EndpointError(code="endpoint.unreachable", hint="endpoint.unreachable.hint",
-                             url=self.base_url, error=f"{type(cause).__name__}: {cause}")
+    def _unreachable(self, ep: _Endpoint, cause: BaseException) -> EndpointError:
+        error = EndpointError(code="endpoint.unreachable", hint="endpoint.unreachable.hint",
+                              url=ep.base_url, error=self._scrub(f"{type(cause).__name__}: {cause}"))
+        error.refused = _was_refused(cause)
+        return error
 
-    def _status_error(self, error: _StatusError) -> EndpointError:
+    def _status_error(self, ep: _Endpoint, error: _StatusError) -> EndpointError:
         status = error.status
         text = error.body.decode("utf-8", "replace")
         try:
@@ -385,22 +617,26 @@ class LLMClient:
         detail = _error_detail_of(data) if isinstance(data, dict) else ""
         detail = self._scrub(detail or _shorten(text) or error.reason or "(no detail)")
         if status in (401, 403, 404, 429):
-            return EndpointError(code=f"endpoint.{status}", hint=f"endpoint.{status}.hint", status=status,
-                                 detail=detail, model=self.model, url=self.base_url)
-        if status >= 500:
-            return EndpointError(code="endpoint.5xx", hint="endpoint.5xx.hint", status=status,
-                                 detail=detail)
-        return EndpointError(code="endpoint.4xx", status=status, detail=detail)
+            failure = EndpointError(code=f"endpoint.{status}", hint=f"endpoint.{status}.hint",
+                                    status=status, detail=detail, model=self._model_of(ep),
+                                    url=ep.base_url)
+        elif status >= 500:
+            failure = EndpointError(code="endpoint.5xx", hint="endpoint.5xx.hint", status=status,
+                                    detail=detail)
+        else:
+            failure = EndpointError(code="endpoint.4xx", status=status, detail=detail)
+        failure.retry_after = retry_after_seconds(error.retry_after)
+        return failure
 
-    def _parse(self, body: bytes) -> dict[str, Any]:
+    def _parse(self, ep: _Endpoint, body: bytes) -> dict[str, Any]:
         """The JSON object of a 2xx body, or an EndpointError naming what it was instead."""
         if not body.strip():
             raise EndpointError(code="endpoint.empty_body", hint="endpoint.not_completion.hint",
-                                url=self.base_url)
+                                url=ep.base_url)
         try:
             text = body.decode("utf-8-sig")
         except UnicodeDecodeError as error:
-            raise EndpointError(code="endpoint.not_utf8", url=self.base_url, position=error.start,
+            raise EndpointError(code="endpoint.not_utf8", url=ep.base_url, position=error.start,
                                 start=self._scrub(repr(body[:40]))) from None
         try:
             data = json.loads(text)
@@ -408,21 +644,21 @@ class LLMClient:
             start = self._scrub(repr(text[:80]))
             if not text.lstrip().startswith(("{", "[")):  # an HTML page, plain text: not the API
                 raise EndpointError(code="endpoint.not_completion", hint="endpoint.not_completion.hint",
-                                    url=self.base_url, start=start) from None
+                                    url=ep.base_url, start=start) from None
             if isinstance(error, json.JSONDecodeError):
                 reason = f"{error.msg} at line {error.lineno}, column {error.colno}"
             elif isinstance(error, RecursionError):
                 reason = "nested too deeply"
             else:  # "Exceeds the limit (4300 digits) for integer string conversion..."
                 reason = _shorten(str(error).split(";")[0])
-            raise EndpointError(code="endpoint.bad_json", url=self.base_url, error=reason,
+            raise EndpointError(code="endpoint.bad_json", url=ep.base_url, error=reason,
                                 start=start) from None
         if not isinstance(data, dict):
             raise EndpointError(code="endpoint.not_completion", hint="endpoint.not_completion.hint",
-                                url=self.base_url, start=self._scrub(repr(text[:80])))
+                                url=ep.base_url, start=self._scrub(repr(text[:80])))
         return data
 
-    def _read(self, response: dict[str, Any]) -> Completion:
+    def _read(self, ep: _Endpoint, response: dict[str, Any]) -> Completion:
         """The first choice of a chat completion, read from the JSON body with care: whatever
         the endpoint sent, the result is well-formed or an EndpointError says what was wrong.
         Only strings are taken from it (nothing deep is printed or written again but a call's
@@ -430,12 +666,12 @@ class LLMClient:
         choices = response.get("choices")
         if not isinstance(choices, list) or not choices:
             detail = self._scrub(_error_detail_of(response))
-            raise EndpointError(code="endpoint.no_choices", url=self.base_url,
+            raise EndpointError(code="endpoint.no_choices", url=ep.base_url,
                                 detail=f": {detail}" if detail else "")
         choice = choices[0] if isinstance(choices[0], dict) else {}
         message = choice.get("message")
         if not isinstance(message, dict):
-            raise EndpointError(code="endpoint.empty_choice", url=self.base_url)
+            raise EndpointError(code="endpoint.empty_choice", url=ep.base_url)
         calls: list[ToolCall] = []
         seen_ids: set[str] = set()
         raw_calls = message.get("tool_calls")
@@ -469,7 +705,21 @@ class LLMClient:
                           cut=len(content) > limit)
 
     async def close(self) -> None:
-        """Close the connection pool."""
-        if self._client is not None:
-            await self._client.close()
-            self._client = None
+        """Close the connection pools."""
+        for ep in self.endpoints:
+            if ep.client is not None:
+                client, ep.client = ep.client, None
+                await client.close()
+
+
+def _was_refused(cause: BaseException | None) -> bool:
+    """Whether nothing listens at the address (a refused connection, a name that does not
+    resolve): retrying it at once helps nobody. aiohttp's transport reports it as a connect
+    timeout whose text says "Cannot connect to host"; a dropped connection says "Server
+    disconnected"."""
+    seen = 0
+    while cause is not None and seen < 8:
+        if isinstance(cause, ConnectionRefusedError) or "Cannot connect to host" in str(cause):
+            return True
+        cause, seen = cause.__cause__ or cause.__context__, seen + 1
+    return False

@@ -20,7 +20,7 @@ from sqlalchemy.engine import make_url
 
 from ..agent.engine import Engine
 from ..agent.gate import RequestGate
-from ..agent.llm import LLMClient
+from ..agent.llm import Fallback, LLMClient
 from ..agent.persona import Nicknames, Prompt, clock
 from ..agent.praises import PraisesFile
 from ..config import Config
@@ -233,6 +233,12 @@ class Marsho:
             # requests in flight across all chats, taken round-robin by chat (the lane of each
             # turn is set in chat/matchers.py)
             gate=RequestGate(config.marsho_max_concurrent_requests),
+            api_keys=config.marsho_api_keys,
+            fallbacks=[Fallback(base_url=f.base_url, model=f.model, api_keys=f.keys, tool_mode=f.tool_mode)
+                       for f in config.marsho_fallbacks],
+            retries=config.marsho_retries,
+            retry_budget=config.marsho_retry_budget,
+            quirks={pattern: given.fields() for pattern, given in config.marsho_model_quirks.items()},
         )
         if llm.needs_key:
             logger.warning(f"marsho: MARSHO_API_KEY is not set; {llm.base_url} will refuse requests. "
@@ -276,6 +282,9 @@ class Marsho:
         logger.info(f"marsho: ready, model {llm.model} at {llm.base_url}, {len(toolset.tools)} tools, "
                     f"history in {store.safe_url} ({engine.counter.name} token counts); "
                     f"trigger words: {', '.join(config.trigger_names)}")
+        for fallback in llm.endpoints[1:]:
+            logger.info(f"marsho: {fallback.name}: model {fallback.model} at {fallback.base_url} "
+                        f"({len(fallback.pool.keys)} key(s))")
 
     async def start_mcp(self, toolset: Toolset, *, wait: float | None = None) -> McpManager | None:
         """Start the MCP servers of MARSHO_MCP_FILE (or the data folder's mcp.json), if any, and
@@ -344,9 +353,12 @@ def adapter_secrets(settings: Mapping[str, Any]) -> list[str]:
 
 
 def held_secrets(config: Config, toolset: Toolset | None = None, mcp: McpManager | None = None) -> list[str]:
-    """Every secret the bot holds: the endpoint's API key, the OneBot access token, the values of
-    secret-named toolkit presets, and what `${NAME}` put into web services and MCP servers."""
-    values: list[Any] = [config.marsho_api_key]
+    """Every secret the bot holds: the endpoints' API keys (MARSHO_API_KEY, MARSHO_API_KEYS and
+    MARSHO_FALLBACKS), the OneBot access token, the values of secret-named toolkit presets, and
+    what `${NAME}` put into web services and MCP servers."""
+    values: list[Any] = [config.marsho_api_key, *config.marsho_api_keys]
+    for fallback in config.marsho_fallbacks:
+        values += fallback.keys
     if config.marsho_database_url:
         try:
             values.append(make_url(config.marsho_database_url).password)

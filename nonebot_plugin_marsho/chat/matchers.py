@@ -36,13 +36,14 @@ from .render import (
     error_text,
     history_text,
     reply_text,
+    status_text,
     tools_text,
     unknown_command_text,
     usage_text,
 )
 from .where import Where, platform_name, where_of
 
-COMMANDS = ("help", "reset", "tools", "calls", "history", "export", "model", "nickname")
+COMMANDS = ("help", "reset", "tools", "calls", "history", "export", "model", "nickname", "status")
 MAX_EXPORT_CHARS = 3000
 _is_superuser = SuperUser()
 STATE_KEY = "marsho_request"
@@ -279,6 +280,8 @@ async def _command(app: Marsho, engine: Engine, request: Request, key: str, role
         return t("command.superusers", command=f"{app.config.marsho_name}.{request.command}")
     if request.command == "export":
         return await export_session(app, engine, key)
+    if request.command == "status":
+        return status_text(t, engine.llm.status())
     return await switch_model(app, engine, request.text)
 
 

@@ -9,11 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from ..agent.engine import Reply
+from ..agent.providers import EndpointStatus
 from ..exceptions import BudgetError, MarshoError, StoreError, join_hint
 from ..i18n import Texts
 from ..tools.model import Toolset
 
-HELP_ORDER = ("reset", "tools", "calls", "history", "nickname", "help", "model", "export")
+HELP_ORDER = ("reset", "tools", "calls", "history", "nickname", "help", "model", "export", "status")
 """The commands in the order the help lists them."""
 MAX_CALLS_RESULT_CHARS = 500
 """Characters of each tool result shown by `marsho.calls`; the full text stays in history."""
@@ -165,3 +166,46 @@ def brief_reason(error: BaseException | None) -> str:
 def brief_text(t: Texts, reason: str) -> str:
     """What a member reads when their question failed."""
     return t("error.brief", reason=t(reason))
+
+
+def status_text(t: Texts, endpoints: Sequence[EndpointStatus]) -> str:
+    """What `marsho.status` answers (superusers): each endpoint and its keys (masked) with its
+    state, requests, errors by kind and latency p50/p95 over the last hour."""
+    kinds = {
+        "rate": t("status.kind.rate"), "server": t("status.kind.server"),
+        "timeout": t("status.kind.timeout"), "dropped": t("status.kind.dropped"),
+        "refused": t("status.kind.refused"), "empty": t("status.kind.empty"),
+        "auth": t("status.kind.auth"), "not_found": t("status.kind.not_found"),
+        "request": t("status.kind.request"), "unreadable": t("status.kind.unreadable"),
+        "too_large": t("status.kind.too_large"), "no_key": t("status.kind.no_key"),
+    }
+
+    def state(name: str, seconds: float) -> str:
+        left = f"{max(1, round(seconds))}"
+        if name == "resting":
+            return t("status.resting", seconds=left)
+        if name == "set aside":
+            return t("status.set_aside", seconds=left)
+        if name == "skipped":
+            return t("status.skipped", seconds=left)
+        return t("status.ok")
+
+    def figures(requests: int, errors: Mapping[str, int], latency: tuple[float, float] | None) -> str:
+        parts = [t.plural("count.requests", requests)]
+        if errors:
+            parts.append(t("status.errors", errors=t.join(
+                [f"{kinds.get(kind, kind)} {count}" for kind, count in sorted(errors.items())])))
+        if latency is not None:
+            parts.append(t("status.latency", p50=f"{latency[0]:.2f}", p95=f"{latency[1]:.2f}"))
+        return ", ".join(parts)
+
+    lines = [t("status.title")]
+    for number, endpoint in enumerate(endpoints):
+        name = t("status.primary") if number == 0 else t("status.fallback", number=number)
+        lines.append(t("status.endpoint", name=name, model=endpoint.model, url=endpoint.base_url,
+                       state=state(endpoint.state, endpoint.seconds_left),
+                       figures=figures(endpoint.requests, endpoint.errors, endpoint.latency)))
+        if len(endpoint.keys) > 1:
+            lines += [t("status.key", key=key.masked, state=state(key.state, key.seconds_left),
+                        figures=figures(key.requests, key.errors, key.latency)) for key in endpoint.keys]
+    return "\n".join(lines)

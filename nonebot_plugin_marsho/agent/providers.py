@@ -1,0 +1,329 @@
+"""When a provider fails: which failures are worth a retry, how long to wait, a pool of keys
+that rest after 429 and are set aside after 401/403, a circuit breaker per endpoint, and the
+figures `marsho.status` shows. Plain state, no HTTP: agent/llm.py does the requests."""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import itertools
+import random
+import time
+from collections import Counter, deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from ..exceptions import EndpointError
+
+RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+"""HTTP statuses a second try may fix; 400/401/403/404 never are."""
+
+RETRY_AFTER_CAP = 30.0
+"""Seconds of a Retry-After header honoured at most (a provider asking for an hour is not
+waited for; the question falls back or fails)."""
+
+BACKOFF_BASE = 0.5
+"""Seconds before the first retry when the endpoint gave no Retry-After; doubled each retry."""
+
+BACKOFF_CAP = 8.0
+"""Seconds one backoff wait may reach."""
+
+RETRY_BUDGET = 30.0
+"""Seconds of retries, waits and fallbacks one question may take (all its tool rounds
+together), beyond MARSHO_TIMEOUT per request: the bound of a question, whatever the endpoints
+do (MARSHO_RETRY_BUDGET)."""
+
+AUTH_REST = 600.0
+"""Seconds a key refused with 401/403 is set aside before it is tried once more."""
+
+BREAKER_FAILURES = 3
+"""Failed requests in a row after which an endpoint with others behind it is skipped."""
+
+BREAKER_COOLDOWN = 30.0
+"""Seconds an endpoint is skipped after BREAKER_FAILURES; doubled at each failed trial."""
+
+BREAKER_COOLDOWN_CAP = 300.0
+
+STATS_WINDOW = 3600.0
+"""Seconds of requests the latency figures of `marsho.status` cover."""
+
+STATS_SAMPLES = 10_000
+"""Latencies kept per endpoint and per key at most (a busy hour is sampled by its latest)."""
+
+Kind = Literal["ok", "rate", "server", "timeout", "dropped", "refused", "empty", "auth",
+               "not_found", "request", "unreadable", "too_large", "no_key"]
+"""What happened to one request, as `marsho.status` counts it."""
+
+RETRYABLE: frozenset[Kind] = frozenset({"rate", "server", "timeout", "dropped", "empty"})
+
+
+def kind_of(error: EndpointError) -> Kind:
+    """The kind of failure an EndpointError is."""
+    code = error.code
+    if code == "endpoint.429":
+        return "rate"
+    if code == "endpoint.5xx":
+        return "server"
+    if code in ("endpoint.401", "endpoint.403"):
+        return "auth"
+    if code == "endpoint.404":
+        return "not_found"
+    if code == "endpoint.timeout":
+        return "timeout"
+    if code == "endpoint.unreachable":
+        return "refused" if error.refused else "dropped"
+    if code == "endpoint.empty_body":
+        return "empty"
+    if code == "endpoint.too_large":
+        return "too_large"
+    if code == "endpoint.no_key":
+        return "no_key"
+    if code == "endpoint.4xx":
+        return "request"
+    return "unreadable"
+
+
+def retryable(error: EndpointError) -> bool:
+    """Whether a second try may fix it: 429, 500, 502, 503, 504, a dropped connection, a timeout,
+    an empty body (another 5xx, such as 501 Not Implemented, says the same again)."""
+    kind = kind_of(error)
+    return kind in RETRYABLE and (kind != "server" or error.status in RETRY_STATUSES)
+
+
+def falls_back(error: EndpointError) -> bool:
+    """Whether another endpoint may do better: anything but a request the endpoint understood and
+    refused (400, 413, 422: another one would refuse it too) or an answer too large to read."""
+    return kind_of(error) not in ("request", "too_large")
+
+
+def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
+    """A Retry-After header's seconds (a number or an HTTP date), or None when there is none or
+    it cannot be read."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when is None:  # pragma: no cover - older Pythons
+            return None
+        seconds = when.timestamp() - (time.time() if now is None else now)
+    if seconds != seconds:  # NaN
+        return None
+    return max(0.0, seconds)
+
+
+def backoff(attempt: int, rand: Callable[[], float] = random.random) -> float:
+    """Seconds before retry number `attempt` (0 first): exponential, with full jitter over its
+    upper half so that many waiting questions do not come back at the same instant."""
+    ceiling = min(BACKOFF_CAP, BACKOFF_BASE * 2 ** attempt)
+    return ceiling * (0.5 + rand() / 2)
+
+
+def masked(key: str) -> str:
+    """A key as it may be shown: its last 4 characters."""
+    return f"…{key[-4:]}" if len(key) > 4 else "…" if key else "(none)"
+
+
+class Latencies:
+    """Seconds of the requests of the last STATS_WINDOW, for p50/p95."""
+
+    def __init__(self) -> None:
+        self._samples: deque[tuple[float, float]] = deque(maxlen=STATS_SAMPLES)
+
+    def add(self, seconds: float, now: float) -> None:
+        self._samples.append((now, seconds))
+
+    def percentiles(self, now: float) -> tuple[float, float] | None:
+        """(p50, p95) over the window, or None when there was no request in it."""
+        while self._samples and self._samples[0][0] < now - STATS_WINDOW:
+            self._samples.popleft()
+        if not self._samples:
+            return None
+        ordered = sorted(seconds for _, seconds in self._samples)
+        return ordered[(len(ordered) - 1) // 2], ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))]
+
+
+@dataclass
+class Usage:
+    """Requests and errors by kind, counted since start, and latencies of the last hour."""
+
+    requests: int = 0
+    errors: Counter[str] = field(default_factory=Counter)
+    latencies: Latencies = field(default_factory=Latencies)
+
+    def record(self, kind: Kind, seconds: float, now: float) -> None:
+        self.requests += 1
+        if kind != "ok":
+            self.errors[kind] += 1
+        self.latencies.add(seconds, now)
+
+
+@dataclass
+class Key:
+    """One API key of a pool and its state."""
+
+    value: str
+    resting_until: float = 0.0
+    set_aside_until: float = 0.0
+    usage: Usage = field(default_factory=Usage)
+
+    def state(self, now: float) -> tuple[str, float]:
+        """("ok" | "resting" | "set aside", until when in seconds from now)."""
+        if self.set_aside_until > now:
+            return "set aside", self.set_aside_until - now
+        if self.resting_until > now:
+            return "resting", self.resting_until - now
+        return "ok", 0.0
+
+
+class NoKeyReady(Exception):
+    """Every key of a pool rests past the deadline, or is set aside."""
+
+
+class Deadline:
+    """When one request must be done, whatever its retries and fallbacks: `seconds` after its
+    first attempt got going (the wait for a slot in the request gate is not counted, as it is
+    not part of MARSHO_TIMEOUT either)."""
+
+    def __init__(self, seconds: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.seconds = seconds
+        self.at: float | None = None
+        self.began: float | None = None
+        self.answered_at: float | None = None
+        self._clock = clock
+
+    def start(self) -> float:
+        """Start it (once); the time now, when an attempt starts."""
+        now = self._clock()
+        if self.at is None:
+            self.began, self.at = now, now + self.seconds
+        return now
+
+    def answered(self, attempt_started: float) -> None:
+        """The attempt that started at `attempt_started` answered."""
+        self.answered_at = attempt_started
+
+    @property
+    def spent(self) -> float:
+        """Seconds from the first attempt to the one that answered: what failed attempts and
+        waits took."""
+        if self.began is None or self.answered_at is None:
+            return 0.0
+        return max(0.0, self.answered_at - self.began)
+
+    def left(self) -> float:
+        """Seconds left (all of them until the first attempt starts)."""
+        return self.seconds if self.at is None else self.at - self._clock()
+
+
+class KeyPool:
+    """The keys of one endpoint, taken in turn. A key answered 429 rests (its Retry-After, or a
+    backoff); one answered 401/403 is set aside for AUTH_REST. A pool of one key never rests and
+    is never set aside: its retries wait instead, and a refusal is the endpoint's error."""
+
+    def __init__(self, keys: list[str], clock: Callable[[], float] = time.monotonic) -> None:
+        self.keys = [Key(value) for value in dict.fromkeys(keys)] or [Key("")]
+        self.last_refusal: EndpointError | None = None
+        """The latest 429/401/403 of a key of the pool: the endpoint's error while no key is ready."""
+        self._turn = itertools.count()
+        self._clock = clock
+
+    @property
+    def single(self) -> bool:
+        return len(self.keys) == 1
+
+    def ready(self) -> list[Key]:
+        now = self._clock()
+        return [key for key in self.keys if key.state(now)[0] == "ok"]
+
+    async def take(self, deadline: Deadline) -> Key:
+        """The next ready key; when all rest, wait for the first to come back (NoKeyReady if
+        that is past the deadline or every key is set aside)."""
+        if self.single:
+            return self.keys[0]
+        while True:
+            ready = self.ready()
+            if ready:
+                return ready[next(self._turn) % len(ready)]
+            now = self._clock()
+            resting = [key.resting_until for key in self.keys if key.set_aside_until <= now]
+            if not resting:
+                raise NoKeyReady
+            wake = min(resting)
+            if wake - now >= deadline.left():
+                raise NoKeyReady
+            await asyncio.sleep(max(0.0, wake - now))
+
+    def rest(self, key: Key, seconds: float) -> None:
+        """`key` answered 429: not used for `seconds`."""
+        if not self.single:
+            key.resting_until = max(key.resting_until, self._clock() + seconds)
+
+    def set_aside(self, key: Key) -> bool:
+        """`key` was refused (401/403): not used for AUTH_REST; False for a pool of one."""
+        if self.single:
+            return False
+        key.set_aside_until = self._clock() + AUTH_REST
+        return True
+
+
+class CircuitBreaker:
+    """Skips an endpoint that failed BREAKER_FAILURES requests in a row, for a cool-down that
+    doubles at each failed trial; one success closes it."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.failures = 0
+        self.open_until = 0.0
+        self.cooldown = BREAKER_COOLDOWN
+        self._clock = clock
+
+    @property
+    def is_open(self) -> bool:
+        return self.open_until > self._clock()
+
+    def succeeded(self) -> None:
+        self.failures, self.open_until, self.cooldown = 0, 0.0, BREAKER_COOLDOWN
+
+    def failed(self) -> bool:
+        """Count a failed request; True when this one opened the breaker."""
+        self.failures += 1
+        if self.failures < BREAKER_FAILURES:
+            return False
+        trial = self.open_until != 0.0  # it had been open: this was the trial after the cool-down
+        if trial:
+            self.cooldown = min(BREAKER_COOLDOWN_CAP, self.cooldown * 2)
+        self.open_until = self._clock() + self.cooldown
+        return True
+
+
+@dataclass(frozen=True)
+class KeyStatus:
+    """One key as `marsho.status` shows it (masked)."""
+
+    masked: str
+    state: str
+    seconds_left: float
+    requests: int
+    errors: dict[str, int]
+    latency: tuple[float, float] | None
+
+
+@dataclass(frozen=True)
+class EndpointStatus:
+    """One endpoint as `marsho.status` shows it."""
+
+    name: str
+    base_url: str
+    model: str
+    state: str
+    seconds_left: float
+    requests: int
+    errors: dict[str, int]
+    latency: tuple[float, float] | None
+    keys: list[KeyStatus]

@@ -1,0 +1,127 @@
+"""What each model family wants a request to look like, as data: a small table of profiles matched
+by model name pattern (overridable with MARSHO_MODEL_QUIRKS), and the one function that shapes
+the messages of a request for a profile. The conversation itself stays in the plain OpenAI shape;
+only what goes on the wire is shaped, so a turn can move to another model mid-way."""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+Message = dict[str, Any]
+
+
+class Quirks(BaseModel):
+    """One model family's needs; the defaults are what OpenAI-compatible servers mostly take."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    reasoning_back: bool = True
+    """Send `reasoning_content` back with the assistant's tool calls within the turn (DeepSeek's
+    and MiMo's thinking modes refuse the next request without it)."""
+    merge_same_role: bool = False
+    """Merge consecutive messages of the same role (DeepSeek's reasoner refuses them)."""
+    system_as_user: bool = False
+    """Send the system prompt as a user message (o1-mini and o1-preview refuse `system`)."""
+    tool_call_content: Literal["null", "empty"] = "null"
+    """Text of an assistant message that only calls tools: `null` or `""` (some servers refuse
+    the one, some the other)."""
+    token_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
+    """The field MARSHO_MAX_ANSWER_TOKENS is sent in (OpenAI's reasoning models refuse
+    `max_tokens`)."""
+
+
+QuirkFields = dict[str, Any]
+
+
+class QuirkOverride(BaseModel):
+    """One MARSHO_MODEL_QUIRKS entry: the fields it gives replace the profile's."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    reasoning_back: bool | None = None
+    merge_same_role: bool | None = None
+    system_as_user: bool | None = None
+    tool_call_content: Literal["null", "empty"] | None = None
+    token_field: Literal["max_tokens", "max_completion_tokens"] | None = None
+
+    def fields(self) -> QuirkFields:
+        """The fields given (the others stay the profile's)."""
+        return {name: value for name, value in self.model_dump().items() if value is not None}
+
+PROFILES: list[tuple[tuple[str, ...], QuirkFields]] = [
+    (("deepseek-reasoner*", "deepseek-r1*", "*/deepseek-r1*"),
+     {"reasoning_back": True, "merge_same_role": True}),
+    (("mimo*", "*/mimo*"), {"reasoning_back": True}),
+    (("o1-mini*", "o1-preview*"),
+     {"reasoning_back": False, "system_as_user": True, "token_field": "max_completion_tokens"}),
+    (("o1*", "o3*", "o4*", "gpt-5*"), {"reasoning_back": False, "token_field": "max_completion_tokens"}),
+    (("gpt-*", "chatgpt-*"), {"reasoning_back": False}),
+    (("qwen*", "qwq*", "*/qwen*", "*/qwq*"), {"tool_call_content": "empty"}),
+]
+"""Built-in profiles: the first whose pattern matches the model name (any case) applies."""
+
+
+def quirks_for(model: str, overrides: Mapping[str, QuirkFields] | None = None) -> Quirks:
+    """The profile of `model`: the built-in one that matches, then every MARSHO_MODEL_QUIRKS
+    entry whose pattern matches, its fields on top."""
+    name = model.casefold()
+    fields: QuirkFields = {}
+    for patterns, profile in PROFILES:
+        if any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns):
+            fields.update(profile)
+            break
+    for pattern, given in (overrides or {}).items():
+        if fnmatch.fnmatchcase(name, pattern.casefold()):
+            fields.update(given)
+    return Quirks(**fields)
+
+
+def _as_parts(content: Any) -> list[Any]:
+    if isinstance(content, list):
+        return content
+    return [{"type": "text", "text": content}] if content else []
+
+
+def _joined(first: Any, second: Any) -> Any:
+    if not first:
+        return second
+    if not second:
+        return first
+    if isinstance(first, str) and isinstance(second, str):
+        return f"{first}\n\n{second}"
+    return [*_as_parts(first), *_as_parts(second)]
+
+
+def shaped(messages: list[Message], quirks: Quirks) -> list[Message]:
+    """The messages as `quirks` wants them sent (new dicts where something changed)."""
+    out: list[Message] = []
+    for message in messages:
+        role = message.get("role")
+        if role == "system" and quirks.system_as_user:
+            message = {**message, "role": "user"}
+            role = "user"
+        if role == "assistant" and message.get("tool_calls"):
+            empty = "" if quirks.tool_call_content == "empty" else None
+            if not message.get("content") and message.get("content", 0) != empty:
+                message = {**message, "content": empty}
+            if not quirks.reasoning_back and "reasoning_content" in message:
+                message = {k: v for k, v in message.items() if k != "reasoning_content"}
+        if (quirks.merge_same_role and out and role in ("system", "user", "assistant")
+                and out[-1].get("role") == role):
+            previous = out[-1]
+            merged = {**previous, "content": _joined(previous.get("content"), message.get("content"))}
+            calls = [*(previous.get("tool_calls") or []), *(message.get("tool_calls") or [])]
+            if calls:
+                merged["tool_calls"] = calls
+                if not merged["content"]:
+                    merged["content"] = "" if quirks.tool_call_content == "empty" else None
+            if message.get("reasoning_content") and quirks.reasoning_back:
+                merged["reasoning_content"] = message["reasoning_content"]
+            out[-1] = merged
+            continue
+        out.append(message)
+    return out
