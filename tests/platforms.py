@@ -1059,6 +1059,8 @@ class SatoriChat(Chat):
     wheres = ("group", "channel", "private")
     self_id = "3000000001"
     platform = "chronocat"
+    features: ClassVar[tuple[str, ...]] = ()
+    """What the server announces of itself (Chronocat and LLOneBot: "guild.plain")."""
 
     @property
     def key_prefix(self) -> str:
@@ -1083,7 +1085,7 @@ class SatoriChat(Chat):
 
         login = type_validate_python(Login, {
             "sn": 1, "status": 1, "adapter": "chronocat", "platform": self.platform,
-            "user": {"id": self.self_id, "name": "Marsho", "is_bot": True}, "features": []})
+            "user": {"id": self.self_id, "name": "Marsho", "is_bot": True}, "features": list(self.features)})
         return SatoriBot(get_adapter(Adapter), self.self_id, login, ClientInfo(port=5500), [])
 
     def typed(self, api: str, raw: Any) -> Any:
@@ -1129,7 +1131,7 @@ class SatoriChat(Chat):
     def _payload(self, text: str, *, channel: dict[str, Any], guild: dict[str, Any] | None, user_id: str,
                  role: str | None, quote: str | None, quote_picture: str | None, picture_url: str | None,
                  picture_id: str | None) -> Event:
-        from nonebot.adapters.satori import Adapter
+        from nonebot.adapters.satori import Adapter, MessageEvent
         from nonebot.adapters.satori.element import escape
         from nonebot.adapters.satori.models import Event as SatoriEvent
 
@@ -1155,7 +1157,10 @@ class SatoriChat(Chat):
             payload["guild"] = guild
             payload["member"] = {"nick": self.names[user_id],
                                  "roles": [{"id": self.ROLE_IDS[role or "member"], "name": role}]}
-        return Adapter.payload_to_event(type_validate_python(SatoriEvent, payload))
+        event = Adapter.payload_to_event(type_validate_python(SatoriEvent, payload))
+        # the adapter makes a message a private or a public one before handling it (its
+        # receive loop calls convert())
+        return event.convert() if isinstance(event, MessageEvent) else event
 
     def group_event(self, text: str, *, user_id: str | None = None, name: str | None = None,
                     role: str = "member", **options: Any) -> Event:
@@ -1460,8 +1465,11 @@ def forget_uninfo_sessions() -> None:
     be what an earlier test's were."""
     from nonebot_plugin_uninfo.adapters import INFO_FETCHER_MAPPING
 
+    from nonebot_plugin_marsho.chat.where import remembered
+
     for fetcher in INFO_FETCHER_MAPPING.values():
         fetcher.clean()
+    remembered.clear()  # marsho's own cache of who-and-where, too
 
 
 def carries_png(value: Any, depth: int = 0) -> bool:

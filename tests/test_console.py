@@ -76,7 +76,7 @@ class Terminal:
 
 def test_bot_py_console_answers_what_is_typed_in_the_terminal(endpoint: FakeOpenAI) -> None:
     endpoint.reset()
-    endpoint.push(text("Pong from the model 4711"))
+    endpoint.push(text("Pong4711"))
     work = Path(tempfile.mkdtemp(prefix="marsho-console-"))
     inherited = {k: v for k, v in os.environ.items()
                  if not k.upper().startswith(("MARSHO", "LOCALSTORE_", "ONEBOT_", "CONSOLE_"))
@@ -96,6 +96,6 @@ def test_bot_py_console_answers_what_is_typed_in_the_terminal(endpoint: FakeOpen
         assert terminal.wait_for("4711", 30), terminal.screen[-3000:]
         [request] = endpoint.requests
         assert request["messages"][-1]["content"].endswith("hello")
-        assert "Pong from the model 4711" in " ".join(terminal.screen.split())
+        assert "Pong4711" in terminal.screen
     finally:
         terminal.close()

@@ -545,3 +545,91 @@ async def test_answer_pictures_go_out_as_pictures(
     assert any("Here is your pixel." in t for t in chat.sent_texts())
     assert not any("[image]" in t for t in chat.sent_texts()), chat.sent_texts()
     assert any(carries_png(data) for _, data in chat.calls), [api for api, _ in chat.calls]
+
+
+# --- when uninfo cannot tell, and what it tells wrongly -------------------------------------------
+
+
+class _DiscordWithoutGuildApi(PLATFORMS["Discord"]):  # type: ignore[misc, valid-type]
+    """Discord's API refusing the calls uninfo makes to read a guild channel (a 429 under load)."""
+
+    def answer(self, api: str, data: dict[str, Any]) -> Any:
+        if api.startswith(("get_guild", "get_channel")):
+            return RuntimeError(f"{api}: 429 Too Many Requests")
+        return super().answer(api, data)
+
+
+async def test_a_guild_message_uninfo_cannot_read_is_not_taken_for_the_senders_private_chat(
+    app, fake: FakeOpenAI, plugin_engine
+) -> None:
+    chat = _DiscordWithoutGuildApi()
+    fake.push(text("kept"), text("no secret here"))
+    await say(chat, chat.event("private", "marsho my DM secret is 4711"))
+    await say(chat, chat.event("channel", "marsho what is my secret?"))
+    assert len(fake.requests) == 2
+    assert "4711" not in request_text(fake.requests[1])
+    stored = await plugin_engine.history.export(f"Discord:channel:{chat.guild_id}/{chat.channel_id}")
+    assert "what is my secret?" in json.dumps(stored)
+
+
+async def test_a_chat_uninfo_cannot_read_is_not_answered_where_group_lists_are_set(
+    app, fake: FakeOpenAI, plugin_engine
+) -> None:
+    chat = _DiscordWithoutGuildApi()
+    with configured(marsho_denied_groups=[chat.guild_id]):
+        await say(chat, chat.event("channel", "marsho hi"))
+    assert fake.requests == []
+    assert chat.sent_texts() == []
+
+
+class _GuildPlainSatori(PLATFORMS["Satori"]):  # type: ignore[misc, valid-type]
+    features = ("guild.plain",)
+
+
+async def test_a_satori_server_with_plain_guilds_keeps_a_private_chat_private(
+    app, fake: FakeOpenAI, plugin_engine
+) -> None:
+    """uninfo takes a DM for a group where the server announces `guild.plain` (Chronocat,
+    LLOneBot); with MARSHO_SESSION_SCOPE=user that merged a person's DM with their groups."""
+    chat = _GuildPlainSatori()
+    fake.push(text("kept"), text("no secret here"))
+    with configured(marsho_session_scope="user"):
+        await say(chat, chat.event("group", "marsho my group secret is 4711"))
+        await say(chat, chat.event("private", "marsho what is my secret?"))
+    assert "4711" not in request_text(fake.requests[1])
+    stored = await plugin_engine.history.export(f"Satori/chronocat:private:{chat.user_id}")
+    assert "what is my secret?" in json.dumps(stored)
+
+
+def test_a_channel_moderator_role_is_not_an_admin() -> None:
+    """uninfo names a Discord/Kook role that may manage channels, and (reading QQ's permissions
+    the wrong way round) any custom QQ guild role, CHANNEL_ADMINISTRATOR."""
+    from nonebot_plugin_uninfo import Member, Role, Scene, SceneType, Session, User
+
+    from nonebot_plugin_marsho.chat.where import from_session
+
+    def role_of(*roles: Role) -> str:
+        user = User(id="1")
+        session = Session(self_id="bot", adapter="QQ", scope="QQAPI", user=user,
+                          scene=Scene(id="c", type=SceneType.CHANNEL_TEXT, parent=Scene(id="g", type=SceneType.GUILD)),
+                          member=Member(user=user, roles=list(roles)))
+        chat = PLATFORMS["QQ"]()
+        return from_session(chat.bot, chat.channel_event("hi"), session).role
+
+    assert role_of(Role("CHANNEL_ADMINISTRATOR", 9), Role("10001", 1)) == "member"
+    assert role_of(Role("ADMINISTRATOR", 10)) == "admin"
+    assert role_of(Role("OWNER", 640)) == "owner"
+
+
+async def test_a_long_answer_goes_in_parts_where_there_are_no_forward_messages_and_is_cut_at_the_cap(
+    app, fake: FakeOpenAI, plugin_engine
+) -> None:
+    chat = PLATFORMS["Telegram"]()
+    paragraphs = [f"Paragraph {i}: " + "word " * 30 for i in range(12)]
+    fake.push(text("\n\n".join(paragraphs)))
+    with configured(marsho_split_chars=200, marsho_max_forward_nodes=4):
+        await say(chat, chat.event("group", "marsho tell me a long story"))
+    sent = chat.sent_texts()
+    assert len(sent) == 4, sent  # not 12 messages into a Telegram group
+    assert sent[0].startswith("Paragraph 0")
+    assert "only the first 4 fit" in sent[-1]

@@ -41,7 +41,7 @@ from .render import (
     unknown_command_text,
     usage_text,
 )
-from .where import Where, platform_name, where_of
+from .where import Where, looks_private, platform_name, where_of
 
 COMMANDS = ("help", "reset", "tools", "calls", "history", "export", "model", "nickname", "status")
 MAX_EXPORT_CHARS = 3000
@@ -157,8 +157,15 @@ async def asker_role(bot: Bot, event: Event, where: Where) -> Role:
 
 
 async def admitted_here(app: Marsho, bot: Bot, event: Event, where: Where) -> bool:
-    """Allow- and deny-lists of groups and users (superusers are always admitted)."""
+    """Allow- and deny-lists of groups and users (superusers are always admitted). A shared chat
+    whose ids were guessed (the platform's API failed) is refused where group lists are set:
+    its id may not be the one the owner listed."""
     place = where.names or None
+    fair_use = app.fair_use
+    if where.guessed and where.shared and (fair_use.allowed_groups or fair_use.denied_groups):
+        logger.warning(f"marsho: {where.platform} could not say which chat {where.chat_id} is; not answered "
+                       "there while MARSHO_ALLOWED_GROUPS or MARSHO_DENIED_GROUPS is set")
+        return await is_superuser(bot, event)
     if app.fair_use.admits(place, where.user_id, superuser=False):
         return True
     return app.fair_use.admits(place, where.user_id, superuser=True) and await is_superuser(bot, event)
@@ -181,20 +188,21 @@ async def _is_for_marsho(bot: Bot, event: Event, state: T_State) -> bool:
     starts = get_driver().config.command_start
     names = config.trigger_names
     request = None
+    native: str | None = None
     if bot.adapter.get_name() in RICH_TEXT_PLATFORMS:  # a post's plain text holds its pictures' keys
-        text = await _text_without_mentions(bot, event)
-        request = parse_request(text, names, starts) if text else None
+        native = await _text_without_mentions(bot, event)
+        request = parse_request(native, names, starts) if native else None
     if request is None:
         request = parse_request(_message_text(event), names, starts)
     if request is None:  # what the adapter left of the message (an @ of the bot taken out...)
         request = parse_request(event.get_plaintext(), names, starts)
-    if request is None and bot.adapter.get_name() != "OneBot V11":  # a leading @ segment... (v11's
-        # plain text already leaves out every segment that is not text)
-        text = await _text_without_mentions(bot, event)
-        request = parse_request(text, names, starts) if text else None
+    if request is None and bot.adapter.get_name() not in ("OneBot V11", *RICH_TEXT_PLATFORMS):
+        # a leading @ segment... (v11's plain text already leaves out what is not text)
+        native = await _text_without_mentions(bot, event)
+        request = parse_request(native, names, starts) if native else None
     where = None
     at_counts = config.marsho_at or bot.adapter.get_name() in AT_ONLY_PLATFORMS
-    if request is None and at_counts and event.is_tome():
+    if request is None and at_counts and not looks_private(event) and event.is_tome():
         where = await where_of(bot, event, state)
         if where.shared:  # an @ of the bot in a group; private chats need the trigger word
             request = Request("chat", event.get_plaintext().strip())

@@ -167,8 +167,11 @@ async def send_answer(bot: Bot, text: str, images: Sequence[bytes], delivery: De
     allowance = Allowance()
     contents = list(await asyncio.gather(*(rich_segments(c, delivery, allowance) for c in chunks)))
     wants_forward = delivery.long_answer == "forward" or len(chunks) > delivery.max_split_messages
-    if wants_forward and not has_forward(bot):  # parts, as many as it takes
+    if wants_forward and not has_forward(bot):  # parts, as many as a forward message may hold
         logger.debug(f"marsho: {bot.adapter.get_name()} has no forward messages; the answer goes in parts")
+        if len(contents) > delivery.max_forward_nodes:
+            cut = delivery.texts("reply.forward_cut", count=len(contents), limit=delivery.max_forward_nodes)
+            contents = [*contents[: delivery.max_forward_nodes - 1], [Text(cut)]]
     elif wants_forward:
         nodes = [*contents, pictures] if pictures else contents
         if len(nodes) > delivery.max_forward_nodes:  # an answer that long is cut, with a note

@@ -29,8 +29,22 @@ WHERE_KEY = "marsho_where"
 """The state key where the rule leaves the message's Where for the handler."""
 
 OWNER_ROLES = frozenset({"OWNER"})
-ADMIN_ROLES = frozenset({"ADMINISTRATOR", "CHANNEL_ADMINISTRATOR"})
-"""uninfo's role ids (its adapters map each platform's owner/admin/moderator to these)."""
+ADMIN_ROLES = frozenset({"ADMINISTRATOR"})
+"""uninfo's role ids for each platform's owner and administrators. Not CHANNEL_ADMINISTRATOR:
+uninfo gives it to a Discord or Kook role that may manage channels (a moderator), and on the QQ
+guild API to any custom role whose permissions it reads the wrong way round."""
+PRIVATE_EVENT_WORDS = ("Private", "Direct", "C2C", "Friend")
+"""Words in the class names of private-chat message events on every adapter (PrivateMessageEvent,
+Discord's and QQ's DirectMessageCreateEvent, QQ's C2CMessageCreateEvent...)."""
+
+
+def looks_private(event: Event) -> bool:
+    """Whether the event's own class says it is a private chat (no API call)."""
+    name = type(event).__name__
+    if any(word in name for word in PRIVATE_EVENT_WORDS):
+        return True
+    kind = getattr(getattr(event, "channel", None), "type", None)  # a Satori event not yet converted
+    return getattr(kind, "name", None) == "DIRECT"
 
 
 @dataclass(frozen=True)
@@ -50,6 +64,8 @@ class Where:
     """The sender's role in the group or guild as the platform reports it."""
     guild_id: str | None = None
     channel_id: str | None = None
+    guessed: bool = False
+    """uninfo could not tell (an API call failed): the chat was read off the event's own ids."""
 
     @property
     def shared(self) -> bool:
@@ -115,13 +131,14 @@ def _role(session: Session) -> PlatformRole:
     return "member"
 
 
-def from_session(bot: Bot, session: Session) -> Where:
+def from_session(bot: Bot, event: Event, session: Session) -> Where:
     """The Where of an uninfo session."""
     scene, user = session.scene, session.user
     member_nick = session.member.nick if session.member else None
     name = member_nick or user.nick or user.name or ""
     platform, user_id = platform_name(bot), str(user.id)
-    if scene.is_private:
+    if scene.is_private or looks_private(event):
+        # (uninfo takes a Satori DM for a group where the server announces `guild.plain`)
         return Where(platform, "private", user_id, user_id, str(name))
     if scene.is_group:
         return Where(platform, "group", str(scene.id), user_id, str(name), _role(session))
@@ -132,20 +149,37 @@ def from_session(bot: Bot, session: Session) -> Where:
                  channel_id=str(scene.id))
 
 
+def _id_of(event: Event, *names: str) -> str | None:
+    for name in names:
+        value = getattr(event, name, None)
+        value = getattr(value, "id", value)
+        if value is not None and not callable(value) and str(value):
+            return str(value)
+    return None
+
+
 def _guess(bot: Bot, event: Event) -> Where:
     """When uninfo cannot tell (an adapter it does not know, an API call that failed): the
-    event's session id names a chat of its own, kept apart from every private chat."""
+    event's class and its own chat ids, never a private chat unless the class says so. What
+    this reads is marked `guessed`: allow- and deny-lists do not trust it."""
     try:
         user_id = event.get_user_id()
     except Exception:
         user_id = ""
-    try:
-        session_id = event.get_session_id()
-    except Exception:
-        session_id = user_id
-    if session_id in ("", user_id):
-        return Where(platform=platform_name(bot), kind="private", chat_id=user_id, user_id=user_id)
-    return Where(platform=platform_name(bot), kind="group", chat_id=session_id, user_id=user_id)
+    platform = platform_name(bot)
+    if looks_private(event):
+        return Where(platform, "private", user_id, user_id, guessed=True)
+    guild, channel = _id_of(event, "guild_id", "guild"), _id_of(event, "channel_id", "channel")
+    if guild and channel:
+        return Where(platform, "channel", f"{guild}/{channel}", user_id, guild_id=guild, channel_id=channel,
+                     guessed=True)
+    chat = _id_of(event, "group_id", "chat", "channel_id", "channel", "guild_id", "guild")
+    if chat is None:
+        try:
+            chat = event.get_session_id()  # a chat of its own, apart from every private chat
+        except Exception:
+            chat = f"unknown:{user_id}"
+    return Where(platform, "group", chat, user_id, guessed=True)
 
 
 def _scene_hint(event: Event) -> tuple[str | None, ...]:
@@ -165,7 +199,9 @@ class Remembered:
     session of the guild channel they spoke in before (and the other way round), so marsho
     keys its own by the event's kind, chat ids and sender, and never takes uninfo's."""
 
-    CACHE_SECONDS = 300.0
+    CACHE_SECONDS = 60.0
+    """A role taken away reaches marsho within this; the platform's API is asked at most once per
+    sender and chat in it."""
     MAX_ENTRIES = 4096
 
     def __init__(self) -> None:
@@ -177,13 +213,17 @@ class Remembered:
             session_id, user_id = event.get_session_id(), event.get_user_id()
         except Exception:
             return None
-        return (bot.self_id, type(event).__name__, session_id, user_id, *_scene_hint(event))
+        return (platform_name(bot), bot.self_id, type(event).__name__, session_id, user_id,
+                *_scene_hint(event))
 
     def get(self, key: tuple) -> Where | None:
         entry = self._entries.get(key)
         if entry is None or entry[0] < time.monotonic():
             return None
         return entry[1]
+
+    def clear(self) -> None:
+        self._entries.clear()
 
     def put(self, key: tuple, where: Where) -> None:
         if len(self._entries) >= self.MAX_ENTRIES:  # the oldest half goes
@@ -224,7 +264,7 @@ async def where_of(bot: Bot, event: Event, state: T_State | None = None) -> Wher
                 said = f"marsho: could not tell where a message came from: {error}"
                 logger.opt(exception=error).warning(said)
                 session = None
-            where = from_session(bot, session) if session is not None else _guess(bot, event)
+            where = from_session(bot, event, session) if session is not None else _guess(bot, event)
             if session is not None and key is not None:
                 remembered.put(key, where)
     if state is not None:
