@@ -494,3 +494,188 @@ def test_a_bad_fallback_is_named_without_showing_its_key() -> None:
     message = describe_validation_error(caught.value)  # type: ignore[arg-type]
     assert "MARSHO_FALLBACKS[0].base_url" in message and "MARSHO_FALLBACKS[0].model" in message
     assert "sk-never-shown-77" not in message
+
+
+# --- review of issue 15: bounds under pressure ----------------------------------------------------
+
+
+def clocked(client: LLMClient) -> tuple[list[float], list[float]]:
+    """(waits, now): the waits the client takes, recorded, moving the clock of its primary's key
+    pool instead of taking time (so keys come back from their rest without anyone sleeping)."""
+    now = [1000.0]
+    waits: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        waits.append(seconds)
+        now[0] += seconds
+
+    client.sleep = sleep
+    client.endpoints[0].pool._clock = lambda: now[0]
+    return waits, now
+
+
+async def test_a_pool_answered_429_with_retry_after_0_makes_a_bounded_number_of_requests(
+    fake: FakeOpenAI,
+) -> None:
+    fake.responder = lambda body: error(429, "slow down", headers={"Retry-After": "0"})
+    client = llm_client(fake, api_key=KEY_A, api_keys=[KEY_B], retries=2, timeout=2, retry_budget=1)
+    waits, _ = clocked(client)
+    with pytest.raises(EndpointError) as caught:
+        await client.complete(QUESTION)
+    assert caught.value.code == "endpoint.429"
+    # each key passes the request on once; then every 429 is one of MARSHO_RETRIES
+    assert len(fake.requests) <= 2 + 2 + 1
+    assert sum(waits) >= providers.BACKOFF_BASE / 2  # the keys rested at least a backoff
+
+
+async def test_a_hung_primary_is_not_retried_while_a_fallback_is_left(
+    fake: FakeOpenAI, second: FakeOpenAI
+) -> None:
+    fake.responder = lambda body: text("far too late", delay=1.5)
+    second.push(text("from the backup"))
+    client = llm_client(fake, retries=2, timeout=0.5, retry_budget=0.5,
+                        fallbacks=[Fallback(base_url=second.base_url, model="b")])
+    recording(client)
+    assert (await client.complete(QUESTION)).content == "from the backup"
+    assert len(fake.requests) == 1 and len(second.requests) == 1
+
+
+async def test_a_primary_alone_still_retries_its_timeouts(fake: FakeOpenAI) -> None:
+    fake.push(text("too slow", delay=1.5), text("in time"))
+    client = llm_client(fake, retries=1, timeout=0.5, retry_budget=1)
+    recording(client)
+    assert (await client.complete(QUESTION)).content == "in time" and len(fake.requests) == 2
+
+
+async def test_the_wait_for_a_resting_key_counts_against_the_deadline() -> None:
+    now = [100.0]
+    pool = KeyPool([KEY_A, KEY_B], clock=lambda: now[0])
+    pool.rest(pool.keys[0], 2.5)
+    pool.rest(pool.keys[1], 2.5)
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        now[0] += seconds
+
+    deadline = providers.Deadline(3, clock=lambda: now[0])  # not started: no attempt yet
+    providers.asyncio.sleep, saved = sleep, providers.asyncio.sleep  # type: ignore[assignment]
+    try:
+        await pool.take(deadline)
+        # the attempt after the wait gets what is left of the bound, not a fresh one
+        assert slept == [2.5] and deadline.left() == pytest.approx(0.5)
+        pool.rest(pool.keys[0], 2.5)
+        pool.rest(pool.keys[1], 2.5)
+        with pytest.raises(providers.NoKeyReady):  # past what is left: not waited for
+            await pool.take(deadline)
+        assert slept == [2.5] and sum(slept) <= deadline.seconds
+    finally:
+        providers.asyncio.sleep = saved  # type: ignore[assignment]
+
+
+async def test_each_question_refused_by_a_set_aside_pool_gets_its_own_error(fake: FakeOpenAI) -> None:
+    fake.responder = lambda body: error(401, "Incorrect API key provided")
+    client = llm_client(fake, api_key=KEY_A, api_keys=[KEY_B], retries=0)
+    raised: list[EndpointError] = []
+    for _ in range(4):
+        with pytest.raises(EndpointError) as caught:
+            await client.complete(QUESTION)
+        raised.append(caught.value)
+    assert len(fake.requests) == 2  # both keys set aside after the first question
+    assert len({id(error) for error in raised}) == len(raised)
+    assert all(error.code == "endpoint.401" and str(error) == str(raised[0]) for error in raised)
+
+    def frames(error: BaseException) -> int:
+        count, tb = 0, error.__traceback__
+        while tb is not None:
+            count, tb = count + 1, tb.tb_next
+        return count
+
+    assert frames(raised[1]) == frames(raised[3])  # the traceback does not grow question by question
+
+
+async def test_concurrent_failures_double_the_breakers_cooldown_not_once_each(
+    fake: FakeOpenAI, second: FakeOpenAI
+) -> None:
+    import asyncio
+
+    fake.responder = lambda body: error(503, "overloaded", delay=0.2)
+    client = llm_client(fake, retries=0, fallbacks=[Fallback(base_url=second.base_url, model="b")])
+    answers = await asyncio.gather(*(client.complete(QUESTION) for _ in range(8)))
+    assert [a.content for a in answers] == ["ok"] * 8 and len(fake.requests) == 8
+    breaker = client.endpoints[0].breaker
+    assert breaker.is_open and breaker.cooldown == providers.BREAKER_COOLDOWN
+
+
+def test_a_breakers_cooldown_doubles_only_for_a_trial() -> None:
+    now = [0.0]
+    breaker = CircuitBreaker(clock=lambda: now[0])
+    in_flight = now[0]
+    for _ in range(BREAKER_FAILURES):
+        breaker.failed(in_flight)
+    opened = breaker.open_until
+    assert not breaker.failed(in_flight)  # started before it opened: neither doubles nor extends
+    assert breaker.cooldown == providers.BREAKER_COOLDOWN and breaker.open_until == opened
+    now[0] = opened + 1
+    trial = now[0]
+    assert breaker.failed(trial) and breaker.cooldown == providers.BREAKER_COOLDOWN * 2
+
+
+async def test_a_retry_after_past_the_cap_is_not_waited_for_and_the_fallback_answers(
+    fake: FakeOpenAI, second: FakeOpenAI
+) -> None:
+    fake.responder = lambda body: error(429, "come back in an hour", headers={"Retry-After": "3600"})
+    second.push(text("from the backup"))
+    client = llm_client(fake, retries=2, fallbacks=[Fallback(base_url=second.base_url, model="b")])
+    waits = recording(client)
+    assert (await client.complete(QUESTION)).content == "from the backup"
+    assert waits == [] and len(fake.requests) == 1
+
+
+async def test_a_key_asked_to_wait_past_the_cap_rests_that_long_while_the_other_answers(
+    fake: FakeOpenAI,
+) -> None:
+    fake.push(error(429, "come back in an hour", headers={"Retry-After": "3600"}))
+    client = llm_client(fake, api_key=KEY_A, api_keys=[KEY_B], retries=2)
+    waits = recording(client)
+    assert (await client.complete(QUESTION)).content == "ok"
+    assert waits == [] and keys_sent(fake) == [KEY_A, KEY_B]
+    state, left = client.endpoints[0].pool.keys[0].state(providers.time.monotonic())
+    assert state == "resting" and left > providers.RETRY_AFTER_CAP
+
+
+async def test_a_key_refused_under_several_requests_in_flight_is_set_aside_and_logged_once(
+    fake: FakeOpenAI, logged: list[str]
+) -> None:
+    import asyncio
+
+    def answer(body: dict[str, Any]) -> Answer:
+        if body["_headers"]["authorization"] == f"Bearer {KEY_A}":
+            return error(401, "Incorrect API key provided", delay=0.2)
+        return text("answered")
+
+    fake.responder = answer
+    client = llm_client(fake, api_key=KEY_A, api_keys=[KEY_B], retries=0)
+    answers = await asyncio.gather(*(client.complete(QUESTION) for _ in range(3)))
+    assert [a.content for a in answers] == ["answered"] * 3
+    assert keys_sent(fake).count(KEY_A) == 2  # two questions were in flight with it
+    assert len([line for line in logged if "set aside" in line]) == 1
+
+
+async def test_whether_an_endpoint_needs_a_key_is_read_once(
+    fake: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from nonebot_plugin_marsho.agent import llm
+
+    client = llm_client(fake, api_key="")
+    calls: list[str] = []
+    real = llm.urlsplit
+
+    def counting(url: str) -> Any:
+        calls.append(url)
+        return real(url)
+
+    monkeypatch.setattr(llm, "urlsplit", counting)
+    for _ in range(3):
+        assert (await client.complete(QUESTION)).content == "ok"
+    assert calls == [] and not client.needs_key

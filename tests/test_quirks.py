@@ -53,9 +53,10 @@ async def refusal(client: LLMClient, messages: list[dict[str, Any]]) -> str:
 
 
 @pytest.mark.parametrize(("model", "expected"), [
-    ("deepseek-reasoner", Quirks(merge_same_role=True)),
-    ("DeepSeek-R1-0528", Quirks(merge_same_role=True)),
-    ("mimo-v2-flash", Quirks()),
+    ("deepseek-reasoner", Quirks(reasoning_back=True, merge_same_role=True)),
+    ("DeepSeek-R1-0528", Quirks(reasoning_back=True, merge_same_role=True)),
+    ("mimo-v2-flash", Quirks(reasoning_back=True)),
+    ("kimi-k2-thinking-turbo", Quirks(reasoning_back=True)),
     ("o1-mini-2024-09-12", Quirks(reasoning_back=False, system_as_user=True,
                                   token_field="max_completion_tokens")),
     ("o3-mini", Quirks(reasoning_back=False, token_field="max_completion_tokens")),
@@ -72,7 +73,7 @@ def test_marsho_model_quirks_change_fields_over_the_built_in_profile() -> None:
     config = Config(marsho_model_quirks={"deepseek-*": {"system_as_user": True},
                                          "deepseek-reasoner": {"merge_same_role": False}})
     overrides = {pattern: given.fields() for pattern, given in config.marsho_model_quirks.items()}
-    assert quirks_for("deepseek-reasoner", overrides) == Quirks(system_as_user=True)
+    assert quirks_for("deepseek-reasoner", overrides) == Quirks(reasoning_back=True, system_as_user=True)
     assert quirks_for("deepseek-chat", overrides) == Quirks(system_as_user=True)
     assert quirks_for("gpt-4o", overrides) == Quirks(reasoning_back=False)
 
@@ -96,7 +97,7 @@ def test_shaping_merges_same_roles_and_keeps_tool_messages_apart() -> None:
         {"role": "tool", "tool_call_id": "c1", "content": "r1"},
         {"role": "tool", "tool_call_id": "c2", "content": "r2"},
     ]
-    assert shaped(messages, Quirks(merge_same_role=True)) == [
+    assert shaped(messages, Quirks(merge_same_role=True, reasoning_back=True)) == [
         {"role": "system", "content": "persona\n\nfacts"},
         {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
         {"role": "assistant", "content": "thinking aloud", "tool_calls": [CALL], "reasoning_content": "why"},
@@ -110,7 +111,8 @@ def test_shaping_sets_tool_call_text_and_drops_reasoning_as_asked() -> None:
     message = {"role": "assistant", "content": None, "tool_calls": [CALL], "reasoning_content": "why"}
     assert shaped([message], Quirks(tool_call_content="empty", reasoning_back=False)) == [
         {"role": "assistant", "content": "", "tool_calls": [CALL]}]
-    assert shaped([{**message, "content": ""}], Quirks()) == [message]
+    assert shaped([{**message, "content": ""}], Quirks(reasoning_back=True)) == [message]
+    assert shaped([message], Quirks()) == [{"role": "assistant", "content": None, "tool_calls": [CALL]}]
     assert shaped([{"role": "system", "content": "p"}], Quirks(system_as_user=True)) == [
         {"role": "user", "content": "p"}]
 
@@ -218,3 +220,56 @@ async def test_a_fallback_with_other_quirks_continues_a_turn_without_a_provider_
     assert sent[0]["role"] == "user"  # o1-mini's profile: the system prompt as a user message
     assert not any("reasoning_content" in message for message in sent)
     backup.reset()
+
+
+async def test_reasoning_of_one_provider_never_reaches_the_fallback_a_turn_moved_to(
+    fake: FakeOpenAI, backup: FakeOpenAI
+) -> None:
+    backup.reset()
+    fake.push(tool_calls(("wx__get_weather", {"location": "Oslo"}), reasoning="primary's thoughts"),
+              tool_calls(("wx__get_weather", {"location": "Rome"}), reasoning="more of them"),
+              error(503, "gone"))
+    backup.push(tool_calls(("wx__get_weather", {"location": "Paris"}), reasoning="backup's own"),
+                text("Sunny everywhere."))
+    client = llm_client(fake, model="deepseek-reasoner", retries=0,
+                        fallbacks=[Fallback(base_url=backup.base_url, model="llama-3.1-70b")])
+    engine = engine_on(client)
+    reply = await engine.chat("k", "weather?")
+    assert reply.text == "Sunny everywhere." and reply.rounds == 3
+    # the primary got its own reasoning back within the turn, as DeepSeek's reasoner wants
+    assert [m.get("reasoning_content") for m in fake.requests[1]["messages"]
+            if m.get("tool_calls")] == ["primary's thoughts"]
+    moved = backup.requests[0]["messages"]
+    assert [m["role"] for m in moved].count("assistant") == 2
+    assert not any("reasoning_content" in message for message in moved)
+    assert not any("reasoning_content" in message for message in backup.requests[1]["messages"])
+    backup.reset()
+
+
+async def test_a_reasoner_fallback_gets_empty_reasoning_beside_another_providers_tool_calls(
+    fake: FakeOpenAI, backup: FakeOpenAI
+) -> None:
+    backup.reset()
+    backup.strict = True  # refuses a tool call without `reasoning_content`, as DeepSeek does
+    fake.push(tool_calls(("wx__get_weather", {"location": "Oslo"}), reasoning="mimo's thoughts"),
+              error(503, "gone"))
+    backup.push(tool_calls(("wx__get_weather", {"location": "Rome"}), reasoning="deepseek's own"),
+                text("Sunny in Oslo."))
+    client = llm_client(fake, model="mimo-v2-flash", retries=0,
+                        fallbacks=[Fallback(base_url=backup.base_url, model="deepseek-reasoner")])
+    reply = await engine_on(client).chat("k", "weather?")
+    assert reply.text == "Sunny in Oslo." and len(backup.requests) == 2
+    calls = [m for m in backup.requests[1]["messages"] if m.get("tool_calls")]
+    assert [m["reasoning_content"] for m in calls] == ["", "deepseek's own"]  # its own goes back
+    backup.reset()
+
+
+def test_shaping_leaves_out_reasoning_another_endpoint_gave() -> None:
+    messages = [{"role": "user", "content": "hi"},
+                {"role": "assistant", "content": None, "tool_calls": [CALL], "reasoning_content": "theirs"},
+                {"role": "tool", "tool_call_id": "c1", "content": "sunny"},
+                {"role": "assistant", "content": None, "tool_calls": [CALL], "reasoning_content": "ours"}]
+    sent = shaped(messages, Quirks(reasoning_back=True), foreign={"theirs"})
+    assert sent[1]["reasoning_content"] == "" and sent[3]["reasoning_content"] == "ours"
+    assert not any("reasoning_content" in m for m in shaped(messages, Quirks(), foreign={"theirs"}))
+    assert messages[1]["reasoning_content"] == "theirs"  # what is stored stays as it is

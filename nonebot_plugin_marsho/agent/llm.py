@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import dataclasses
 import json
 import re
 import time
 import uuid
 import zlib
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -26,6 +27,7 @@ from .prompt_mode import parse_tool_calls, system_addendum, to_prompt_messages
 from .providers import (
     AUTH_REST,
     RETRY_AFTER_CAP,
+    RETRY_AFTER_REST_CAP,
     RETRY_BUDGET,
     CircuitBreaker,
     Deadline,
@@ -237,6 +239,25 @@ class Route:
     endpoint: int | None = None
     spent: float = 0.0
     """Seconds of the retry budget the turn's requests used (failed attempts and waits)."""
+    reasoning: dict[str, int] = field(default_factory=dict)
+    """The reasoning of the turn's tool-call answers, by the endpoint that gave it: it goes back
+    to that endpoint only, never to another provider the turn moved to."""
+
+    def foreign_reasoning(self, messages: list[dict[str, Any]], index: int) -> frozenset[str]:
+        """The `reasoning_content` of `messages` that endpoint `index` did not give itself."""
+        return frozenset(
+            reasoning for message in messages
+            if isinstance(reasoning := message.get("reasoning_content"), str)
+            and self.reasoning.get(reasoning) != index)
+
+
+def _fresh(error: EndpointError) -> EndpointError:
+    """A new EndpointError saying what a stored one says: raised instead of the stored one, so
+    each question gets its own object and traceback (one raised again and again would gather
+    every raise's frames, and be shared by every task raising it)."""
+    copied = copy.copy(error)
+    copied.__traceback__ = copied.__cause__ = copied.__context__ = None
+    return copied
 
 
 class _Endpoint:
@@ -254,6 +275,9 @@ class _Endpoint:
         self.breaker = CircuitBreaker()
         self.usage = Usage()
         self.client: openai.AsyncOpenAI | None = None
+        host = urlsplit(self.base_url).hostname or ""
+        self.needs_key = not self.pool.keys[0].value and host.endswith("openai.com")
+        """No key is set and the endpoint is one that always wants one (read once, not per request)."""
 
 
 class LLMClient:
@@ -336,8 +360,7 @@ class LLMClient:
 
     @staticmethod
     def _needs_key(ep: _Endpoint) -> bool:
-        host = urlsplit(ep.base_url).hostname or ""
-        return not ep.pool.keys[0].value and host.endswith("openai.com")
+        return ep.needs_key
 
     def _get_client(self, ep: _Endpoint) -> openai.AsyncOpenAI:
         if ep.client is None:
@@ -390,19 +413,29 @@ class LLMClient:
         Each endpoint is retried MARSHO_RETRIES times for failures a retry may fix, then the
         next one of MARSHO_FALLBACKS is asked; all of it within `timeout` + `retry_budget`.
         `route` keeps a turn on the endpoint that answered its first request, and spreads one
-        `retry_budget` over all the turn's requests."""
-        budget = self.retry_budget - (route.spent if route is not None else 0.0)
-        deadline = Deadline(self.timeout + max(0.0, budget))
+        `retry_budget` over all the turn's requests.
+
+        While endpoints are left to try, one that timed out is not retried, and its retries
+        leave min(`timeout`, the budget) of the deadline to the ones after it; reasoning goes
+        back only to the endpoint that gave it (see Route)."""
+        budget = max(0.0, self.retry_budget - (route.spent if route is not None else 0.0))
+        deadline = Deadline(self.timeout + budget)
+        reserve = min(self.timeout, budget)
         first_error: EndpointError | None = None
-        for ep in self._order(route):
+        order = self._order(route)
+        for position, ep in enumerate(order):
             if first_error is not None and deadline.left() <= 0:
                 break
+            more = position < len(order) - 1
+            foreign = route.foreign_reasoning(messages, ep.index) if route is not None else frozenset()
+            tried = ep.breaker.now()
             try:
-                completion = await self._complete_on(ep, messages, tools, deadline)
+                completion = await self._complete_on(ep, messages, tools, deadline, more=more,
+                                                     keep=reserve if more else 0.0, foreign=foreign)
             except EndpointError as error:
                 if not falls_back(error):
                     raise
-                if ep.breaker.failed() and len(self.endpoints) > 1:
+                if ep.breaker.failed(tried) and len(self.endpoints) > 1:
                     logger.warning(f"marsho: endpoint {ep.name} ({ep.base_url}) failed "
                                    f"{ep.breaker.failures} requests in a row; skipped for "
                                    f"{ep.breaker.cooldown:g} s")
@@ -414,6 +447,8 @@ class LLMClient:
             if route is not None:
                 route.endpoint = ep.index
                 route.spent += deadline.spent
+                if completion.tool_calls and completion.reasoning:
+                    route.reasoning[completion.reasoning] = ep.index
             if ep.index:
                 logger.info(f"marsho: answered by {ep.name} ({ep.base_url}, {self._model_of(ep)})")
             return completion
@@ -431,13 +466,14 @@ class LLMClient:
 
     async def _complete_on(
         self, ep: _Endpoint, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
-        deadline: Deadline,
+        deadline: Deadline, *, more: bool = False, keep: float = 0.0, foreign: Collection[str] = (),
     ) -> Completion:
         model = self._model_of(ep)
         mode = self._tool_mode_of(model, ep.tool_mode)
+        options: dict[str, Any] = {"more": more, "keep": keep, "foreign": foreign}
         if mode == "native":
             try:
-                return await self._request(ep, messages, tools, deadline)
+                return await self._request(ep, messages, tools, deadline, **options)
             except EndpointError as error:
                 if not tools or not _refuses_tools(error):
                     raise
@@ -451,7 +487,7 @@ class LLMClient:
         plain = to_prompt_messages(messages)
         if mode == "prompt" and tools:
             plain = _with_system_text(plain, system_addendum(tools))
-        completion = await self._request(ep, plain, None, deadline)
+        completion = await self._request(ep, plain, None, deadline, **options)
         calls, text = parse_tool_calls(completion.content)
         if not calls:
             return completion
@@ -461,39 +497,56 @@ class LLMClient:
 
     async def _request(
         self, ep: _Endpoint, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
-        deadline: Deadline,
+        deadline: Deadline, *, more: bool = False, keep: float = 0.0, foreign: Collection[str] = (),
     ) -> Completion:
         """Send one chat-completions request and read the first choice, retrying what a retry
         may fix (MARSHO_RETRIES) within `deadline`; a 429 rests its key, a 401/403 sets it
-        aside, and another key of the pool takes over at once."""
+        aside, and another key of the pool takes over at once (each key once per request:
+        a second 429 of a key counts as a retry).
+
+        `more`: endpoints are left to try after this one; a timeout then goes to them at once,
+        and the retries here leave `keep` seconds of the deadline to them. A Retry-After past
+        RETRY_AFTER_CAP is not waited for: its key rests that long and another key, or the
+        next endpoint, takes the request. `foreign`: reasoning another endpoint gave, not sent
+        here (see `shaped`)."""
         if self._needs_key(ep):
             raise EndpointError(code="endpoint.no_key", hint="endpoint.no_key.hint", url=ep.base_url)
         model = self._model_of(ep)
         quirks = self._quirks.get(model)
         if quirks is None:  # matched once per model name
             quirks = self._quirks[model] = quirks_for(model, self.quirks)
-        request: dict[str, Any] = {"model": model, "messages": shaped(messages, quirks)}
+        request: dict[str, Any] = {"model": model, "messages": shaped(messages, quirks, foreign)}
         if tools:
             request["tools"] = tools
         if self.max_answer_tokens:
             request[quirks.token_field] = self.max_answer_tokens
         attempt = 0
+        rotated: set[int] = set()
+        """Keys (by id) that passed this request on to another key after a 429."""
         last: EndpointError | None = None
         while True:
+            if last is not None and deadline.left() <= keep:
+                raise last  # nothing left for another try here (the rest is the fallbacks')
             try:
-                key = await ep.pool.take(deadline)
+                key = await ep.pool.take(deadline, keep=keep, sleep=self.sleep)
             except NoKeyReady:
-                refusal = last or ep.pool.last_refusal
-                assert refusal is not None  # keys rest or are set aside only after a refusal
-                raise refusal from None
+                if last is not None:
+                    raise last from None
+                # every key rests or is set aside after an earlier question's refusal
+                assert ep.pool.last_refusal is not None
+                raise _fresh(ep.pool.last_refusal) from None
+            # the first attempt here gets MARSHO_TIMEOUT; later ones leave `keep` to the fallbacks
+            timeout = min(self.timeout, deadline.left() - (keep if last is not None else 0.0))
             try:
                 if self.gate is None:
                     started = deadline.start()
-                    body = await self._exchange(ep, key, request, min(self.timeout, deadline.left()))
+                    body = await self._exchange(ep, key, request, timeout)
                 else:
                     async with self.gate.slot():  # the wait for a slot is not part of MARSHO_TIMEOUT
                         started = deadline.start()
-                        body = await self._exchange(ep, key, request, min(self.timeout, deadline.left()))
+                        timeout = min(self.timeout,
+                                      deadline.left() - (keep if last is not None else 0.0))
+                        body = await self._exchange(ep, key, request, timeout)
                 completion = self._read(ep, self._parse(ep, body))
             except EndpointError as error:
                 kind = kind_of(error)
@@ -501,21 +554,36 @@ class LLMClient:
                 last = error
                 if kind in ("auth", "rate"):
                     ep.pool.last_refusal = error
-                if kind == "auth" and ep.pool.set_aside(key):
-                    logger.warning(f"marsho: endpoint {ep.name} ({ep.base_url}) refused key "
-                                   f"{masked(key.value)} ({error.status}); it is set aside for "
-                                   f"{AUTH_REST:g} s and the pool's other keys are used")
+                if kind == "auth" and not ep.pool.single:
+                    # set aside once, logged once: other requests in flight with it may be
+                    # refused after this one
+                    if ep.pool.set_aside(key):
+                        logger.warning(f"marsho: endpoint {ep.name} ({ep.base_url}) refused key "
+                                       f"{masked(key.value)} ({error.status}); it is set aside for "
+                                       f"{AUTH_REST:g} s and the pool's other keys are used")
                     continue
-                wait = error.retry_after
-                wait = backoff(attempt) if wait is None else min(wait, RETRY_AFTER_CAP)
+                asked = error.retry_after
+                if kind == "rate" and asked is not None and asked > RETRY_AFTER_CAP:
+                    # not waited for: the key rests as asked, another takes over, else the
+                    # next endpoint (or the 429 is the answer)
+                    ep.pool.rest(key, min(asked, RETRY_AFTER_REST_CAP))
+                    if not ep.pool.single and ep.pool.ready():
+                        continue
+                    raise
+                wait = backoff(attempt) if asked is None else asked
                 if kind == "rate" and not ep.pool.single:
-                    ep.pool.rest(key, wait)
-                    if ep.pool.ready():
-                        continue  # another key takes it at once: not a retry (each key rests once)
+                    # at least a backoff: a Retry-After of 0 would let the keys take turns at
+                    # the speed of the endpoint's answers
+                    ep.pool.rest(key, max(wait, backoff(attempt)))
+                    if id(key) not in rotated and ep.pool.ready():
+                        rotated.add(id(key))
+                        continue  # another key takes it at once: not a retry (each key once)
                     wait = 0.0  # the pool waits for the first rested key itself, within the bound
                 if not retryable(error) or attempt >= self.retries:
                     raise
-                if wait >= deadline.left():
+                if kind == "timeout" and more:
+                    raise  # a hung endpoint: the next one is asked now, with the time left
+                if wait >= deadline.left() - keep:
                     raise
                 logger.info(f"marsho: endpoint {ep.name} ({ep.base_url}), retry {attempt + 1} of "
                             f"{self.retries} in {wait:.1f} s: {error}")

@@ -10,7 +10,7 @@ import itertools
 import random
 import time
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -22,6 +22,10 @@ RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 RETRY_AFTER_CAP = 30.0
 """Seconds of a Retry-After header honoured at most (a provider asking for an hour is not
 waited for; the question falls back or fails)."""
+
+RETRY_AFTER_REST_CAP = 3600.0
+"""Seconds a key of a pool rests at most after a Retry-After past RETRY_AFTER_CAP (which is not
+waited for: the other keys, or the fallbacks, take the questions meanwhile)."""
 
 BACKOFF_BASE = 0.5
 """Seconds before the first retry when the endpoint gave no Retry-After; doubled each retry."""
@@ -188,8 +192,8 @@ class NoKeyReady(Exception):
 
 class Deadline:
     """When one request must be done, whatever its retries and fallbacks: `seconds` after its
-    first attempt got going (the wait for a slot in the request gate is not counted, as it is
-    not part of MARSHO_TIMEOUT either)."""
+    first attempt got going, or its first wait for a resting key of a pool (the wait for a slot
+    in the request gate is not counted, as it is not part of MARSHO_TIMEOUT either)."""
 
     def __init__(self, seconds: float, clock: Callable[[], float] = time.monotonic) -> None:
         self.seconds = seconds
@@ -242,23 +246,28 @@ class KeyPool:
         now = self._clock()
         return [key for key in self.keys if key.state(now)[0] == "ok"]
 
-    async def take(self, deadline: Deadline) -> Key:
+    async def take(
+        self, deadline: Deadline, *, keep: float = 0.0,
+        sleep: Callable[[float], Awaitable[None]] | None = None,
+    ) -> Key:
         """The next ready key; when all rest, wait for the first to come back (NoKeyReady if
-        that is past the deadline or every key is set aside)."""
+        that is past the deadline, less the `keep` seconds left for other endpoints, or every
+        key is set aside). The wait is part of the deadline: it starts the deadline."""
         if self.single:
             return self.keys[0]
         while True:
             ready = self.ready()
             if ready:
                 return ready[next(self._turn) % len(ready)]
+            deadline.start()  # waiting for a key counts, so the attempt after it gets what is left
             now = self._clock()
             resting = [key.resting_until for key in self.keys if key.set_aside_until <= now]
             if not resting:
                 raise NoKeyReady
             wake = min(resting)
-            if wake - now >= deadline.left():
+            if wake - now >= deadline.left() - keep:
                 raise NoKeyReady
-            await asyncio.sleep(max(0.0, wake - now))
+            await (sleep or asyncio.sleep)(max(0.0, wake - now))
 
     def rest(self, key: Key, seconds: float) -> None:
         """`key` answered 429: not used for `seconds`."""
@@ -266,8 +275,10 @@ class KeyPool:
             key.resting_until = max(key.resting_until, self._clock() + seconds)
 
     def set_aside(self, key: Key) -> bool:
-        """`key` was refused (401/403): not used for AUTH_REST; False for a pool of one."""
-        if self.single:
+        """`key` was refused (401/403): not used for AUTH_REST; False for a pool of one, and for
+        a key already set aside (another request in flight with it was refused first: its
+        timer is not reset, and it is logged once)."""
+        if self.single or key.set_aside_until > self._clock():
             return False
         key.set_aside_until = self._clock() + AUTH_REST
         return True
@@ -283,6 +294,10 @@ class CircuitBreaker:
         self.cooldown = BREAKER_COOLDOWN
         self._clock = clock
 
+    def now(self) -> float:
+        """The breaker's clock: when a request starts, for `failed`."""
+        return self._clock()
+
     @property
     def is_open(self) -> bool:
         return self.open_until > self._clock()
@@ -290,15 +305,23 @@ class CircuitBreaker:
     def succeeded(self) -> None:
         self.failures, self.open_until, self.cooldown = 0, 0.0, BREAKER_COOLDOWN
 
-    def failed(self) -> bool:
-        """Count a failed request; True when this one opened the breaker."""
+    def failed(self, started: float | None = None) -> bool:
+        """Count a failed request that started at `started` (now when not given); True when
+        this one opened the breaker. The cool-down doubles only for a trial: a request started
+        after the cool-down ended. Requests that were in flight when it opened (or that ran
+        while it was open, every endpoint being skipped) neither double nor extend it."""
+        now = self._clock()
+        started = now if started is None else started
         self.failures += 1
         if self.failures < BREAKER_FAILURES:
             return False
-        trial = self.open_until != 0.0  # it had been open: this was the trial after the cool-down
-        if trial:
-            self.cooldown = min(BREAKER_COOLDOWN_CAP, self.cooldown * 2)
-        self.open_until = self._clock() + self.cooldown
+        if self.open_until != 0.0:  # it had opened before
+            if started < self.open_until:  # not a trial: in flight, or sent while skipped
+                if self.open_until > now:
+                    return False
+            else:
+                self.cooldown = min(BREAKER_COOLDOWN_CAP, self.cooldown * 2)
+        self.open_until = now + self.cooldown
         return True
 
 

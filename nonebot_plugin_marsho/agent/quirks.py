@@ -6,7 +6,7 @@ only what goes on the wire is shaped, so a turn can move to another model mid-wa
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -19,9 +19,10 @@ class Quirks(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    reasoning_back: bool = True
-    """Send `reasoning_content` back with the assistant's tool calls within the turn (DeepSeek's
-    and MiMo's thinking modes refuse the next request without it)."""
+    reasoning_back: bool = False
+    """Send `reasoning_content` back with the assistant's tool calls within the turn (DeepSeek's,
+    MiMo's and Kimi's thinking modes refuse the next request without it); only the profiles
+    that need it do, and only to the endpoint whose model gave it."""
     merge_same_role: bool = False
     """Merge consecutive messages of the same role (DeepSeek's reasoner refuses them)."""
     system_as_user: bool = False
@@ -56,6 +57,7 @@ PROFILES: list[tuple[tuple[str, ...], QuirkFields]] = [
     (("deepseek-reasoner*", "deepseek-r1*", "*/deepseek-r1*"),
      {"reasoning_back": True, "merge_same_role": True}),
     (("mimo*", "*/mimo*"), {"reasoning_back": True}),
+    (("kimi-k2-thinking*", "*/kimi-k2-thinking*"), {"reasoning_back": True}),
     (("o1-mini*", "o1-preview*"),
      {"reasoning_back": False, "system_as_user": True, "token_field": "max_completion_tokens"}),
     (("o1*", "o3*", "o4*", "gpt-5*"), {"reasoning_back": False, "token_field": "max_completion_tokens"}),
@@ -96,11 +98,20 @@ def _joined(first: Any, second: Any) -> Any:
     return [*_as_parts(first), *_as_parts(second)]
 
 
-def shaped(messages: list[Message], quirks: Quirks) -> list[Message]:
-    """The messages as `quirks` wants them sent (new dicts where something changed)."""
+def shaped(messages: list[Message], quirks: Quirks, foreign: Collection[str] = ()) -> list[Message]:
+    """The messages as `quirks` wants them sent (new dicts where something changed).
+
+    `foreign`: reasoning that another endpoint gave (a turn that moved mid-way): never sent to
+    this one, whose model did not think it; a model that wants `reasoning_content` beside each
+    tool call (`reasoning_back`) gets it empty there."""
     out: list[Message] = []
     for message in messages:
         role = message.get("role")
+        reasoning = message.get("reasoning_content")
+        if foreign and isinstance(reasoning, str) and reasoning in foreign:
+            message = {k: v for k, v in message.items() if k != "reasoning_content"}
+            if quirks.reasoning_back and message.get("tool_calls"):
+                message["reasoning_content"] = ""
         if role == "system" and quirks.system_as_user:
             message = {**message, "role": "user"}
             role = "user"
