@@ -1,6 +1,8 @@
 """Questions against an endpoint that fails often (issue 15): the share answered and the time per
 question with MARSHO_RETRIES at its default and at 5, and a dead primary with a healthy fallback
-against a healthy primary.
+against a healthy primary; a hung primary (it answers after HUNG_DELAY s, past MARSHO_TIMEOUT=1)
+with a healthy fallback; and a pool of two keys both answered 429 with `Retry-After: 0` (the
+requests each question makes stay within the keys and MARSHO_RETRIES).
 
 In process: `Engine.chat` with the real LLMClient against the fake OpenAI-compatible endpoint
 (`tests/fake_openai.py`), which answers in BENCH_LATENCY seconds; the flaky one answers 30 % of
@@ -30,6 +32,7 @@ LATENCY = float(os.environ.get("BENCH_LATENCY", "0.1"))
 RATE_LIMITED, FAILED = 0.30, 0.10
 ANSWERED_TARGET = 0.99
 FALLBACK_TARGET = 1.2
+HUNG_DELAY = 3.0
 
 
 def flaky(seed: int) -> Any:
@@ -63,7 +66,8 @@ async def ask_all(label: str, base_url: str, **options: Any) -> list[float]:
     from nonebot_plugin_marsho.store.sql import SqlStore
     from nonebot_plugin_marsho.tools import ToolRunner, Toolset
 
-    llm = LLMClient(base_url=base_url, api_key="k", model="fake-model", timeout=30, **options)
+    options = {"api_key": "k", "timeout": 30, **options}
+    llm = LLMClient(base_url=base_url, model="fake-model", **options)
     toolset = Toolset()
     runner = ToolRunner(toolset)
     store = SqlStore("sqlite://")
@@ -95,8 +99,9 @@ async def ask_all(label: str, base_url: str, **options: Any) -> list[float]:
         await store.close()
     answered = len(times) / QUESTIONS
     tail = f"; failed: {failures}" if failures else ""
-    print(f"[{label}] answered {len(times)}/{QUESTIONS} ({answered:.0%}); per question median "
-          f"{statistics.median(times):.3f} s, p95 {percentile(times, 0.95):.3f} s; "
+    timing = (f"per question median {statistics.median(times):.3f} s, p95 "
+              f"{percentile(times, 0.95):.3f} s; " if times else "")
+    print(f"[{label}] answered {len(times)}/{QUESTIONS} ({answered:.0%}); {timing}"
           f"{wall:.1f} s for all{tail}")
     return times
 
@@ -131,6 +136,26 @@ async def main() -> None:
         ratio = percentile(fallen, 0.95) / percentile(healthy, 0.95)
         print(ratio_line("p95 dead primary + fallback / healthy primary", ratio, FALLBACK_TARGET,
                          "n/a (no fallback: every question failed)"))
+
+        fake.reset()
+        fake.responder = lambda body: text("far too late", delay=HUNG_DELAY)
+        backup.reset()
+        backup.latency = LATENCY
+        await ask_all(f"hung primary ({HUNG_DELAY:g} s), MARSHO_TIMEOUT=1, healthy fallback",
+                      fake.base_url, retries=default, timeout=1,
+                      fallbacks=[Fallback(base_url=backup.base_url, model="fake-model")])
+        print(f"  requests: primary {len(fake.requests)}, fallback {len(backup.requests)} "
+              "(predecessor: the primary's retries took the whole bound, the fallback was never asked)")
+
+        fake.reset()
+        fake.latency = LATENCY
+        fake.responder = lambda body: error(429, "Rate limit reached", headers={"Retry-After": "0"})
+        keys = ["sk-bench-key-1111", "sk-bench-key-2222"]
+        await ask_all("two keys, always 429 with Retry-After: 0", fake.base_url, retries=default,
+                      timeout=2, retry_budget=1, api_key=keys[0], api_keys=keys[1:])
+        asked = QUESTIONS + 1  # and the warm-up
+        print(f"  requests per question: {len(fake.requests) / asked:.1f} (at most keys + "
+              f"MARSHO_RETRIES + 1 = {len(keys) + default + 1}; predecessor: about 2,400 in 3 s)")
 
 
 if __name__ == "__main__":
