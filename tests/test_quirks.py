@@ -53,10 +53,10 @@ async def refusal(client: LLMClient, messages: list[dict[str, Any]]) -> str:
 
 
 @pytest.mark.parametrize(("model", "expected"), [
-    ("deepseek-reasoner", Quirks(reasoning_back=True, merge_same_role=True)),
-    ("DeepSeek-R1-0528", Quirks(reasoning_back=True, merge_same_role=True)),
-    ("mimo-v2-flash", Quirks(reasoning_back=True)),
-    ("kimi-k2-thinking-turbo", Quirks(reasoning_back=True)),
+    ("deepseek-reasoner", Quirks(reasoning_required=True, merge_same_role=True)),
+    ("DeepSeek-R1-0528", Quirks(reasoning_required=True, merge_same_role=True)),
+    ("mimo-v2-flash", Quirks(reasoning_required=True)),
+    ("kimi-k2-thinking-turbo", Quirks(reasoning_required=True)),
     ("o1-mini-2024-09-12", Quirks(reasoning_back=False, system_as_user=True,
                                   token_field="max_completion_tokens")),
     ("o3-mini", Quirks(reasoning_back=False, token_field="max_completion_tokens")),
@@ -73,7 +73,8 @@ def test_marsho_model_quirks_change_fields_over_the_built_in_profile() -> None:
     config = Config(marsho_model_quirks={"deepseek-*": {"system_as_user": True},
                                          "deepseek-reasoner": {"merge_same_role": False}})
     overrides = {pattern: given.fields() for pattern, given in config.marsho_model_quirks.items()}
-    assert quirks_for("deepseek-reasoner", overrides) == Quirks(reasoning_back=True, system_as_user=True)
+    assert quirks_for("deepseek-reasoner", overrides) == Quirks(reasoning_required=True,
+                                                                system_as_user=True)
     assert quirks_for("deepseek-chat", overrides) == Quirks(system_as_user=True)
     assert quirks_for("gpt-4o", overrides) == Quirks(reasoning_back=False)
 
@@ -97,7 +98,7 @@ def test_shaping_merges_same_roles_and_keeps_tool_messages_apart() -> None:
         {"role": "tool", "tool_call_id": "c1", "content": "r1"},
         {"role": "tool", "tool_call_id": "c2", "content": "r2"},
     ]
-    assert shaped(messages, Quirks(merge_same_role=True, reasoning_back=True)) == [
+    assert shaped(messages, Quirks(merge_same_role=True)) == [
         {"role": "system", "content": "persona\n\nfacts"},
         {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
         {"role": "assistant", "content": "thinking aloud", "tool_calls": [CALL], "reasoning_content": "why"},
@@ -111,8 +112,7 @@ def test_shaping_sets_tool_call_text_and_drops_reasoning_as_asked() -> None:
     message = {"role": "assistant", "content": None, "tool_calls": [CALL], "reasoning_content": "why"}
     assert shaped([message], Quirks(tool_call_content="empty", reasoning_back=False)) == [
         {"role": "assistant", "content": "", "tool_calls": [CALL]}]
-    assert shaped([{**message, "content": ""}], Quirks(reasoning_back=True)) == [message]
-    assert shaped([message], Quirks()) == [{"role": "assistant", "content": None, "tool_calls": [CALL]}]
+    assert shaped([{**message, "content": ""}], Quirks()) == [message]
     assert shaped([{"role": "system", "content": "p"}], Quirks(system_as_user=True)) == [
         {"role": "user", "content": "p"}]
 
@@ -242,7 +242,9 @@ async def test_reasoning_of_one_provider_never_reaches_the_fallback_a_turn_moved
     moved = backup.requests[0]["messages"]
     assert [m["role"] for m in moved].count("assistant") == 2
     assert not any("reasoning_content" in message for message in moved)
-    assert not any("reasoning_content" in message for message in backup.requests[1]["messages"])
+    # its own reasoning goes back to it; the primary's still does not
+    assert [m.get("reasoning_content") for m in backup.requests[1]["messages"]
+            if m.get("tool_calls")] == [None, None, "backup's own"]
     backup.reset()
 
 
@@ -269,7 +271,8 @@ def test_shaping_leaves_out_reasoning_another_endpoint_gave() -> None:
                 {"role": "assistant", "content": None, "tool_calls": [CALL], "reasoning_content": "theirs"},
                 {"role": "tool", "tool_call_id": "c1", "content": "sunny"},
                 {"role": "assistant", "content": None, "tool_calls": [CALL], "reasoning_content": "ours"}]
-    sent = shaped(messages, Quirks(reasoning_back=True), foreign={"theirs"})
+    sent = shaped(messages, Quirks(), foreign={"theirs"})
+    assert "reasoning_content" not in sent[1] and sent[3]["reasoning_content"] == "ours"
+    sent = shaped(messages, Quirks(reasoning_required=True), foreign={"theirs"})
     assert sent[1]["reasoning_content"] == "" and sent[3]["reasoning_content"] == "ours"
-    assert not any("reasoning_content" in m for m in shaped(messages, Quirks(), foreign={"theirs"}))
     assert messages[1]["reasoning_content"] == "theirs"  # what is stored stays as it is

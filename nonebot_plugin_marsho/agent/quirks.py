@@ -19,10 +19,14 @@ class Quirks(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    reasoning_back: bool = False
-    """Send `reasoning_content` back with the assistant's tool calls within the turn (DeepSeek's,
-    MiMo's and Kimi's thinking modes refuse the next request without it); only the profiles
-    that need it do, and only to the endpoint whose model gave it."""
+    reasoning_back: bool = True
+    """Send `reasoning_content` back with the assistant's tool calls within the turn (DeepSeek's
+    and MiMo's thinking modes refuse the next request without it); only to the endpoint whose
+    model gave it, never to another one the turn moved to."""
+    reasoning_required: bool = False
+    """The model refuses an assistant message with tool calls but no `reasoning_content`
+    (DeepSeek's reasoner, MiMo, Kimi K2 thinking): where another endpoint's model gave the
+    reasoning (a turn that moved mid-way), the field is sent empty."""
     merge_same_role: bool = False
     """Merge consecutive messages of the same role (DeepSeek's reasoner refuses them)."""
     system_as_user: bool = False
@@ -44,6 +48,7 @@ class QuirkOverride(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     reasoning_back: bool | None = None
+    reasoning_required: bool | None = None
     merge_same_role: bool | None = None
     system_as_user: bool | None = None
     tool_call_content: Literal["null", "empty"] | None = None
@@ -55,9 +60,9 @@ class QuirkOverride(BaseModel):
 
 PROFILES: list[tuple[tuple[str, ...], QuirkFields]] = [
     (("deepseek-reasoner*", "deepseek-r1*", "*/deepseek-r1*"),
-     {"reasoning_back": True, "merge_same_role": True}),
-    (("mimo*", "*/mimo*"), {"reasoning_back": True}),
-    (("kimi-k2-thinking*", "*/kimi-k2-thinking*"), {"reasoning_back": True}),
+     {"reasoning_back": True, "reasoning_required": True, "merge_same_role": True}),
+    (("mimo*", "*/mimo*"), {"reasoning_back": True, "reasoning_required": True}),
+    (("kimi-k2-thinking*", "*/kimi-k2-thinking*"), {"reasoning_back": True, "reasoning_required": True}),
     (("o1-mini*", "o1-preview*"),
      {"reasoning_back": False, "system_as_user": True, "token_field": "max_completion_tokens"}),
     (("o1*", "o3*", "o4*", "gpt-5*"), {"reasoning_back": False, "token_field": "max_completion_tokens"}),
@@ -102,15 +107,15 @@ def shaped(messages: list[Message], quirks: Quirks, foreign: Collection[str] = (
     """The messages as `quirks` wants them sent (new dicts where something changed).
 
     `foreign`: reasoning that another endpoint gave (a turn that moved mid-way): never sent to
-    this one, whose model did not think it; a model that wants `reasoning_content` beside each
-    tool call (`reasoning_back`) gets it empty there."""
+    this one, whose model did not think it; a model that refuses tool calls without
+    `reasoning_content` (`reasoning_required`) gets it empty there."""
     out: list[Message] = []
     for message in messages:
         role = message.get("role")
         reasoning = message.get("reasoning_content")
         if foreign and isinstance(reasoning, str) and reasoning in foreign:
             message = {k: v for k, v in message.items() if k != "reasoning_content"}
-            if quirks.reasoning_back and message.get("tool_calls"):
+            if quirks.reasoning_required and quirks.reasoning_back and message.get("tool_calls"):
                 message["reasoning_content"] = ""
         if role == "system" and quirks.system_as_user:
             message = {**message, "role": "user"}
