@@ -679,3 +679,26 @@ async def test_whether_an_endpoint_needs_a_key_is_read_once(
     for _ in range(3):
         assert (await client.complete(QUESTION)).content == "ok"
     assert calls == [] and not client.needs_key
+
+
+async def test_no_other_key_is_tried_once_the_deadline_has_run_out(
+    fake: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from nonebot_plugin_marsho.agent import llm
+
+    now = [0.0]
+
+    class ClockedDeadline(providers.Deadline):
+        def __init__(self, seconds: float) -> None:
+            super().__init__(seconds, clock=lambda: now[0])
+
+    def refused_late(body: dict[str, Any]) -> Answer:
+        now[0] += 1000  # the refusal came as the bound ran out
+        return error(401, "Incorrect API key provided")
+
+    monkeypatch.setattr(llm, "Deadline", ClockedDeadline)
+    fake.responder = refused_late
+    client = llm_client(fake, api_key=KEY_A, api_keys=[KEY_B], retries=2)
+    with pytest.raises(EndpointError) as caught:
+        await client.complete(QUESTION)
+    assert caught.value.code == "endpoint.401" and keys_sent(fake) == [KEY_A]
