@@ -1,0 +1,84 @@
+"""Watching a group's chat: the messages nobody addressed to marsho, kept (agent/chatlog.py) in
+the groups whose admins chose it, and what a group's key is.
+
+`observe` runs for every message that is not for marsho, so it returns before reading anything
+of the message when no group shares its chat, and before converting it (alconna) or touching the
+database when this group does not. It hands back what it kept, so something that answers on its
+own later (issue 17's "active replies") can decide on the same message.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+
+from nonebot.adapters import Bot, Event
+from nonebot.typing import T_State
+from nonebot_plugin_alconna.uniseg import UniMessage
+
+from ..agent.chatlog import Observed
+from ..agent.persona import speaker_label
+from ..i18n import Texts
+from ..redaction import logger
+from ..store.session import session_key
+from .app import Marsho
+from .native import own_content
+from .where import Where, where_of
+
+
+def group_key(where: Where) -> str:
+    """The key of the group (or guild channel) a message was said in: its settings and recent
+    chat are the group's, whatever MARSHO_SESSION_SCOPE."""
+    return session_key(where.platform, group_id=where.group_id, user_id=where.user_id,
+                       channel=where.kind == "channel")
+
+
+def _is_picture(segment: object) -> bool:
+    return getattr(segment, "type", None) == "image"
+
+
+async def message_text(bot: Bot, event: Event, t: Texts) -> str:
+    """The message as the recent chat keeps it: its text, then a `[picture]` per picture."""
+    placeholder = t("image.placeholder")
+    if bot.adapter.get_name() == "OneBot V11":  # its plain text already leaves out @s and pictures
+        text = event.get_plaintext()
+        pictures = sum(1 for segment in event.get_message() if _is_picture(segment))
+    else:
+        try:
+            content = own_content(bot, event, UniMessage.of(event.get_message(), bot=bot))
+        except Exception as error:  # an adapter alconna cannot read: its plain text
+            logger.debug(f"marsho: could not read an observed message: {error}")
+            return event.get_plaintext().strip()
+        text, pictures = content.text, len(content.images)
+    return " ".join([text.strip(), *[placeholder] * pictures]).strip()
+
+
+async def observe(
+    app: Marsho, bot: Bot, event: Event, state: T_State, reserved: Iterable[str]
+) -> Observed | None:
+    """Keep a group message that is not for marsho, if its group shares its recent chat; the
+    message kept, or None. Never the bot's own messages, those addressed to it (an @ of the bot,
+    a reply to it) or private chats. `reserved`: the names nobody may speak as."""
+    log = app.chat_log
+    if log is None or not log.on_anywhere() or event.get_type() != "message":
+        return None
+    try:
+        if event.is_tome():
+            return None
+    except Exception:
+        return None
+    where = await where_of(bot, event, state)
+    if not where.shared or where.user_id == str(bot.self_id):
+        return None
+    key = group_key(where)
+    if not log.is_on(key) or not app.fair_use.admits(where.names or None, where.user_id, superuser=False):
+        return None
+    text = await message_text(bot, event, app.texts)
+    if not text:
+        return None
+    # labelled as their questions are: the nickname they chose, else their name here
+    nickname = await app.nicknames.get(f"{where.platform}:{where.user_id}") if app.nicknames else None
+    name = nickname or where.name or where.user_id
+    observed = Observed(speaker_label(name, where.user_id, reserved), text, time.time())
+    log.observe(key, observed)
+    return observed
