@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, tzinfo
 from typing import Any
@@ -58,7 +58,7 @@ class ChatLog:
     """The observed chat of every group: who has it on, the messages, what each session saw."""
 
     def __init__(self, store: SqlStore, *, size: int = 20, ttl: float = 3600.0, default_on: bool = False,
-                 refresh: float = 60.0) -> None:
+                 refresh: float = 60.0, choices: Mapping[str, bool] | None = None) -> None:
         self.store = store
         self.size = size
         """Messages kept per group (MARSHO_GROUP_CONTEXT); 0 keeps none anywhere."""
@@ -73,12 +73,13 @@ class ChatLog:
         self._refreshing: asyncio.Task[None] | None = None
         self._queued: dict[str, deque[Observed]] = {}
         self._writing: dict[str, asyncio.Task[None]] = {}
+        if choices is not None:  # known already: read again only after `refresh`
+            self._set_choices(dict(choices))
 
     def with_settings(self, *, size: int, ttl: float, default_on: bool) -> ChatLog:
         """A ChatLog with other settings on the same database, knowing the same choices."""
-        log = ChatLog(self.store, size=size, ttl=ttl, default_on=default_on, refresh=self.refresh)
-        log._set_choices(dict(self._choices))
-        return log
+        return ChatLog(self.store, size=size, ttl=ttl, default_on=default_on, refresh=self.refresh,
+                       choices=self._choices)
 
     # who has it on
 
@@ -165,9 +166,9 @@ class ChatLog:
 
     async def forget(self, group_key: str) -> int:
         """Empty the group's observed chat (`marsho.forget`); returns how many messages went."""
-        self._queued.pop(group_key, None)
+        unwritten = len(self._queued.pop(group_key, ()))
         await self.settled(group_key)
-        return await self.store.forget_observed(group_key)
+        return unwritten + await self.store.forget_observed(group_key)
 
     # reading
 
