@@ -150,7 +150,8 @@ EN: dict[str, str] = {
     "group.only": "{command} works in groups only.",
     "context.show_on": (
         "This group shares its recent chat with me ({source}): the last {count} messages not "
-        "addressed to me, each for {ttl}, go to the model's provider with the next question."
+        "addressed to me, each for {ttl}, go to the model's provider with the next question "
+        "({kept_text} kept now)."
     ),
     "context.show_off": "This group does not share its recent chat with me ({source}).",
     "context.source_group": "its admins' choice",
@@ -389,7 +390,7 @@ ZH: dict[str, str] = {
     "group.only": "{command} 只能在群里使用。",
     "context.show_on": (
         "本群把最近的聊天分享给我（{source}）：最近 {count} 条不是对我说的消息（每条保留 {ttl}）"
-        "会随下一个问题发给模型服务商。"
+        "会随下一个问题发给模型服务商（现在保留了 {kept_text}）。"
     ),
     "context.show_off": "本群没有把最近的聊天分享给我（{source}）。",
     "context.source_group": "群管理员的选择",

@@ -205,7 +205,8 @@ async def test_a_member_cannot_turn_it_on_or_off_or_make_it_forget(
                   "Only group admins and superusers can make me forget this group's recent chat.")
     await command(app, said("marsho.context", group_id=group),
                   "This group shares its recent chat with me (its admins' choice): the last 20 messages not "
-                  "addressed to me, each for 3600 s, go to the model's provider with the next question.")
+                  "addressed to me, each for 3600 s, go to the model's provider with the next question "
+                  "(1 message kept now).")
     question = await ask(app, fake, said("marsho hi", group_id=group))
     assert "remember this" in question
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, tzinfo
 from typing import Any
@@ -71,7 +71,7 @@ class ChatLog:
         self._any_on = default_on
         self._fresh_until = 0.0
         self._refreshing: asyncio.Task[None] | None = None
-        self._queued: dict[str, deque[Observed]] = {}
+        self._queued: dict[str, deque[Observed | Callable[[], Awaitable[Observed]]]] = {}
         self._writing: dict[str, asyncio.Task[None]] = {}
         if choices is not None:  # known already: read again only after `refresh`
             self._set_choices(dict(choices))
@@ -134,21 +134,30 @@ class ChatLog:
 
     # observing
 
-    def observe(self, group_key: str, message: Observed) -> None:
-        """Keep a message of a group that has it on; returns at once (written in the background)."""
-        text = message.text if len(message.text) <= MAX_OBSERVED_CHARS else (
-            message.text[:MAX_OBSERVED_CHARS] + "…")
+    def observe(self, group_key: str, message: Observed | Callable[[], Awaitable[Observed]]) -> None:
+        """Keep a message of a group that has it on; returns at once (written in the background).
+        `message` may be made when it is written (`await message()`: its speaker's nickname read
+        then), so that it takes its place now, in the order messages arrive."""
         queue = self._queued.get(group_key)
         if queue is None:
             queue = self._queued[group_key] = deque(maxlen=MAX_QUEUED)
-        queue.append(Observed(message.speaker, text, message.at))
+        queue.append(message)
         if group_key not in self._writing:
             self._writing[group_key] = asyncio.ensure_future(self._write(group_key))
 
     async def _write(self, group_key: str) -> None:
         try:
             while queue := self._queued.pop(group_key, None):
-                rows = [(m.speaker, m.text, m.at) for m in queue]
+                rows = []
+                for item in queue:
+                    try:
+                        message = item if isinstance(item, Observed) else await item()
+                    except Exception as error:  # its speaker could not be named (the database...)
+                        logger.warning(f"marsho: could not keep a message of {group_key}: {error}")
+                        continue
+                    text = message.text if len(message.text) <= MAX_OBSERVED_CHARS else (
+                        message.text[:MAX_OBSERVED_CHARS] + "…")
+                    rows.append((message.speaker, text, message.at))
                 try:
                     await self.store.observe(group_key, rows, keep=self.size, ttl=self.ttl,
                                              default_on=self.default_on)
@@ -171,6 +180,11 @@ class ChatLog:
         return unwritten + await self.store.forget_observed(group_key)
 
     # reading
+
+    async def kept(self, group_key: str) -> int:
+        """How many of the group's messages are kept now (this process's queued ones written first)."""
+        await self.settled(group_key)
+        return await self.store.count_observed(group_key, ttl=self.ttl)
 
     async def unread(self, session_key: str, group_key: str) -> Unread | None:
         """The group's messages the session has not carried yet (within the TTL, the newest

@@ -316,7 +316,8 @@ async def group_command(app: Marsho, request: Request, where: Where, role: Role)
     if not text:
         source = t("context.source_default") if log.choice(group) is None else t("context.source_group")
         if log.is_on(group):
-            return t("context.show_on", source=source, count=count, ttl=ttl)
+            kept = t.plural("count.messages", await log.kept(group))
+            return t("context.show_on", source=source, count=count, ttl=ttl, kept_text=kept)
         return t("context.show_off", source=source)
     word = text.casefold()
     if word not in ON_WORDS + OFF_WORDS:

@@ -3,8 +3,9 @@ the groups whose admins chose it, and what a group's key is.
 
 `observe` runs for every message that is not for marsho, so it returns before reading anything
 of the message when no group shares its chat, and before converting it (alconna) or touching the
-database when this group does not. It hands back what it kept, so something that answers on its
-own later (issue 17's "active replies") can decide on the same message.
+database when this group does not. It says whether it kept the message, so something that answers
+on its own later (issue 17's "active replies") can decide on the same message, and read the
+group's recent chat through the same ChatLog.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ def _is_picture(segment: object) -> bool:
     return getattr(segment, "type", None) == "image"
 
 
-async def message_text(bot: Bot, event: Event, t: Texts) -> str:
+def message_text(bot: Bot, event: Event, t: Texts) -> str:
     """The message as the recent chat keeps it: its text, then a `[picture]` per picture."""
     placeholder = t("image.placeholder")
     if bot.adapter.get_name() == "OneBot V11":  # its plain text already leaves out @s and pictures
@@ -55,30 +56,35 @@ async def message_text(bot: Bot, event: Event, t: Texts) -> str:
 
 async def observe(
     app: Marsho, bot: Bot, event: Event, state: T_State, reserved: Iterable[str]
-) -> Observed | None:
-    """Keep a group message that is not for marsho, if its group shares its recent chat; the
-    message kept, or None. Never the bot's own messages, those addressed to it (an @ of the bot,
+) -> bool:
+    """Keep a group message that is not for marsho, if its group shares its recent chat; whether
+    it was kept. Never the bot's own messages, those addressed to it (an @ of the bot,
     a reply to it) or private chats. `reserved`: the names nobody may speak as."""
     log = app.chat_log
     if log is None or not log.on_anywhere() or event.get_type() != "message":
-        return None
+        return False
     try:
         if event.is_tome():
-            return None
+            return False
     except Exception:
-        return None
+        return False
     where = await where_of(bot, event, state)
     if not where.shared or where.user_id == str(bot.self_id):
-        return None
+        return False
     key = group_key(where)
     if not log.is_on(key) or not app.fair_use.admits(where.names or None, where.user_id, superuser=False):
-        return None
-    text = await message_text(bot, event, app.texts)
+        return False
+    text = message_text(bot, event, app.texts)
     if not text:
-        return None
-    # labelled as their questions are: the nickname they chose, else their name here
-    nickname = await app.nicknames.get(f"{where.platform}:{where.user_id}") if app.nicknames else None
-    name = nickname or where.name or where.user_id
-    observed = Observed(speaker_label(name, where.user_id, reserved), text, time.time())
-    log.observe(key, observed)
-    return observed
+        return False
+    at, nicknames, names = time.time(), app.nicknames, list(reserved)
+
+    async def made() -> Observed:
+        # labelled as their questions are: the nickname they chose, else their name here (read
+        # when written, so that nothing is awaited before the message has its place)
+        nickname = await nicknames.get(f"{where.platform}:{where.user_id}") if nicknames else None
+        name = nickname or where.name or where.user_id
+        return Observed(speaker_label(name, where.user_id, names), text, at)
+
+    log.observe(key, made)
+    return True

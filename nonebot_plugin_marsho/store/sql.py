@@ -531,6 +531,17 @@ class SqlStore:
         except SQLAlchemyError as error:
             raise StoreError(code="store.save", url=self.safe_url, detail=_describe(error)) from None
 
+    async def count_observed(self, group_key: str, *, ttl: float) -> int:
+        """How many of the group's observed messages are kept (younger than `ttl` seconds)."""
+        await self._ready()
+        observed = observed_table.c
+        try:
+            async with self._connection(write=False) as conn:
+                return int((await conn.execute(select(func.count()).where(
+                    observed.group_key == group_key, observed.created_at >= time.time() - ttl))).scalar_one())
+        except SQLAlchemyError as error:
+            raise StoreError(code="store.read", url=self.safe_url, detail=_describe(error)) from None
+
     async def forget_observed(self, group_key: str) -> int:
         """Empty a group's observed chat; returns how many messages went."""
         await self._ready()
