@@ -297,7 +297,7 @@ async def test_the_chat_is_bounded_expires_and_is_shared_by_processes(store_url:
         await writer.close()
         unread = await reader.unread("session", "g")
         assert unread is not None and [m.text for m in unread.messages] == ["m2", "m3", "m4"]
-        await reader.mark_read("session", "g", unread)
+        await reader.finish("session", "g", unread, stored=True)
         assert await reader.unread("session", "g") is None
         assert await reader.unread("another session", "g") is not None
 
@@ -369,3 +369,20 @@ def test_a_persona_is_one_normalised_line() -> None:
 async def test_a_bad_persona_is_refused_with_why(app: App, fake: FakeOpenAI, plugin_engine) -> None:
     await command(app, said('marsho.persona a "quoted" pirate', group_id=new_group(), user_id=ADMIN, role="admin"),
                   "A persona is plain text, without quotes or brackets.")
+
+
+async def test_the_chat_goes_with_one_question_and_again_after_a_failed_turn(tmp_path: Path) -> None:
+    store = SqlStore(f"sqlite:///{tmp_path / 'chat.db'}")
+    try:
+        log = ChatLog(store, default_on=True, choices={})
+        log.observe("g", Observed("Alice", "hi", time.time()))
+        first = await log.unread("session", "g")
+        assert first is not None and [m.text for m in first.messages] == ["hi"]
+        assert await log.unread("session", "g") is None  # a question on its way carries them
+        await log.finish("session", "g", first, stored=False)  # ...and failed
+        again = await log.unread("session", "g")
+        assert again is not None and again.messages == first.messages
+        await log.finish("session", "g", again, stored=True)
+        assert await log.unread("session", "g") is None
+    finally:
+        await store.close()

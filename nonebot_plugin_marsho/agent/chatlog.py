@@ -73,6 +73,8 @@ class ChatLog:
         self._refreshing: asyncio.Task[None] | None = None
         self._queued: dict[str, deque[Observed | Callable[[], Awaitable[Observed]]]] = {}
         self._writing: dict[str, asyncio.Task[None]] = {}
+        self._claimed: dict[tuple[str, str], int] = {}
+        """The newest observed message a running question of each (session, group) carries."""
         if choices is not None:  # known already: read again only after `refresh`
             self._set_choices(dict(choices))
 
@@ -193,13 +195,25 @@ class ChatLog:
             return None
         await self.settled(group_key)
         rows = await self.store.observed_since(session_key, group_key, limit=self.size, ttl=self.ttl)
+        # a question of the same conversation already on its way has these: they go with one
+        # question only (the database's mark comes when that turn is stored)
+        claimed = self._claimed.get((session_key, group_key), 0)
+        rows = [row for row in rows if row[0] > claimed]
         if not rows:
             return None
-        return Unread([Observed(speaker, text, at) for _, speaker, text, at in rows], rows[-1][0])
+        unread = Unread([Observed(speaker, text, at) for _, speaker, text, at in rows], rows[-1][0])
+        self._claimed[(session_key, group_key)] = unread.last_id
+        return unread
 
-    async def mark_read(self, session_key: str, group_key: str, unread: Unread) -> None:
-        """The session's turn carried `unread` (and is stored): its next question starts after."""
-        await self.store.mark_observed(session_key, group_key, unread.last_id)
+    async def finish(self, session_key: str, group_key: str, unread: Unread, *, stored: bool) -> None:
+        """The turn that carried `unread` ended: `stored`, the session's next question starts
+        after them; else (it failed) the next question carries them again."""
+        try:
+            if stored:
+                await self.store.mark_observed(session_key, group_key, unread.last_id)
+        finally:
+            if self._claimed.get((session_key, group_key)) == unread.last_id:
+                del self._claimed[(session_key, group_key)]
 
     async def close(self) -> None:
         """Write what is queued (at shutdown)."""

@@ -16,7 +16,7 @@ from nonebot.rule import Rule
 from nonebot.typing import T_State
 from nonebot_plugin_alconna.uniseg import Image, Text, UniMessage
 
-from ..agent.chatlog import recent_chat_text, with_recent_chat
+from ..agent.chatlog import Unread, recent_chat_text, with_recent_chat
 from ..agent.engine import Engine, Reply
 from ..agent.gate import lane
 from ..agent.persona import (
@@ -523,25 +523,38 @@ async def _chat(
         return None, [t("tip.image_only", model=model)]
     context = ToolContext(session_key=key, user_id=user_id, group_id=where.group_id, role=role,
                           bot=bot, event=event)
+    group_persona, unread = await _group_side(app, where, key)
     content = question.content()
-    group = group_key(where) if where.shared else None
-    group_persona = None
-    unread = None
-    if group is not None:
-        if config.marsho_group_persona and app.personas is not None:
-            group_persona = await app.personas.get(group)
-        if app.chat_log is not None:
-            # what the group said since this conversation's last turn goes with the question (and
-            # is stored with it, so later turns read the same history)
-            unread = await app.chat_log.unread(key, group)
-            if unread is not None:
-                zone = app.prompt.now().tzinfo
-                content = with_recent_chat(content, recent_chat_text(unread.messages, t, zone))
-    reply = await engine.chat(
-        key, content, context,
-        system_prompt=app.prompt.system(nickname=nickname, shared=shared, group_persona=group_persona),
-        announce=_announcer(app, app.delivery()),
-    )
-    if unread is not None and group is not None and app.chat_log is not None and reply.save_error is None:
-        await app.chat_log.mark_read(key, group, unread)
+    if unread is not None:
+        # what the group said since this conversation's last turn goes with the question (and is
+        # stored with it, so later turns read the same history)
+        content = with_recent_chat(content, recent_chat_text(unread.messages, t, app.prompt.now().tzinfo))
+    try:
+        reply = await engine.chat(
+            key, content, context,
+            system_prompt=app.prompt.system(nickname=nickname, shared=shared, group_persona=group_persona),
+            announce=_announcer(app, app.delivery()),
+        )
+    except BaseException:
+        await _carried(app, where, key, unread, stored=False)
+        raise
+    await _carried(app, where, key, unread, stored=reply.save_error is None)
     return reply, question.tips
+
+
+async def _group_side(app: Marsho, where: Where, key: str) -> tuple[str | None, Unread | None]:
+    """What the asker's group adds to a question: its persona, and the recent chat the session
+    has not carried yet (None and None in private chats, or where the group has neither)."""
+    if not where.shared:
+        return None, None
+    group = group_key(where)
+    persona = await app.personas.get(group) if app.config.marsho_group_persona and app.personas else None
+    unread = await app.chat_log.unread(key, group) if app.chat_log is not None else None
+    return persona, unread
+
+
+async def _carried(app: Marsho, where: Where, key: str, unread: Unread | None, *, stored: bool) -> None:
+    """The turn that carried `unread` ended: stored, its next question starts after them; else
+    the next one carries them again."""
+    if unread is not None and app.chat_log is not None:
+        await app.chat_log.finish(key, group_key(where), unread, stored=stored)

@@ -519,15 +519,17 @@ class SqlStore:
         return [(row.id, row.speaker, row.text, row.created_at) for row in reversed(rows)]
 
     async def mark_observed(self, session_key: str, group_key: str, last_id: int) -> None:
-        """The session's turns have carried the group's observed messages up to `last_id`."""
+        """The session's turns have carried the group's observed messages up to `last_id` (a
+        mark never goes back)."""
         await self._ready()
         cursors = observed_cursors_table.c
+        mine = (cursors.session_key == session_key) & (cursors.group_key == group_key)
         try:
             async with self._connection(write=True) as conn:
-                await conn.execute(delete(observed_cursors_table).where(
-                    cursors.session_key == session_key, cursors.group_key == group_key))
+                seen = (await conn.execute(select(cursors.last_id).where(mine))).scalar()
+                await conn.execute(delete(observed_cursors_table).where(mine))
                 await conn.execute(insert(observed_cursors_table).values(
-                    session_key=session_key, group_key=group_key, last_id=last_id))
+                    session_key=session_key, group_key=group_key, last_id=max(last_id, seen or 0)))
         except SQLAlchemyError as error:
             raise StoreError(code="store.save", url=self.safe_url, detail=_describe(error)) from None
 
