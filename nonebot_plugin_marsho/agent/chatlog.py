@@ -74,6 +74,7 @@ class ChatLog:
         self._queued: dict[str, deque[Observed | Callable[[], Awaitable[Observed]]]] = {}
         self._writing: dict[str, asyncio.Task[None]] = {}
         self._claimed: dict[tuple[str, str], int] = {}
+        self._finishing: set[asyncio.Task[None]] = set()
         """The newest observed message a running question of each (session, group) carries."""
         if choices is not None:  # known already: read again only after `refresh`
             self._set_choices(dict(choices))
@@ -205,6 +206,19 @@ class ChatLog:
         self._claimed[(session_key, group_key)] = unread.last_id
         return unread
 
+    def finish_soon(self, session_key: str, group_key: str, unread: Unread, *, stored: bool) -> None:
+        """`finish`, in the background: the answer goes out without waiting for the mark (the
+        claim keeps this process's next question from carrying the same messages meanwhile)."""
+        task = asyncio.ensure_future(self._finished(session_key, group_key, unread, stored=stored))
+        self._finishing.add(task)
+        task.add_done_callback(self._finishing.discard)
+
+    async def _finished(self, session_key: str, group_key: str, unread: Unread, *, stored: bool) -> None:
+        try:
+            await self.finish(session_key, group_key, unread, stored=stored)
+        except StoreError as error:  # the next question carries them again
+            logger.warning(f"marsho: could not mark the recent chat of {group_key} as carried: {error}")
+
     async def finish(self, session_key: str, group_key: str, unread: Unread, *, stored: bool) -> None:
         """The turn that carried `unread` ended: `stored`, the session's next question starts
         after them; else (it failed) the next question carries them again."""
@@ -216,8 +230,10 @@ class ChatLog:
                 del self._claimed[(session_key, group_key)]
 
     async def close(self) -> None:
-        """Write what is queued (at shutdown)."""
+        """Write what is queued, and the marks of finished turns (at shutdown)."""
         await self.settled()
+        if self._finishing:
+            await asyncio.gather(*self._finishing, return_exceptions=True)
 
 
 FENCE_BAR = "| "

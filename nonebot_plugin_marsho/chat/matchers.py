@@ -536,9 +536,9 @@ async def _chat(
             announce=_announcer(app, app.delivery()),
         )
     except BaseException:
-        await _carried(app, where, key, unread, stored=False)
+        _carried(app, where, key, unread, stored=False)
         raise
-    await _carried(app, where, key, unread, stored=reply.save_error is None)
+    _carried(app, where, key, unread, stored=reply.save_error is None)
     return reply, question.tips
 
 
@@ -553,8 +553,8 @@ async def _group_side(app: Marsho, where: Where, key: str) -> tuple[str | None, 
     return persona, unread
 
 
-async def _carried(app: Marsho, where: Where, key: str, unread: Unread | None, *, stored: bool) -> None:
+def _carried(app: Marsho, where: Where, key: str, unread: Unread | None, *, stored: bool) -> None:
     """The turn that carried `unread` ended: stored, its next question starts after them; else
-    the next one carries them again."""
+    the next one carries them again (marked in the background: the answer does not wait)."""
     if unread is not None and app.chat_log is not None:
-        await app.chat_log.finish(key, group_key(where), unread, stored=stored)
+        app.chat_log.finish_soon(key, group_key(where), unread, stored=stored)
