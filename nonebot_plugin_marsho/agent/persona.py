@@ -184,30 +184,52 @@ def speaker_label(name: str, user_id: str, reserved: Iterable[str] = ()) -> str:
     return label
 
 
-class Nicknames:
-    """Nicknames read through a short-lived cache: one lookup per person per minute, not one
-    per question (with PostgreSQL, another bot process's change shows within `ttl`)."""
+class CachedTexts:
+    """Texts kept per key (a person's nickname, a group's persona) read through a short-lived
+    cache: one lookup per key per `ttl`, not one per question (with PostgreSQL, another bot
+    process's change shows within `ttl`)."""
 
-    def __init__(self, history: History, ttl: float = 60.0, size: int = 4096) -> None:
-        self.history = history
+    def __init__(self, ttl: float = 60.0, size: int = 4096) -> None:
         self.ttl = ttl
         self.size = size
         self._cache: dict[str, tuple[str | None, float]] = {}
 
-    async def get(self, user_key: str) -> str | None:
-        cached = self._cache.get(user_key)
+    async def read(self, key: str) -> str | None:
+        """The stored text."""
+        raise NotImplementedError
+
+    async def write(self, key: str, value: str | None) -> None:
+        """Store the text (None forgets it)."""
+        raise NotImplementedError
+
+    async def get(self, key: str) -> str | None:
+        cached = self._cache.get(key)
         now = time.monotonic()
         if cached is not None and cached[1] > now:
             return cached[0]
-        value = await self.history.get_nickname(user_key)
+        value = await self.read(key)
         if len(self._cache) >= self.size:
             self._cache.clear()
-        self._cache[user_key] = (value, now + self.ttl)
+        self._cache[key] = (value, now + self.ttl)
         return value
 
-    async def set(self, user_key: str, nickname: str | None) -> None:
-        await self.history.set_nickname(user_key, nickname)
-        self._cache[user_key] = (nickname, time.monotonic() + self.ttl)
+    async def set(self, key: str, value: str | None) -> None:
+        await self.write(key, value)
+        self._cache[key] = (value, time.monotonic() + self.ttl)
+
+
+class Nicknames(CachedTexts):
+    """What each person asked to be called (`marsho.nickname`), by `platform:user id`."""
+
+    def __init__(self, history: History, ttl: float = 60.0, size: int = 4096) -> None:
+        super().__init__(ttl, size)
+        self.history = history
+
+    async def read(self, key: str) -> str | None:
+        return await self.history.get_nickname(key)
+
+    async def write(self, key: str, value: str | None) -> None:
+        await self.history.set_nickname(key, value)
 
 
 GROUP_PERSONA_CHARS = 300
@@ -235,27 +257,15 @@ def check_persona(text: str, limit: int = GROUP_PERSONA_CHARS) -> str:
     return persona
 
 
-class GroupPersonas:
-    """Each group's own persona, read through a short-lived cache (one read per group per `ttl`,
-    not one per question; another process's change shows within `ttl`)."""
+class GroupPersonas(CachedTexts):
+    """Each group's own persona (`marsho.persona`), by group key."""
 
     def __init__(self, store: SqlStore, ttl: float = 60.0, size: int = 4096) -> None:
+        super().__init__(ttl, size)
         self.store = store
-        self.ttl = ttl
-        self.size = size
-        self._cache: dict[str, tuple[str | None, float]] = {}
 
-    async def get(self, group_key: str) -> str | None:
-        cached = self._cache.get(group_key)
-        now = time.monotonic()
-        if cached is not None and cached[1] > now:
-            return cached[0]
-        value = await self.store.get_group_setting(group_key, GROUP_PERSONA_SETTING)
-        if len(self._cache) >= self.size:
-            self._cache.clear()
-        self._cache[group_key] = (value, now + self.ttl)
-        return value
+    async def read(self, key: str) -> str | None:
+        return await self.store.get_group_setting(key, GROUP_PERSONA_SETTING)
 
-    async def set(self, group_key: str, persona: str | None) -> None:
-        await self.store.set_group_setting(group_key, GROUP_PERSONA_SETTING, persona)
-        self._cache[group_key] = (persona, time.monotonic() + self.ttl)
+    async def write(self, key: str, value: str | None) -> None:
+        await self.store.set_group_setting(key, GROUP_PERSONA_SETTING, value)

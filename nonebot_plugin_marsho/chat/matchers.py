@@ -279,34 +279,43 @@ async def nickname_command(app: Marsho, bot: Bot, user_id: str, text: str) -> st
 
 async def group_command(app: Marsho, request: Request, where: Where, role: Role) -> str:
     """`marsho.context [on|off]`, `marsho.forget` and `marsho.persona [text|reset]`: about the
-    group they are sent in; anyone may look, group admins (and superusers) may change."""
-    t, config = app.texts, app.config
-    name = config.marsho_name
+    group they are sent in; anyone may look, group admins, owners and superusers may change."""
     if not where.shared:
-        return t("group.only", command=f"{name}.{request.command}")
+        return app.texts("group.only", command=f"{app.config.marsho_name}.{request.command}")
     group, admin, text = group_key(where), role != "member", request.text.strip()
     if request.command == "persona":
-        personas = app.personas
-        assert personas is not None
-        if not config.marsho_group_persona:
-            return t("persona.disabled")
-        if not text:
-            persona = await personas.get(group)
-            return t("persona.show", persona=persona) if persona else t("persona.unset", name=name)
-        if not admin:
-            return t("persona.admins")
-        if text.casefold() in RESET_WORDS:
-            await personas.set(group, None)
-            return t("persona.cleared")
-        try:
-            persona = check_persona(text, GROUP_PERSONA_CHARS)
-        except PersonaError as error:
-            return error_text(t, error)
-        await personas.set(group, persona)
-        return t("persona.set", persona=persona)
-    log = app.chat_log
+        return await persona_command(app, group, admin, text)
+    return await context_command(app, request.command, group, admin, text)
+
+
+async def persona_command(app: Marsho, group: str, admin: bool, text: str) -> str:
+    """`marsho.persona`: show the group's persona; admins set it, or (`reset`) remove it."""
+    t, personas, name = app.texts, app.personas, app.config.marsho_name
+    assert personas is not None
+    if not app.config.marsho_group_persona:
+        return t("persona.disabled")
+    if not text:
+        persona = await personas.get(group)
+        return t("persona.show", persona=persona) if persona else t("persona.unset", name=name)
+    if not admin:
+        return t("persona.admins")
+    if text.casefold() in RESET_WORDS:
+        await personas.set(group, None)
+        return t("persona.cleared")
+    try:
+        persona = check_persona(text, GROUP_PERSONA_CHARS)
+    except PersonaError as error:
+        return error_text(t, error)
+    await personas.set(group, persona)
+    return t("persona.set", persona=persona)
+
+
+async def context_command(app: Marsho, command: str, group: str, admin: bool, text: str) -> str:
+    """`marsho.context`: whether the group's recent chat goes to the model (admins: `on`, `off`,
+    which also forgets it); `marsho.forget`: admins empty it."""
+    t, log, name = app.texts, app.chat_log, app.config.marsho_name
     assert log is not None
-    if request.command == "forget":
+    if command == "forget":
         if not admin:
             return t("forget.admins")
         return t("forget.done", messages_text=t.plural("count.messages", await log.forget(group)))
