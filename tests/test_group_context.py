@@ -24,7 +24,9 @@ from nonebot_plugin_marsho.store.sql import SqlStore
 from tests.conftest import SUPERUSER_ID, configured
 from tests.fake_openai import FakeOpenAI, text
 from tests.onebot import SELF_ID, group_message, onebot_bot, private_message, reply_call
+from tests.platforms import PLATFORMS, forget_uninfo_sessions
 from tests.postgres_server import PostgresServer
+from tests.test_platforms import SHARED_CELLS, question_text, say
 from tests.test_postgres import start_postgres
 
 ALICE, BOB, ADMIN = 10301, 10302, 10303
@@ -253,6 +255,22 @@ async def test_observed_speakers_are_named_by_their_nickname(app: App, fake: Fak
         await chatter(app, said("hi everyone", group_id=group))
         question = await ask(app, fake, said("marsho hi", group_id=group, user_id=BOB, name="Bob"))
     assert re.search(r"\| Ally \(\d\d:\d\d\): hi everyone", question), question
+
+
+@pytest.mark.parametrize(("name", "where"), [cell for cell in SHARED_CELLS if cell.values[0] != "QQ"])
+async def test_the_recent_chat_is_kept_on_every_platform(
+    app: App, fake: FakeOpenAI, plugin_engine, name: str, where: str
+) -> None:
+    """(QQ's official API shows a bot only the group messages that @ it: nothing to keep.)"""
+    forget_uninfo_sessions()
+    chat = PLATFORMS[name]()
+    with configured(marsho_group_context_default="on"):
+        await say(chat, chat.event(where, "the cake is in the fridge", user_id="77001"))
+        fake.push(text("In the fridge."))
+        await say(chat, chat.event(where, "marsho where is the cake?"))
+    question = question_text(fake.requests[-1]["messages"][-1]["content"])
+    assert question.startswith(LABEL) and "): the cake is in the fridge\n" + END in question, question
+    forget_uninfo_sessions()
 
 
 def test_the_recent_chat_text_bars_every_line() -> None:
