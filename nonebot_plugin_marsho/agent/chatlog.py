@@ -74,8 +74,10 @@ class ChatLog:
         self._queued: dict[str, deque[Observed | Callable[[], Awaitable[Observed]]]] = {}
         self._writing: dict[str, asyncio.Task[None]] = {}
         self._claimed: dict[tuple[str, str], int] = {}
-        self._finishing: set[asyncio.Task[None]] = set()
         """The newest observed message a running question of each (session, group) carries."""
+        self._finishing: set[asyncio.Task[None]] = set()
+        self._changes = 0
+        """Choices made in this process: a refresh that began before one does not undo it."""
         if choices is not None:  # known already: read again only after `refresh`
             self._set_choices(dict(choices))
 
@@ -88,8 +90,10 @@ class ChatLog:
 
     async def load(self) -> None:
         """Read every group's choice (at startup, and in the background when stale)."""
+        changes = self._changes
         values = await self.store.group_settings(CONTEXT_SETTING)
-        self._set_choices({group: value == "on" for group, value in values.items()})
+        if changes == self._changes:
+            self._set_choices({group: value == "on" for group, value in values.items()})
 
     def _set_choices(self, choices: dict[str, bool]) -> None:
         self._choices = choices
@@ -129,8 +133,10 @@ class ChatLog:
 
     async def set_on(self, group_key: str, on: bool) -> None:
         """The group's admins turn it on or off; off also empties the group's observed chat."""
-        self._queued.pop(group_key, None)  # not yet written: dropped, whatever the choice
+        if not on:
+            self._queued.pop(group_key, None)  # not written yet: forgotten too
         await self.settled(group_key)
+        self._changes += 1
         await self.store.set_group_setting(group_key, CONTEXT_SETTING, "on" if on else "off",
                                            forget_observed=not on)
         self._set_choices({**self._choices, group_key: on})
