@@ -299,6 +299,20 @@ class Config(BaseModel):
     """Who shares a conversation: `group` (everyone in a group), `user_in_group` (each member
     their own, per group) or `user` (one per person everywhere). Private chats are per user."""
 
+    marsho_group_context: int = Field(default=20, ge=0, le=200)
+    """Messages of a group's recent chat (not addressed to marsho) kept per group, for groups
+    that share it with the model; 0 keeps none anywhere."""
+
+    marsho_group_context_default: Literal["off", "on"] = "off"
+    """Whether groups whose admins have not chosen (`marsho.context on|off`) share their recent
+    chat with the model."""
+
+    marsho_group_context_ttl: float = Field(default=3600.0, gt=0)
+    """Seconds one message of a group's recent chat is kept."""
+
+    marsho_group_persona: bool = True
+    """Whether group admins may give marsho a persona of their group's (`marsho.persona`)."""
+
     marsho_database_url: str = ""
     """Where history is kept: empty for SQLite in the plugin's data folder, or an SQLAlchemy
     URL such as `postgresql://user:password@host/db` for several bot processes."""

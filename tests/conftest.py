@@ -147,15 +147,26 @@ def configured(**settings: Any) -> Iterator[Any]:
 
 
 @pytest.fixture
-async def plugin_engine(marsho):
-    """The plugin's running engine, with an empty history (and nicknames) for this test."""
-    from nonebot_plugin_marsho.agent.persona import Nicknames
+async def plugin_engine(marsho, tmp_path: Path):
+    """The plugin's running engine, with an empty history (and nicknames, groups' settings and
+    recent chat) for this test. The recent chat has a database file of its own: its writes run in
+    the background, beside the handlers' reads, which one in-memory SQLite connection cannot
+    serve at once (a file is what the bot uses; it is created only when a test uses it)."""
+    from nonebot_plugin_marsho.agent.chatlog import ChatLog
+    from nonebot_plugin_marsho.agent.persona import GroupPersonas, Nicknames
     from nonebot_plugin_marsho.store.sql import SqlStore
 
     engine = marsho.require_engine()
-    saved, saved_nicknames = engine.history, marsho.nicknames
+    saved = engine.history, marsho.nicknames, marsho.chat_log, marsho.personas
     engine.history = store = SqlStore("sqlite://")
     marsho.nicknames = Nicknames(store)
+    marsho.personas = GroupPersonas(store)
+    config = marsho.config
+    marsho.chat_log = ChatLog(
+        SqlStore(f"sqlite:///{tmp_path / 'chat.db'}"), size=config.marsho_group_context,
+        ttl=config.marsho_group_context_ttl, default_on=config.marsho_group_context_default == "on", choices={})
     yield engine
-    engine.history, marsho.nicknames = saved, saved_nicknames
+    await marsho.chat_log.close()
+    await marsho.chat_log.store.close()
+    engine.history, marsho.nicknames, marsho.chat_log, marsho.personas = saved
     await store.close()

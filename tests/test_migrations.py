@@ -190,8 +190,7 @@ async def test_a_database_written_by_the_previous_release_opens_with_every_row(
         await store.close()
     assert migration_log == [
         f"marsho: database {store.safe_url}: tables from before migrations, kept with every row",
-        f"marsho: database {store.safe_url}: applied migration 0001 (baseline: the tables of marsho before "
-        "migrations (history, settings, nicknames))",
+        *(f"marsho: database {store.safe_url}: {applied}" for applied in APPLIED),
     ]
     assert await run(previous_release, differences) == []
 
@@ -243,8 +242,7 @@ async def test_an_empty_database_reaches_the_newest_revision(
         assert await store.recent_turns("k", **EVERYTHING) == []
     finally:
         await store.close()
-    assert migration_log == [f"marsho: database {store.safe_url}: applied migration 0001 (baseline: the tables "
-                             "of marsho before migrations (history, settings, nicknames))"]
+    assert migration_log == [f"marsho: database {store.safe_url}: {applied}" for applied in APPLIED]
 
 
 async def test_starting_again_changes_nothing(url: str, migration_log: list[str]) -> None:
@@ -303,8 +301,8 @@ NICKNAME_PRONOUN = '''"""nicknames: a pronoun (a test revision)"""
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0002"
-down_revision = "0001"
+revision = "@REVISION@"
+down_revision = "@DOWN@"
 
 
 def upgrade() -> None:
@@ -316,8 +314,8 @@ PRONOUN_DEFAULT = '''"""nicknames: everyone's pronoun is "they" (a test revision
 
 from alembic import op
 
-revision = "0003"
-down_revision = "0002"
+revision = "@REVISION@"
+down_revision = "@DOWN@"
 
 
 def upgrade() -> None:
@@ -329,8 +327,8 @@ BROKEN = '''"""half a change, then a mistake (a test revision)"""
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0002"
-down_revision = "0001"
+revision = "@REVISION@"
+down_revision = "@DOWN@"
 
 
 def upgrade() -> None:
@@ -344,15 +342,31 @@ def upgrade() -> None:
 
 @pytest.fixture
 def later_revisions(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
-    """Makes the store see the migrations of this code plus the given revision files."""
+    """Makes the store see the migrations of this code plus the given revision files, numbered
+    after this code's newest (`later(1)` is the first one's number)."""
     def install(*scripts: str) -> None:
         folder = tmp_path / "migrations"
         shutil.copytree(migrations.FOLDER, folder, ignore=shutil.ignore_patterns("__pycache__"))
-        for number, script in enumerate(scripts, start=2):
-            (folder / "versions" / f"{number:04d}_test.py").write_text(script, encoding="utf-8")
+        for step, script in enumerate(scripts, start=1):
+            script = script.replace("@REVISION@", later(step)).replace("@DOWN@", later(step - 1))
+            (folder / "versions" / f"{later(step)}_test.py").write_text(script, encoding="utf-8")
         monkeypatch.setattr(migrations, "FOLDER", folder)
-        monkeypatch.setattr(migrations, "HEAD", f"{len(scripts) + 1:04d}")
+        monkeypatch.setattr(migrations, "HEAD", later(len(scripts)))
     return install
+
+
+CODE_HEAD = migrations.HEAD
+"""This code's newest revision (the fixture below moves migrations.HEAD past it)."""
+APPLIED = [
+    "applied migration 0001 (baseline: the tables of marsho before migrations (history, settings, nicknames))",
+    "applied migration 0002 (group settings and observed chat)",
+]
+"""What the store logs as it applies each of this code's revisions."""
+
+
+def later(step: int) -> str:
+    """The number of the test revision `step` after this code's newest (0: the newest itself)."""
+    return f"{int(CODE_HEAD) + step:04d}"
 
 
 async def test_a_database_at_an_older_revision_is_upgraded_one_revision_after_the_other(
@@ -360,7 +374,7 @@ async def test_a_database_at_an_older_revision_is_upgraded_one_revision_after_th
 ) -> None:
     store = SqlStore(previous_release)
     try:
-        await store.start()  # today's revisions: 0001
+        await store.start()  # today's revisions
     finally:
         await store.close()
     later_revisions(NICKNAME_PRONOUN, PRONOUN_DEFAULT)
@@ -368,7 +382,7 @@ async def test_a_database_at_an_older_revision_is_upgraded_one_revision_after_th
     upgraded = SqlStore(previous_release)
     try:
         await upgraded.start()
-        assert await on(upgraded.engine, migrations.current) == ("0003",)
+        assert await on(upgraded.engine, migrations.current) == (later(2),)
         await assert_every_previous_row_is_there(upgraded)
         pronouns = await on(upgraded.engine, lambda conn: conn.execute(
             text("SELECT user_key, pronoun FROM marsho_nicknames ORDER BY user_key")).all())
@@ -376,8 +390,9 @@ async def test_a_database_at_an_older_revision_is_upgraded_one_revision_after_th
     finally:
         await upgraded.close()
     assert migration_log == [
-        f"marsho: database {upgraded.safe_url}: applied migration 0002 (nicknames: a pronoun (a test revision))",
-        f"marsho: database {upgraded.safe_url}: applied migration 0003 (nicknames: everyone's pronoun is "
+        f"marsho: database {upgraded.safe_url}: applied migration {later(1)} (nicknames: a pronoun (a test "
+        "revision))",
+        f"marsho: database {upgraded.safe_url}: applied migration {later(2)} (nicknames: everyone's pronoun is "
         '"they" (a test revision that moves data))',
     ]
 
@@ -389,13 +404,14 @@ async def test_the_previous_releases_database_goes_through_every_revision_at_onc
     store = SqlStore(previous_release)
     try:
         await store.start()
-        assert await on(store.engine, migrations.current) == ("0003",)
+        assert await on(store.engine, migrations.current) == (later(2),)
         await assert_every_previous_row_is_there(store)
     finally:
         await store.close()
     assert [line.split(": ", 2)[2].split(" (")[0] for line in migration_log] == [
-        "tables from before migrations, kept with every row", "applied migration 0001",
-        "applied migration 0002", "applied migration 0003"]
+        "tables from before migrations, kept with every row",
+        *(applied.split(" (")[0] for applied in APPLIED),
+        f"applied migration {later(1)}", f"applied migration {later(2)}"]
 
 
 async def test_a_migration_that_fails_leaves_the_database_as_it_was(
@@ -532,6 +548,7 @@ def test_migrating_prints_only_the_stores_log_line_and_an_up_to_date_start_skips
 ) -> None:
     url = f"sqlite:///{tmp_path / 'marsho.db'}"
     first = start_in_a_new_process(url, tmp_path).splitlines()
-    assert len(first) == 2 and first[-1] == "alembic imported: True", first
-    assert "applied migration 0001" in first[0] and "alembic." not in first[0]
+    assert len(first) == len(APPLIED) + 1 and first[-1] == "alembic imported: True", first
+    for line, applied in zip(first[:-1], APPLIED, strict=True):
+        assert applied.split(" (")[0] in line and "alembic." not in line
     assert start_in_a_new_process(url, tmp_path).splitlines() == ["alembic imported: False"]

@@ -14,6 +14,7 @@ from zoneinfo import ZoneInfo
 from ..exceptions import MarshoError
 from ..i18n import Language, Texts
 from ..store.session import History
+from ..store.sql import SqlStore
 from .praises import Liked, PraisesFile
 
 NICKNAME_FORBIDDEN = set("@[]<>{}\r\n\t:：\"「」『』【】")
@@ -24,12 +25,16 @@ quotes (it is quoted in the system prompt)."""
 
 def base_prompt(
     persona: str | None, additional: str = "", likes: list[Liked] | None = None, *,
-    language: Language = "zh-CN",
+    language: Language = "zh-CN", group_persona: str | None = None,
 ) -> str:
     """The unchanging part of the system prompt: the persona (Marsho's own in `language` when
-    `persona` is None; "" for none), the additional prompt, and the people Marsho likes."""
+    `persona` is None; "" for none), the group's own persona (`marsho.persona`, quoted and
+    labelled as the group admins' words), the additional prompt, and the people Marsho likes."""
     t = Texts(language)
-    parts = [t("persona") if persona is None else persona.strip(), additional.strip()]
+    parts = [t("persona") if persona is None else persona.strip()]
+    if group_persona:
+        parts.append(t("prompt.group_persona", persona=group_persona))
+    parts.append(additional.strip())
     if likes:
         lines = [t("prompt.likes")]
         lines += [f"- {p.name}" + (f": {p.advantages}" if p.advantages else "") for p in likes]
@@ -116,15 +121,17 @@ class Prompt:
     now: Callable[[], datetime] = field(default_factory=lambda: clock())
     """The clock of the time line (MARSHO_TIMEZONE; tests give their own)."""
 
-    def base(self) -> str:
-        """The part that is the same for every turn."""
+    def base(self, group_persona: str | None = None) -> str:
+        """The part that is the same for every turn (of the group, with its own persona)."""
         likes = self.praises.people() if self.praises else []
-        return base_prompt(self.persona, self.additional, likes, language=self.language)
+        return base_prompt(self.persona, self.additional, likes, language=self.language,
+                           group_persona=group_persona)
 
-    def system(self, *, nickname: str | None = None, shared: bool = False) -> str:
-        """This turn's system prompt."""
-        return turn_prompt(self.base(), now=self.now() if self.time_prompt else None, nickname=nickname,
-                           shared=shared, language=self.language)
+    def system(self, *, nickname: str | None = None, shared: bool = False,
+               group_persona: str | None = None) -> str:
+        """This turn's system prompt; `group_persona`: the asker's group's own (`marsho.persona`)."""
+        return turn_prompt(self.base(group_persona), now=self.now() if self.time_prompt else None,
+                           nickname=nickname, shared=shared, language=self.language)
 
 
 def clock(timezone: str = "") -> Callable[[], datetime]:
@@ -177,27 +184,88 @@ def speaker_label(name: str, user_id: str, reserved: Iterable[str] = ()) -> str:
     return label
 
 
-class Nicknames:
-    """Nicknames read through a short-lived cache: one lookup per person per minute, not one
-    per question (with PostgreSQL, another bot process's change shows within `ttl`)."""
+class CachedTexts:
+    """Texts kept per key (a person's nickname, a group's persona) read through a short-lived
+    cache: one lookup per key per `ttl`, not one per question (with PostgreSQL, another bot
+    process's change shows within `ttl`)."""
 
-    def __init__(self, history: History, ttl: float = 60.0, size: int = 4096) -> None:
-        self.history = history
+    def __init__(self, ttl: float = 60.0, size: int = 4096) -> None:
         self.ttl = ttl
         self.size = size
         self._cache: dict[str, tuple[str | None, float]] = {}
 
-    async def get(self, user_key: str) -> str | None:
-        cached = self._cache.get(user_key)
+    async def read(self, key: str) -> str | None:
+        """The stored text."""
+        raise NotImplementedError
+
+    async def write(self, key: str, value: str | None) -> None:
+        """Store the text (None forgets it)."""
+        raise NotImplementedError
+
+    async def get(self, key: str) -> str | None:
+        cached = self._cache.get(key)
         now = time.monotonic()
         if cached is not None and cached[1] > now:
             return cached[0]
-        value = await self.history.get_nickname(user_key)
+        value = await self.read(key)
         if len(self._cache) >= self.size:
             self._cache.clear()
-        self._cache[user_key] = (value, now + self.ttl)
+        self._cache[key] = (value, now + self.ttl)
         return value
 
-    async def set(self, user_key: str, nickname: str | None) -> None:
-        await self.history.set_nickname(user_key, nickname)
-        self._cache[user_key] = (nickname, time.monotonic() + self.ttl)
+    async def set(self, key: str, value: str | None) -> None:
+        await self.write(key, value)
+        self._cache[key] = (value, time.monotonic() + self.ttl)
+
+
+class Nicknames(CachedTexts):
+    """What each person asked to be called (`marsho.nickname`), by `platform:user id`."""
+
+    def __init__(self, history: History, ttl: float = 60.0, size: int = 4096) -> None:
+        super().__init__(ttl, size)
+        self.history = history
+
+    async def read(self, key: str) -> str | None:
+        return await self.history.get_nickname(key)
+
+    async def write(self, key: str, value: str | None) -> None:
+        await self.history.set_nickname(key, value)
+
+
+GROUP_PERSONA_CHARS = 300
+"""Characters a group's persona (`marsho.persona`) may have."""
+GROUP_PERSONA_SETTING = "persona"
+PERSONA_FORBIDDEN = set("[]<>{}\"「」『』【】")
+"""Characters a group's persona cannot hold: it is quoted in the system prompt as the group
+admins' words, so no quote may close it early and no bracket may pass for markup or a label."""
+
+
+class PersonaError(MarshoError):
+    """A group persona that cannot be kept; the code says why."""
+
+
+def check_persona(text: str, limit: int = GROUP_PERSONA_CHARS) -> str:
+    """The group persona to keep, or PersonaError: NFKC, invisible format characters dropped,
+    one line (line breaks become spaces, so it cannot fake a section of the system prompt of its
+    own), without quotes or brackets, at most `limit` characters."""
+    normal = "".join(c for c in unicodedata.normalize("NFKC", text) if unicodedata.category(c) != "Cf")
+    persona = " ".join(normal.split())
+    if any(c in PERSONA_FORBIDDEN for c in persona) or not persona.isprintable():
+        raise PersonaError(code="persona.invalid", limit=limit)
+    if len(persona) > limit:
+        raise PersonaError(code="persona.too_long", limit=limit)
+    return persona
+
+
+class GroupPersonas(CachedTexts):
+    """Each group's own persona (`marsho.persona`), by group key."""
+
+    def __init__(self, store: SqlStore, ttl: float = 60.0, size: int = 4096) -> None:
+        super().__init__(ttl, size)
+        self.store = store
+
+    async def read(self, key: str) -> str | None:
+        return await self.store.get_group_setting(key, GROUP_PERSONA_SETTING)
+
+    async def write(self, key: str, value: str | None) -> None:
+        await self.store.set_group_setting(key, GROUP_PERSONA_SETTING, value)

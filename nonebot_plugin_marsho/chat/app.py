@@ -18,10 +18,11 @@ from pydantic import GetCoreSchemaHandler
 from pydantic_core import CoreSchema, core_schema
 from sqlalchemy.engine import make_url
 
+from ..agent.chatlog import ChatLog
 from ..agent.engine import Engine
 from ..agent.gate import RequestGate
 from ..agent.llm import Fallback, LLMClient
-from ..agent.persona import Nicknames, Prompt, clock
+from ..agent.persona import GroupPersonas, Nicknames, Prompt, clock
 from ..agent.praises import PraisesFile
 from ..config import Config
 from ..exceptions import NotReadyError, StoreError
@@ -66,6 +67,10 @@ class Marsho:
     """The catalogue key of what members are told instead of `problem` ("" while starting)."""
     mcp: McpManager | None = None
     nicknames: Nicknames | None = None
+    chat_log: ChatLog | None = None
+    """The recent chat of groups that share it (`marsho.context`)."""
+    personas: GroupPersonas | None = None
+    """Each group's own persona (`marsho.persona`)."""
 
     def __post_init__(self) -> None:
         config = self.config
@@ -88,10 +93,13 @@ class Marsho:
         return core_schema.is_instance_schema(cls)
 
     def with_config(self, **settings: Any) -> Marsho:
-        """This bot with some settings changed (and fresh limits, cooldowns and prompt built from
-        them), sharing its engine, database, nicknames and MCP servers."""
+        """This bot with some settings changed (and fresh limits, cooldowns, prompt and recent-chat
+        settings built from them), sharing its engine, database, nicknames and MCP servers."""
         config = Config.model_validate({**self.config.model_dump(), **settings})
-        return dataclasses.replace(self, config=config)
+        chat_log = self.chat_log and self.chat_log.with_settings(
+            size=config.marsho_group_context, ttl=config.marsho_group_context_ttl,
+            default_on=config.marsho_group_context_default == "on")
+        return dataclasses.replace(self, config=config, chat_log=chat_log)
 
     def require_engine(self) -> Engine:
         """The engine, or NotReadyError saying what to fix."""
@@ -266,6 +274,9 @@ class Marsho:
             )
             await store.start()
             await engine.restore_model()
+            chat_log = ChatLog(store, size=config.marsho_group_context, ttl=config.marsho_group_context_ttl,
+                               default_on=config.marsho_group_context_default == "on")
+            await chat_log.load()
         except StoreError as error:
             self.problem = t("problem.database", error=error_text(t, error))
             self.problem_brief = "brief.database"
@@ -278,6 +289,8 @@ class Marsho:
         self.mcp = await self.start_mcp(toolset, wait=0)  # slow servers join when they are ready
         SECRETS.add(*held_secrets(config, toolset, self.mcp))
         self.nicknames = Nicknames(store)
+        self.personas = GroupPersonas(store)
+        self.chat_log = chat_log
         self.engine = engine
         logger.info(f"marsho: ready, model {llm.model} at {llm.base_url}, {len(toolset.tools)} tools, "
                     f"history in {store.safe_url} ({engine.counter.name} token counts); "
@@ -320,7 +333,10 @@ class Marsho:
         """Close the endpoint's connections, the tool threads, the MCP servers and the database."""
         engine, self.engine = self.engine, None
         mcp, self.mcp = self.mcp, None
+        chat_log, self.chat_log = self.chat_log, None
         self.problem, self.problem_brief = self.texts("problem.starting"), ""
+        if chat_log is not None:
+            await chat_log.close()
         if mcp is not None:
             await mcp.stop()
         if engine is not None:

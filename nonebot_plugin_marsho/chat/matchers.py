@@ -16,9 +16,17 @@ from nonebot.rule import Rule
 from nonebot.typing import T_State
 from nonebot_plugin_alconna.uniseg import Image, Text, UniMessage
 
+from ..agent.chatlog import Unread, recent_chat_text, with_recent_chat
 from ..agent.engine import Engine, Reply
 from ..agent.gate import lane
-from ..agent.persona import NicknameError, check_nickname, speaker_label
+from ..agent.persona import (
+    GROUP_PERSONA_CHARS,
+    NicknameError,
+    PersonaError,
+    check_nickname,
+    check_persona,
+    speaker_label,
+)
 from ..exceptions import EndpointError, MarshoError, NotReadyError, StoreError
 from ..i18n import Texts
 from ..redaction import logger, redact
@@ -28,6 +36,7 @@ from .app import Marsho, current_app
 from .fairuse import seconds_text
 from .incoming import Limits, read_question, sees_pictures, text_only
 from .native import own_content
+from .observe import group_key, observe
 from .outgoing import Delivery, picture_segment, send_answer, send_progress, send_reasoning
 from .render import (
     brief_reason,
@@ -43,7 +52,13 @@ from .render import (
 )
 from .where import Where, looks_private, platform_name, where_of
 
-COMMANDS = ("help", "reset", "tools", "calls", "history", "export", "model", "nickname", "status")
+COMMANDS = ("help", "reset", "tools", "calls", "history", "export", "model", "nickname", "context", "forget",
+            "persona", "status")
+GROUP_COMMANDS = ("context", "forget", "persona")
+"""Commands about the group they are sent in (its recent chat, its persona)."""
+ON_WORDS = ("on", "yes", "true", "1", "开", "开启", "打开")
+OFF_WORDS = ("off", "no", "false", "0", "关", "关闭")
+RESET_WORDS = ("reset", "clear", "-", "重置", "清除")
 MAX_EXPORT_CHARS = 3000
 _is_superuser = SuperUser()
 STATE_KEY = "marsho_request"
@@ -207,6 +222,9 @@ async def _is_for_marsho(bot: Bot, event: Event, state: T_State) -> bool:
         if where.shared:  # an @ of the bot in a group; private chats need the trigger word
             request = Request("chat", event.get_plaintext().strip())
     if request is None:
+        # the group's recent chat, where its admins chose to share it: kept here, in the order
+        # messages arrive, at no cost where nobody did
+        await observe(app, bot, event, state, reserved_names(app, bot))
         return False
     where = where or await where_of(bot, event, state)
     if not await admitted_here(app, bot, event, where):
@@ -257,7 +275,7 @@ async def nickname_command(app: Marsho, bot: Bot, user_id: str, text: str) -> st
     if not text:
         current = await nicknames.get(key)
         return t("nickname.show", nickname=current, name=name) if current else t("nickname.unset", name=name)
-    if text.casefold() in ("reset", "clear", "-", "重置", "清除"):
+    if text.casefold() in RESET_WORDS:
         await nicknames.set(key, None)
         return t("nickname.cleared")
     try:
@@ -266,6 +284,69 @@ async def nickname_command(app: Marsho, bot: Bot, user_id: str, text: str) -> st
         return error_text(t, error)
     await nicknames.set(key, nickname)
     return t("nickname.set", nickname=nickname)
+
+
+async def group_command(app: Marsho, request: Request, where: Where, role: Role) -> str:
+    """`marsho.context [on|off]`, `marsho.forget` and `marsho.persona [text|reset]`: about the
+    group they are sent in; anyone may look, group admins, owners and superusers may change."""
+    if not where.shared:
+        return app.texts("group.only", command=f"{app.config.marsho_name}.{request.command}")
+    group, admin, text = group_key(where), role != "member", request.text.strip()
+    if request.command == "persona":
+        return await persona_command(app, group, admin, text)
+    return await context_command(app, request.command, group, admin, text)
+
+
+async def persona_command(app: Marsho, group: str, admin: bool, text: str) -> str:
+    """`marsho.persona`: show the group's persona; admins set it, or (`reset`) remove it."""
+    t, personas, name = app.texts, app.personas, app.config.marsho_name
+    assert personas is not None
+    if not app.config.marsho_group_persona:
+        return t("persona.disabled")
+    if not text:
+        persona = await personas.get(group)
+        return t("persona.show", persona=persona) if persona else t("persona.unset", name=name)
+    if not admin:
+        return t("persona.admins")
+    if text.casefold() in RESET_WORDS:
+        await personas.set(group, None)
+        return t("persona.cleared")
+    try:
+        persona = check_persona(text, GROUP_PERSONA_CHARS)
+    except PersonaError as error:
+        return error_text(t, error)
+    await personas.set(group, persona)
+    return t("persona.set", persona=persona)
+
+
+async def context_command(app: Marsho, command: str, group: str, admin: bool, text: str) -> str:
+    """`marsho.context`: whether the group's recent chat goes to the model (admins: `on`, `off`,
+    which also forgets it); `marsho.forget`: admins empty it."""
+    t, log, name = app.texts, app.chat_log, app.config.marsho_name
+    assert log is not None
+    if command == "forget":
+        if not admin:
+            return t("forget.admins")
+        return t("forget.done", messages_text=t.plural("count.messages", await log.forget(group)))
+    count, ttl = log.size, seconds_text(t, log.ttl)
+    if count == 0:
+        return t("context.disabled")
+    if not text:
+        source = t("context.source_default") if log.choice(group) is None else t("context.source_group")
+        if log.is_on(group):
+            kept = t.plural("count.messages", await log.kept(group))
+            return t("context.show_on", source=source, count=count, ttl=ttl, kept_text=kept)
+        return t("context.show_off", source=source)
+    word = text.casefold()
+    if word not in ON_WORDS + OFF_WORDS:
+        return t("context.bad_value", name=name)
+    if not admin:
+        return t("context.admins")
+    if word in ON_WORDS:
+        await log.set_on(group, True)
+        return t("context.on", count=count, ttl=ttl, name=name)
+    await log.set_on(group, False)
+    return t("context.off")
 
 
 async def _command(app: Marsho, engine: Engine, request: Request, key: str, role: Role, shared: bool) -> str:
@@ -367,6 +448,9 @@ async def handle_request(bot: Bot, event: Event, state: T_State) -> None:
         if request.command == "nickname":
             await _send(await nickname_command(app, bot, user_id, request.text))
             return
+        if request.command in GROUP_COMMANDS:
+            await _send(await group_command(app, request, where, role))
+            return
         if request.command != "chat":
             await _send(await _command(app, engine, request, key, role, shared))
             return
@@ -459,9 +543,38 @@ async def _chat(
         return None, [t("tip.image_only", model=model)]
     context = ToolContext(session_key=key, user_id=user_id, group_id=where.group_id, role=role,
                           bot=bot, event=event)
-    reply = await engine.chat(
-        key, question.content(), context,
-        system_prompt=app.prompt.system(nickname=nickname, shared=shared),
-        announce=_announcer(app, app.delivery()),
-    )
+    group_persona, unread = await _group_side(app, where, key)
+    content = question.content()
+    if unread is not None:
+        # what the group said since this conversation's last turn goes with the question (and is
+        # stored with it, so later turns read the same history)
+        content = with_recent_chat(content, recent_chat_text(unread.messages, t, app.prompt.now().tzinfo))
+    try:
+        reply = await engine.chat(
+            key, content, context,
+            system_prompt=app.prompt.system(nickname=nickname, shared=shared, group_persona=group_persona),
+            announce=_announcer(app, app.delivery()),
+        )
+    except BaseException:
+        _carried(app, where, key, unread, stored=False)
+        raise
+    _carried(app, where, key, unread, stored=reply.save_error is None)
     return reply, question.tips
+
+
+async def _group_side(app: Marsho, where: Where, key: str) -> tuple[str | None, Unread | None]:
+    """What the asker's group adds to a question: its persona, and the recent chat the session
+    has not carried yet (None and None in private chats, or where the group has neither)."""
+    if not where.shared:
+        return None, None
+    group = group_key(where)
+    persona = await app.personas.get(group) if app.config.marsho_group_persona and app.personas else None
+    unread = await app.chat_log.unread(key, group) if app.chat_log is not None else None
+    return persona, unread
+
+
+def _carried(app: Marsho, where: Where, key: str, unread: Unread | None, *, stored: bool) -> None:
+    """The turn that carried `unread` ended: stored, its next question starts after them; else
+    the next one carries them again (marked in the background: the answer does not wait)."""
+    if unread is not None and app.chat_log is not None:
+        app.chat_log.finish_soon(key, group_key(where), unread, stored=stored)

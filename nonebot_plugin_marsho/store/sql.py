@@ -84,6 +84,40 @@ nicknames_table = Table(
 )
 """What each person asked to be called (`marsho.nickname`)."""
 
+group_settings_table = Table(
+    "marsho_group_settings",
+    metadata,
+    Column("group_key", String(255), primary_key=True),
+    Column("name", String(32), primary_key=True),
+    Column("value", Text, nullable=False),
+    Column("updated_at", Float, nullable=False),
+)
+"""What a group's admins chose for their group: `context` (`on`/`off`), `persona` (its text)."""
+
+observed_table = Table(
+    "marsho_observed",
+    metadata,
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("group_key", String(255), nullable=False),
+    Column("speaker", String(64), nullable=False),
+    Column("text", Text, nullable=False),
+    Column("created_at", Float, nullable=False),
+    Index("ix_marsho_observed_group_id", "group_key", "id"),
+    Index("ix_marsho_observed_created_at", "created_at"),
+)
+"""The recent chat of groups that chose to share it with the model: messages not addressed to
+marsho, at most MARSHO_GROUP_CONTEXT per group, each for MARSHO_GROUP_CONTEXT_TTL seconds."""
+
+observed_cursors_table = Table(
+    "marsho_observed_cursors",
+    metadata,
+    Column("session_key", String(255), primary_key=True),
+    Column("group_key", String(255), primary_key=True),
+    Column("last_id", BigInteger().with_variant(Integer, "sqlite"), nullable=False),
+)
+"""The newest observed message each session's turns have already carried, per group: the next
+question carries only what came after it."""
+
 
 def async_url(url: str) -> str:
     """The URL with an async driver: `postgresql://` → asyncpg, `sqlite://` → aiosqlite."""
@@ -389,6 +423,142 @@ class SqlStore:
                         user_key=user_key, nickname=nickname, updated_at=time.time()))
         except SQLAlchemyError as error:
             raise StoreError(code="store.save", url=self.safe_url, detail=_describe(error)) from None
+
+    # group settings and the observed chat (issue 17)
+
+    async def group_settings(self, name: str) -> dict[str, str]:
+        """Every group's value of setting `name` (`context`: a few short rows, read at once)."""
+        await self._ready()
+        try:
+            async with self._connection(write=False) as conn:
+                rows = (await conn.execute(
+                    select(group_settings_table.c.group_key, group_settings_table.c.value)
+                    .where(group_settings_table.c.name == name)
+                )).all()
+        except SQLAlchemyError as error:
+            raise StoreError(code="store.read", url=self.safe_url, detail=_describe(error)) from None
+        return {row.group_key: row.value for row in rows}
+
+    async def get_group_setting(self, group_key: str, name: str) -> str | None:
+        """One group's setting, or None when its admins have not chosen."""
+        await self._ready()
+        try:
+            async with self._connection(write=False) as conn:
+                return (await conn.execute(
+                    select(group_settings_table.c.value).where(
+                        group_settings_table.c.group_key == group_key, group_settings_table.c.name == name)
+                )).scalar()
+        except SQLAlchemyError as error:
+            raise StoreError(code="store.read", url=self.safe_url, detail=_describe(error)) from None
+
+    async def set_group_setting(self, group_key: str, name: str, value: str | None, *,
+                                forget_observed: bool = False) -> None:
+        """Keep a group's setting (None forgets it); `forget_observed` also empties the group's
+        observed chat, in the same transaction (turning the recent chat off)."""
+        await self._ready()
+        try:
+            async with self._connection(write=True) as conn:
+                await conn.execute(delete(group_settings_table).where(
+                    group_settings_table.c.group_key == group_key, group_settings_table.c.name == name))
+                if value is not None:
+                    await conn.execute(insert(group_settings_table).values(
+                        group_key=group_key, name=name, value=value, updated_at=time.time()))
+                if forget_observed:
+                    await self._forget_observed(conn, group_key)
+        except SQLAlchemyError as error:
+            raise StoreError(code="store.save", url=self.safe_url, detail=_describe(error)) from None
+
+    async def observe(self, group_key: str, rows: Sequence[tuple[str, str, float]], *, keep: int,
+                      ttl: float, default_on: bool) -> int:
+        """Keep (speaker, text, time) messages of a group's chat, if the group has the recent chat
+        on (checked in the same transaction, so a group turned off in another process keeps
+        nothing); then the group keeps only its newest `keep`, and messages older than `ttl`
+        seconds go, in every group. Returns how many were kept."""
+        await self._ready()
+        settings = group_settings_table.c
+        try:
+            async with self._connection(write=True) as conn:
+                chosen = (await conn.execute(select(settings.value).where(
+                    settings.group_key == group_key, settings.name == "context"))).scalar()
+                if not rows or (chosen == "off" if chosen is not None else not default_on):
+                    return 0
+                await conn.execute(insert(observed_table), [
+                    {"group_key": group_key, "speaker": speaker, "text": text, "created_at": at}
+                    for speaker, text, at in rows])
+                observed = observed_table.c
+                oldest_kept = (select(observed.id).where(observed.group_key == group_key)
+                               .order_by(observed.id.desc()).offset(max(keep - 1, 0)).limit(1)
+                               .scalar_subquery())
+                await conn.execute(delete(observed_table).where(
+                    observed.group_key == group_key, observed.id < oldest_kept))
+                await conn.execute(delete(observed_table).where(observed.created_at < time.time() - ttl))
+        except SQLAlchemyError as error:
+            raise StoreError(code="store.save", url=self.safe_url, detail=_describe(error)) from None
+        return len(rows)
+
+    async def observed_since(self, session_key: str, group_key: str, *, limit: int,
+                             ttl: float) -> list[tuple[int, str, str, float]]:
+        """The group's observed messages (id, speaker, text, time), oldest first, that the
+        session's turns have not carried yet and that are younger than `ttl` seconds: at most
+        the newest `limit`."""
+        await self._ready()
+        observed, cursors = observed_table.c, observed_cursors_table.c
+        try:
+            async with self._connection(write=False) as conn:
+                seen = (await conn.execute(select(cursors.last_id).where(
+                    cursors.session_key == session_key, cursors.group_key == group_key))).scalar()
+                query = (select(observed.id, observed.speaker, observed.text, observed.created_at)
+                         .where(observed.group_key == group_key,
+                                observed.created_at >= time.time() - ttl)
+                         .order_by(observed.id.desc()).limit(limit))
+                if seen is not None:
+                    query = query.where(observed.id > seen)
+                rows = (await conn.execute(query)).all()
+        except SQLAlchemyError as error:
+            raise StoreError(code="store.read", url=self.safe_url, detail=_describe(error)) from None
+        return [(row.id, row.speaker, row.text, row.created_at) for row in reversed(rows)]
+
+    async def mark_observed(self, session_key: str, group_key: str, last_id: int) -> None:
+        """The session's turns have carried the group's observed messages up to `last_id` (a
+        mark never goes back)."""
+        await self._ready()
+        cursors = observed_cursors_table.c
+        mine = (cursors.session_key == session_key) & (cursors.group_key == group_key)
+        try:
+            async with self._connection(write=True) as conn:
+                seen = (await conn.execute(select(cursors.last_id).where(mine))).scalar()
+                await conn.execute(delete(observed_cursors_table).where(mine))
+                await conn.execute(insert(observed_cursors_table).values(
+                    session_key=session_key, group_key=group_key, last_id=max(last_id, seen or 0)))
+        except SQLAlchemyError as error:
+            raise StoreError(code="store.save", url=self.safe_url, detail=_describe(error)) from None
+
+    async def count_observed(self, group_key: str, *, ttl: float) -> int:
+        """How many of the group's observed messages are kept (younger than `ttl` seconds)."""
+        await self._ready()
+        observed = observed_table.c
+        try:
+            async with self._connection(write=False) as conn:
+                return int((await conn.execute(select(func.count()).where(
+                    observed.group_key == group_key, observed.created_at >= time.time() - ttl))).scalar_one())
+        except SQLAlchemyError as error:
+            raise StoreError(code="store.read", url=self.safe_url, detail=_describe(error)) from None
+
+    async def forget_observed(self, group_key: str) -> int:
+        """Empty a group's observed chat; returns how many messages went."""
+        await self._ready()
+        try:
+            async with self._connection(write=True) as conn:
+                return await self._forget_observed(conn, group_key)
+        except SQLAlchemyError as error:
+            raise StoreError(code="store.clear", url=self.safe_url, detail=_describe(error)) from None
+
+    @staticmethod
+    async def _forget_observed(conn: AsyncConnection, group_key: str) -> int:
+        result = await conn.execute(delete(observed_table).where(observed_table.c.group_key == group_key))
+        await conn.execute(delete(observed_cursors_table).where(
+            observed_cursors_table.c.group_key == group_key))
+        return int(result.rowcount or 0)
 
 
 def _group_turns(rows: Sequence[Any]) -> list[Turn]:
