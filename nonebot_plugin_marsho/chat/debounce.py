@@ -93,6 +93,11 @@ class Debounce:
     def on(self) -> bool:
         return self.seconds > 0
 
+    @property
+    def busy(self) -> bool:
+        """Whether any question is being answered (else no message can join one)."""
+        return bool(self._running)
+
     def keep_picture(self, key: str, event: Event) -> None:
         """Remember a picture-only message, for a question of the same person in the window."""
         self._pictures.pop(key, None)

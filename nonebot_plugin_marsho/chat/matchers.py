@@ -230,11 +230,11 @@ async def _is_for_marsho(bot: Bot, event: Event, state: T_State) -> bool:
     if request is None:
         debounce = app.debounce
         if debounce.on:  # a second line of a question being answered joins it; a picture is kept
-            person = person_in_chat(bot, event)
-            if debounce.join(person, event, event.get_plaintext().strip()):
+            line = event.get_plaintext().strip() if debounce.busy else ""
+            if debounce.busy and debounce.join(person_in_chat(bot, event), event, line):
                 return False
             if picture_only(event):
-                debounce.keep_picture(person, event)
+                debounce.keep_picture(person_in_chat(bot, event), event)
         # the group's recent chat, where its admins chose to share it: kept here, in the order
         # messages arrive, at no cost where nobody did
         await observe(app, bot, event, state, reserved_names(app, bot))
