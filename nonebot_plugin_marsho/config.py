@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin
@@ -91,6 +92,9 @@ def http_base_url(value: str) -> str:
         )
     return value
 
+
+QUIET_HOURS = re.compile(r"([01]\d|2[0-3]):([0-5]\d)-([01]\d|2[0-3]):([0-5]\d)")
+"""MARSHO_ACTIVE_QUIET_HOURS: `HH:MM-HH:MM`."""
 
 SECRET_SETTINGS = ("marsho_api_key", "marsho_api_keys", "marsho_fallbacks")
 """Settings that hold API keys: a complaint about them never repeats the value."""
@@ -313,6 +317,37 @@ class Config(BaseModel):
     marsho_group_persona: bool = True
     """Whether group admins may give marsho a persona of their group's (`marsho.persona`)."""
 
+    # replies without being called (chat/active.py), one answer to one thought (chat/debounce.py)
+
+    marsho_active_default: float = Field(default=0.0, ge=0, le=1)
+    """The chance (0..1) that marsho answers a group message nobody addressed to it, in groups
+    whose admins have not chosen (`marsho.active`); 0: off."""
+
+    marsho_active_max: float = Field(default=1.0, ge=0, le=1)
+    """The highest chance group admins may set with `marsho.active`; 0 forbids active replies."""
+
+    marsho_active_judge_model: str = ""
+    """A cheap model on MARSHO_BASE_URL asked, in groups with active replies on, whether a
+    message talks about marsho or is something it can help with (yes/no, no tools); empty: not
+    asked. Each such message costs one small request."""
+
+    marsho_active_cooldown: float = Field(default=60.0, ge=0)
+    """Seconds after an unsolicited reply before the next one in the same group."""
+
+    marsho_active_per_hour: int = Field(default=6, ge=0, le=600)
+    """Unsolicited replies per group per hour at most; 0: none."""
+
+    marsho_active_quiet_hours: str = ""
+    """Hours without unsolicited replies, `HH:MM-HH:MM` (`23:00-07:00` spans midnight), in
+    MARSHO_TIMEZONE; empty: none."""
+
+    marsho_ignored_users: list[str] = Field(default_factory=list)
+    """Accounts (other bots) marsho never answers without being called."""
+
+    marsho_debounce_seconds: float = Field(default=1.5, ge=0, le=30)
+    """Messages from the same person in the same chat within this many seconds of a question
+    (a picture sent just before it, a second line while it is being answered) join it; 0: off."""
+
     marsho_database_url: str = ""
     """Where history is kept: empty for SQLite in the plugin's data folder, or an SQLAlchemy
     URL such as `postgresql://user:password@host/db` for several bot processes."""
@@ -357,6 +392,21 @@ class Config(BaseModel):
         if isinstance(value, list):
             return [str(item) if isinstance(item, int) and not isinstance(item, bool) else item
                     for item in value]
+        return value
+
+    @field_validator("marsho_ignored_users", mode="before")
+    @classmethod
+    def _ignored_as_text(cls, value: Any) -> Any:
+        if isinstance(value, list):
+            return [str(item) for item in value if not isinstance(item, bool)]
+        return value
+
+    @field_validator("marsho_active_quiet_hours")
+    @classmethod
+    def _quiet_hours(cls, value: str) -> str:
+        value = value.strip()
+        if value and QUIET_HOURS.fullmatch(value) is None:
+            raise ValueError(f"{value!r} is not hours such as 23:00-07:00 (HH:MM-HH:MM)")
         return value
 
     @field_validator("marsho_aliases")

@@ -102,6 +102,10 @@ EN: dict[str, str] = {
     ),
     "usage.forget": "{name}.forget  forget this group's recent chat (group admins)",
     "usage.persona": "{name}.persona [text]  my persona in this group (group admins: set it; reset)",
+    "usage.active": (
+        "{name}.active [0..1|off|keywords ...]  whether I join this group's chat unasked (group admins: "
+        "set it)"
+    ),
     "usage.status": "{name}.status  the model endpoints and keys: state, errors, latency (superusers)",
     # marsho.tools
     "tools.loaded": "Loaded toolkits ({toolkits}, {tools} tools):",
@@ -197,6 +201,29 @@ EN: dict[str, str] = {
     "persona.cleared": "Done: I am myself again in this group.",
     "persona.admins": "Only group admins and superusers can change my persona in this group.",
     "persona.disabled": "The bot's owner does not let groups change my persona (MARSHO_GROUP_PERSONA).",
+    "active.disabled": "The bot's owner allows no replies without being called (MARSHO_ACTIVE_MAX=0).",
+    "active.show_off": (
+        "I answer in this group only when called ({source}). Group admins: {name}.active 0.1 lets me join "
+        "in now and then; {name}.active keywords word1 word2 when a word comes up."
+    ),
+    "active.show_on": (
+        "I sometimes answer in this group without being called ({source}): chance {chance}, keywords: "
+        "{keywords}{judged}; at most {per_hour} an hour, then wait {cooldown}. Those messages go to the "
+        "model's provider."
+    ),
+    "active.no_keywords": "none",
+    "active.judged": "; a judge model also decides",
+    "active.on": (
+        "Done: I answer a message here without being called with chance {chance}. Turn it off with "
+        "{name}.active off."
+    ),
+    "active.off": "Done: I answer in this group only when called.",
+    "active.keywords_set": "Done: I answer messages here that mention: {keywords}.",
+    "active.keywords_off": "Done: no keywords make me answer here any more.",
+    "active.admins": "Only group admins and superusers can change when I answer without being called.",
+    "active.bad_value": "Use {name}.active 0.2 (a chance from 0 to 1), {name}.active off, or {name}.active "
+                        "keywords word1 word2 ({name}.active keywords off).",
+    "active.over_max": "The bot's owner allows a chance of at most {max} (MARSHO_ACTIVE_MAX).",
     "persona.too_long": "That persona is too long: at most {limit} characters, please.",
     "persona.invalid": "A persona is plain text, without quotes or brackets.",
     # refusals and failures
@@ -374,6 +401,7 @@ ZH: dict[str, str] = {
     "usage.context": "{name}.context [on|off]  本群最近的聊天是否发给模型（群管理员可开关）",
     "usage.forget": "{name}.forget  忘掉本群最近的聊天（群管理员）",
     "usage.persona": "{name}.persona [设定]  我在本群的人设（群管理员可设置；reset：恢复）",
+    "usage.active": "{name}.active [0..1|off|keywords ...]  我是否不被呼叫也插话（群管理员可设置）",
     "usage.status": "{name}.status  查看模型服务和密钥的状态、错误与延迟（仅超级用户）",
     "tools.loaded": "已加载的工具包（{toolkits} 个，共 {tools} 个工具）：",
     "tools.none": "没有加载任何工具包。",
@@ -460,6 +488,25 @@ ZH: dict[str, str] = {
     "persona.cleared": "好了：在本群我恢复成原来的我了。",
     "persona.admins": "只有群管理员和超级用户可以修改我在本群的人设。",
     "persona.disabled": "机器人的主人不允许各群修改我的人设（MARSHO_GROUP_PERSONA）。",
+    "active.disabled": "机器人的主人不允许不被呼叫时回复（MARSHO_ACTIVE_MAX=0）。",
+    "active.show_off": (
+        "在本群我只在被呼叫时回答（{source}）。群管理员：{name}.active 0.1 让我偶尔插话；"
+        "{name}.active keywords 词1 词2 让我在提到这些词时回答。"
+    ),
+    "active.show_on": (
+        "在本群我有时不被呼叫也会回答（{source}）：概率 {chance}，关键词：{keywords}{judged}；"
+        "每小时最多 {per_hour} 次，之后等待 {cooldown}。这些消息会发送给模型的服务商。"
+    ),
+    "active.no_keywords": "无",
+    "active.judged": "；另有判断模型决定",
+    "active.on": "好了：本群的消息我会以 {chance} 的概率不被呼叫也回答。用 {name}.active off 关闭。",
+    "active.off": "好了：在本群我只在被呼叫时回答。",
+    "active.keywords_set": "好了：提到这些词的消息我会回答：{keywords}。",
+    "active.keywords_off": "好了：不再有关键词让我在本群回答。",
+    "active.admins": "只有群管理员和超级用户可以修改我不被呼叫时是否回答。",
+    "active.bad_value": "请用 {name}.active 0.2（0 到 1 的概率）、{name}.active off，或 {name}.active "
+                        "keywords 词1 词2（{name}.active keywords off）。",
+    "active.over_max": "机器人的主人只允许最高 {max} 的概率（MARSHO_ACTIVE_MAX）。",
     "persona.too_long": "人设太长了：最多 {limit} 个字符。",
     "persona.invalid": "人设只能是纯文本，不能有引号或括号。",
     "rate.limited": "你问得有点快啦：请 {wait}后再试。",

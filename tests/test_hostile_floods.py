@@ -272,7 +272,8 @@ async def test_a_second_question_waits_and_a_third_is_dropped_with_one_notice(
     arrived = _slow_answers(fake, 0.3)
     async with app.test_api() as ctx:
         bot = recording_bot(ctx)
-        with configured(marsho_user_queue=2):
+        # the queue, not the debounce (tests/test_debounce.py): each line is a question of its own
+        with configured(marsho_user_queue=2, marsho_debounce_seconds=0):
             await _at_once(bot, [group_message(f"marsho question {i}", group_id=20901) for i in range(5)])
     answers = [s for s in bot.sent if s.startswith("answer to")]
     assert len(answers) == 2 and bot.sent.count(QUEUE_FULL) == 1 and len(bot.sent) == 3, bot.sent
@@ -287,7 +288,7 @@ async def test_a_superuser_is_not_held_back_by_the_queue(
     _slow_answers(fake, 0.05)
     async with app.test_api() as ctx:
         bot = recording_bot(ctx)
-        with configured(marsho_user_queue=1, marsho_user_rate_limit=1):
+        with configured(marsho_user_queue=1, marsho_user_rate_limit=1, marsho_debounce_seconds=0):
             await _at_once(bot, [group_message(f"marsho boss {i}", user_id=int(SUPERUSER_ID), group_id=20902)
                                  for i in range(4)])
     assert sorted(bot.sent) == [f"answer to user{SUPERUSER_ID}: boss {i}" for i in range(4)], bot.sent

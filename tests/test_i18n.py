@@ -39,8 +39,8 @@ LITERAL_CALL = re.compile(CALL + r"""(["'])([^"'\\]+)\1\s*[,)]""")
 ANY_CALL = re.compile(CALL + r"""([^,)]+)""")
 """Any such call or error code, with (the start of) its key argument."""
 
-COMMANDS = ("reset", "tools", "calls", "history", "nickname", "context", "forget", "persona", "help", "model",
-            "export", "status")
+COMMANDS = ("reset", "tools", "calls", "history", "nickname", "context", "forget", "persona", "active", "help",
+            "model", "export", "status")
 DYNAMIC_KEYS: dict[str, list[str]] = {
     # the first argument as written -> every key it can name
     'f"usage.{command}"': [f"usage.{c}" for c in COMMANDS],

@@ -125,6 +125,8 @@ async def test_the_name_alone_answers_with_usage(app: App, fake: FakeOpenAI) -> 
             "marsho.context [on|off]  whether this group's recent chat goes to the model (group admins: on or off)\n"
             "marsho.forget  forget this group's recent chat (group admins)\n"
             "marsho.persona [text]  my persona in this group (group admins: set it; reset)\n"
+            "marsho.active [0..1|off|keywords ...]  whether I join this group's chat unasked (group admins: "
+            "set it)\n"
             "marsho.help   show this help\n"
             "marsho.model [name]  show or switch the model (superusers)\n"
             "marsho.export  save this conversation as JSON (superusers)\n"

@@ -32,6 +32,8 @@ from ..store.sql import SqlStore
 from ..tools import BUILTIN_TOOLSET, LoadProblem, ToolRunner, Toolset, ToolsetSource, load_toolset
 from ..tools.runner import SECRET_PRESET
 from ..tools.webservices import load_webservices
+from .active import ActiveReplies
+from .debounce import Debounce
 from .fairuse import Cooldown, FairUse
 from .outgoing import Delivery
 from .render import error_text
@@ -71,6 +73,12 @@ class Marsho:
     """The recent chat of groups that share it (`marsho.context`)."""
     personas: GroupPersonas | None = None
     """Each group's own persona (`marsho.persona`)."""
+    active: ActiveReplies = field(init=False)
+    """Replies without being called (`marsho.active`): the groups' choices and the guards."""
+    debounce: Debounce = field(init=False)
+    """Messages of one person in one chat that join one question (MARSHO_DEBOUNCE_SECONDS)."""
+    judge: LLMClient | None = None
+    """The cheap model asked whether to answer unsolicited (MARSHO_ACTIVE_JUDGE_MODEL)."""
 
     def __post_init__(self) -> None:
         config = self.config
@@ -85,6 +93,8 @@ class Marsho:
         )
         self.fair_use = FairUse.from_config(config)
         self.poke_cooldown = Cooldown(config.marsho_poke_cooldown)
+        self.active = ActiveReplies.from_config(config, None, self.prompt.now)
+        self.debounce = Debounce(config.marsho_debounce_seconds)
 
     @classmethod
     def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
@@ -99,7 +109,9 @@ class Marsho:
         chat_log = self.chat_log and self.chat_log.with_settings(
             size=config.marsho_group_context, ttl=config.marsho_group_context_ttl,
             default_on=config.marsho_group_context_default == "on")
-        return dataclasses.replace(self, config=config, chat_log=chat_log)
+        changed = dataclasses.replace(self, config=config, chat_log=chat_log)
+        changed.active = self.active.with_config(config, changed.prompt.now)
+        return changed
 
     def require_engine(self) -> Engine:
         """The engine, or NotReadyError saying what to fix."""
@@ -277,6 +289,8 @@ class Marsho:
             chat_log = ChatLog(store, size=config.marsho_group_context, ttl=config.marsho_group_context_ttl,
                                default_on=config.marsho_group_context_default == "on")
             await chat_log.load()
+            active = ActiveReplies.from_config(config, store, self.prompt.now)
+            await active.load()
         except StoreError as error:
             self.problem = t("problem.database", error=error_text(t, error))
             self.problem_brief = "brief.database"
@@ -291,6 +305,12 @@ class Marsho:
         self.nicknames = Nicknames(store)
         self.personas = GroupPersonas(store)
         self.chat_log = chat_log
+        self.active = active
+        if config.marsho_active_judge_model:  # on the same endpoint, keys and gate; no retries
+            self.judge = LLMClient(base_url=config.marsho_base_url, api_key=config.marsho_api_key,
+                                   api_keys=config.marsho_api_keys, model=config.marsho_active_judge_model,
+                                   timeout=min(config.marsho_timeout, 30.0), gate=llm.gate,
+                                   max_response_bytes=100_000, max_answer_chars=200)
         self.engine = engine
         logger.info(f"marsho: ready, model {llm.model} at {llm.base_url}, {len(toolset.tools)} tools, "
                     f"history in {store.safe_url} ({engine.counter.name} token counts); "
@@ -334,6 +354,9 @@ class Marsho:
         engine, self.engine = self.engine, None
         mcp, self.mcp = self.mcp, None
         chat_log, self.chat_log = self.chat_log, None
+        judge, self.judge = self.judge, None
+        if judge is not None:
+            await judge.close()
         self.problem, self.problem_brief = self.texts("problem.starting"), ""
         if chat_log is not None:
             await chat_log.close()

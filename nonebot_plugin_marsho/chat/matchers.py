@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import time
@@ -11,6 +12,7 @@ from typing import Any
 
 from nonebot import get_driver, on_message
 from nonebot.adapters import Bot, Event
+from nonebot.internal.matcher import current_bot, current_event
 from nonebot.permission import SuperUser
 from nonebot.rule import Rule
 from nonebot.typing import T_State
@@ -19,6 +21,7 @@ from nonebot_plugin_alconna.uniseg import Image, Text, UniMessage
 from ..agent.chatlog import Unread, recent_chat_text, with_recent_chat
 from ..agent.engine import Engine, Reply
 from ..agent.gate import lane
+from ..agent.judge import judge
 from ..agent.persona import (
     GROUP_PERSONA_CHARS,
     NicknameError,
@@ -32,11 +35,13 @@ from ..i18n import Texts
 from ..redaction import logger, redact
 from ..store.session import session_key
 from ..tools.model import Role, ToolCall, ToolContext
+from .active import flagged_bot, parse_keywords
 from .app import Marsho, current_app
+from .debounce import Joined, merged, person_in_chat, picture_only
 from .fairuse import seconds_text
-from .incoming import Limits, read_question, sees_pictures, text_only
+from .incoming import Limits, Question, read_question, sees_pictures, text_only
 from .native import own_content
-from .observe import group_key, observe
+from .observe import group_key, message_text, observe
 from .outgoing import Delivery, picture_segment, send_answer, send_progress, send_reasoning
 from .render import (
     brief_reason,
@@ -53,12 +58,13 @@ from .render import (
 from .where import Where, looks_private, platform_name, where_of
 
 COMMANDS = ("help", "reset", "tools", "calls", "history", "export", "model", "nickname", "context", "forget",
-            "persona", "status")
-GROUP_COMMANDS = ("context", "forget", "persona")
-"""Commands about the group they are sent in (its recent chat, its persona)."""
+            "persona", "active", "status")
+GROUP_COMMANDS = ("context", "forget", "persona", "active")
+"""Commands about the group they are sent in (its recent chat, its persona, its active replies)."""
 ON_WORDS = ("on", "yes", "true", "1", "开", "开启", "打开")
 OFF_WORDS = ("off", "no", "false", "0", "关", "关闭")
 RESET_WORDS = ("reset", "clear", "-", "重置", "清除")
+KEYWORD_WORDS = ("keywords", "keyword", "关键词")
 MAX_EXPORT_CHARS = 3000
 _is_superuser = SuperUser()
 STATE_KEY = "marsho_request"
@@ -222,9 +228,18 @@ async def _is_for_marsho(bot: Bot, event: Event, state: T_State) -> bool:
         if where.shared:  # an @ of the bot in a group; private chats need the trigger word
             request = Request("chat", event.get_plaintext().strip())
     if request is None:
+        debounce = app.debounce
+        if debounce.on:  # a second line of a question being answered joins it; a picture is kept
+            line = event.get_plaintext().strip() if debounce.busy else ""
+            if debounce.busy and debounce.join(person_in_chat(bot, event), event, line):
+                return False
+            if picture_only(event):
+                debounce.keep_picture(person_in_chat(bot, event), event)
         # the group's recent chat, where its admins chose to share it: kept here, in the order
         # messages arrive, at no cost where nobody did
         await observe(app, bot, event, state, reserved_names(app, bot))
+        if app.active.on_anywhere():  # maybe answered anyway, in the background
+            await consider_active(app, bot, event, state)
         return False
     where = where or await where_of(bot, event, state)
     if not await admitted_here(app, bot, event, where):
@@ -294,6 +309,8 @@ async def group_command(app: Marsho, request: Request, where: Where, role: Role)
     group, admin, text = group_key(where), role != "member", request.text.strip()
     if request.command == "persona":
         return await persona_command(app, group, admin, text)
+    if request.command == "active":
+        return await active_command(app, group, admin, text)
     return await context_command(app, request.command, group, admin, text)
 
 
@@ -422,7 +439,10 @@ async def handle_request(bot: Bot, event: Event, state: T_State) -> None:
     if request.command == "unknown":  # marsho.<word> that names no command: the closest, then all
         await _send(unknown_command_text(t, config.trigger_names[0], request.text))
         return
-    has_more = request.text or not text_only(bot, event)
+    person = person_in_chat(bot, event) if app.debounce.on else ""
+    # a bare trigger right after a picture asks about the picture
+    picture_before = bool(person) and app.debounce.picture(person) is not None
+    has_more = request.text or not text_only(bot, event) or picture_before
     if request.command == "help" or (request.command == "chat" and not has_more and not app.config_error):
         await _send(usage_text(t, config.trigger_names, config.marsho_at))
         return
@@ -456,6 +476,8 @@ async def handle_request(bot: Bot, event: Event, state: T_State) -> None:
             return
         # a flood costs nothing: a full queue or a rate limit refuses the question, and only the
         # first refusal is told (once per burst, once per window); then silence
+        if person and app.debounce.join(person, event, request.text):
+            return  # a second line of a question being answered: it restarts with both, one answer
         turn = app.fair_use.admit(where.person, where.chat, superuser=owner)
         if not turn.go:
             if turn.notice == "queue":
@@ -469,8 +491,8 @@ async def handle_request(bot: Bot, event: Event, state: T_State) -> None:
             # member or many, waits behind itself and never ahead of the other chats
             chat = session_key(where.platform, group_id=where.group_id, user_id=user_id, channel=channel)
             with lane(chat):
-                reply, tips = await _chat(app, bot, event, where, engine, request, key, shared=shared,
-                                          role=role)
+                reply, tips = await _answered(app, bot, event, where, engine, request, key, shared=shared,
+                                              role=role, person=person)
         except BaseException:
             turn.refund()  # a failed answer does not use up the asker's (or the group's) rate limit
             raise
@@ -509,31 +531,187 @@ async def handle_request(bot: Bot, event: Event, state: T_State) -> None:
     else:
         text = "\n\n".join([answer, *tips])
     await send_answer(bot, text, reply.images, how)
+    if where.shared and app.active.on_anywhere():  # an unsolicited reply never repeats it
+        app.active.sent(group_key(where), answer)
+
+
+async def _answered(
+    app: Marsho, bot: Bot, event: Event, where: Where, engine: Engine, request: Request, key: str, *,
+    shared: bool, role: Role, person: str,
+) -> tuple[Reply | None, list[str]]:
+    """`_chat`, joined by the person's messages in this chat within MARSHO_DEBOUNCE_SECONDS (a
+    picture just before, lines that come while it is answered: chat/debounce.py). It asks at
+    once; a line that comes meanwhile abandons the request (its answer is dropped, and the
+    engine stores nothing of an unfinished turn) and asks again with every line."""
+    if not person:
+        return await _chat(app, bot, event, where, engine, request, key, shared=shared, role=role)
+    debounce = app.debounce
+    pending = debounce.begin(person)
+    try:
+        while True:
+            pending.restart = False
+            task = asyncio.ensure_future(_chat(app, bot, event, where, engine, request, key, shared=shared,
+                                               role=role, before=list(pending.before),
+                                               after=list(pending.after)))
+            pending.task = task
+            try:
+                await asyncio.wait({task})
+            except BaseException:
+                task.cancel()
+                raise
+            if task.cancelled() and pending.restart:
+                logger.debug(f"marsho: session {key}: a follow-up came; asking again with it")
+                continue
+            return task.result()
+    finally:
+        debounce.end(person, pending)
+
+
+async def consider_active(app: Marsho, bot: Bot, event: Event, state: T_State) -> None:
+    """A group message not for marsho, in a group with active replies on: if the guards let it
+    (never the bot itself, nor another bot, nor a private chat; quiet hours, the group's cooldown
+    and hourly ceiling), decide and answer in the background, so the rule never waits on it."""
+    if event.get_type() != "message" or looks_private(event) or flagged_bot(event):
+        return
+    try:
+        if event.is_tome():  # an @ of the bot, where MARSHO_AT is off: the owner's choice
+            return
+    except Exception:
+        return
+    where = await where_of(bot, event, state)
+    active = app.active
+    if not where.shared or where.user_id == str(bot.self_id) or where.user_id in active.ignored:
+        return
+    group = group_key(where)
+    if not active.is_on(group) or not active.guards_pass(group) or app.engine is None or app.config_error:
+        return
+    if not app.fair_use.admits(where.names or None, where.user_id, superuser=False):
+        return
+    said = message_text(bot, event, app.texts)
+    if said:
+        active.spawn(_active_reply(app, bot, event, where, group, said))
+
+
+async def _active_reply(app: Marsho, bot: Bot, event: Event, where: Where, group: str, said: str) -> None:
+    """Answer a message nobody addressed to marsho, if its group's keywords, chance or judge
+    model say so: in the group's conversation with its recent chat, like a question, counted
+    against the rate limits, not quoting it; silent on every failure."""
+    active, config = app.active, app.config
+    called = active.called_by(group, said)
+    if called is None and app.judge is not None and await judge(app.judge, config.marsho_name, said):
+        called = "judge"
+    engine = app.engine
+    if called is None or engine is None or not active.claim(group):
+        return
+    turn = app.fair_use.admit(where.person, where.chat, superuser=False)
+    if not turn.go:
+        return
+    current_bot.set(bot)  # sent as a handler's answer would be (this task's own context)
+    current_event.set(event)
+    scope, channel = config.marsho_session_scope, where.kind == "channel"
+    key = session_key(where.platform, group_id=where.group_id, user_id=where.user_id, scope=scope,
+                      channel=channel)
+    chat = session_key(where.platform, group_id=where.group_id, user_id=where.user_id, channel=channel)
+    request = Request("chat", event.get_plaintext().strip())
+    try:
+        try:
+            with lane(chat):
+                reply, _ = await _chat(app, bot, event, where, engine, request, key, shared=scope == "group",
+                                       role="member")
+        except BaseException:
+            turn.refund()
+            raise
+        finally:
+            turn.done()
+    except Exception as error:
+        logger.warning(f"marsho: an unsolicited reply in {group} failed: {error}")
+        return
+    if reply is None or reply.save_error is not None:
+        turn.refund()
+        return
+    answer = reply_text(app.texts, reply, engine.max_tool_rounds, config.marsho_max_answer_chars)
+    if active.repeats(group, answer):
+        logger.info(f"marsho: an unsolicited reply in {group} repeated a recent one; not sent")
+        return
+    active.sent(group, answer)
+    logger.info(f"marsho: answered unsolicited in {group} ({called})")
+    await send_answer(bot, answer, reply.images, app.delivery(), quote=False)
+
+
+async def active_command(app: Marsho, group: str, admin: bool, text: str) -> str:
+    """`marsho.active`: the group's active replies; admins set the chance (0..1), `off`, or
+    `keywords word ...` (`keywords off`)."""
+    t, active, name = app.texts, app.active, app.config.marsho_name
+    if active.ceiling <= 0 or active.per_hour <= 0:
+        return t("active.disabled")
+    if not text:
+        settings = active.settings(group)
+        source = t("context.source_default") if active.choice(group) is None else t("context.source_group")
+        if settings.chance is None and not settings.keywords:
+            return t("active.show_off", source=source, name=name)
+        keywords = ", ".join(settings.keywords) or t("active.no_keywords")
+        judged = t("active.judged") if app.judge is not None else ""
+        return t("active.show_on", source=source, chance=f"{settings.chance or 0:g}", keywords=keywords,
+                 judged=judged, cooldown=seconds_text(t, active.cooldown), per_hour=active.per_hour)
+    first, _, words = text.partition(" ")
+    if first.casefold() in KEYWORD_WORDS:
+        rest = words.strip()
+        if not rest:
+            return t("active.bad_value", name=name)
+        if not admin:
+            return t("active.admins")
+        if rest.casefold() in OFF_WORDS + RESET_WORDS:
+            await active.choose(group, keywords=())
+            return t("active.keywords_off")
+        chosen = parse_keywords(rest)
+        await active.choose(group, keywords=chosen)
+        return t("active.keywords_set", keywords=", ".join(chosen))
+    word = text.casefold()
+    if word in OFF_WORDS and word != "0":
+        if not admin:
+            return t("active.admins")
+        await active.choose(group, off=True)
+        return t("active.off")
+    try:
+        chance = float(word)
+    except ValueError:
+        return t("active.bad_value", name=name)
+    if not 0 <= chance <= 1:  # also NaN
+        return t("active.bad_value", name=name)
+    if not admin:
+        return t("active.admins")
+    if chance > active.ceiling:
+        return t("active.over_max", max=f"{active.ceiling:g}")
+    await active.choose(group, chance=chance)
+    return t("active.on", chance=f"{chance:g}", name=name)
 
 
 async def _chat(
     app: Marsho, bot: Bot, event: Event, where: Where, engine: Engine, request: Request, key: str, *,
-    shared: bool, role: Role,
+    shared: bool, role: Role, before: Sequence[Joined] = (), after: Sequence[Joined] = (),
 ) -> tuple[Reply | None, list[str]]:
-    """Ask the model: the question with its quote and pictures, this turn's system prompt; the
-    reply (None when there is nothing to ask) and tips for the asker."""
+    """Ask the model: the question with its quote and pictures (and the messages that joined
+    it: `before`, `after`), this turn's system prompt; the reply (None when there is nothing to
+    ask) and tips for the asker."""
     config, t = app.config, app.texts
     user_id = where.user_id
     nickname = await app.nicknames.get(user_key(bot, user_id)) if app.nicknames else None
     model = engine.llm.model
     vision = sees_pictures(model, config.marsho_vision_models)
-    question = await read_question(
-        bot, event, request.text,
-        # in a shared conversation the model must know who is speaking, even for a picture alone
-        speaker=_speaker(app, bot, where, nickname) if shared else "",
-        vision=vision,
-        model=model,
-        limits=Limits(config.marsho_max_images, config.marsho_image_max_bytes, config.marsho_image_timeout,
-                      config.marsho_image_allow_private),
-        marsho_name=config.marsho_name,
-        t=t,
-    )
-    if not request.text and not question.has_pictures and not question.quoted_text:
+    limits = Limits(config.marsho_max_images, config.marsho_image_max_bytes, config.marsho_image_timeout,
+                    config.marsho_image_allow_private)
+
+    async def read(message: Event, text: str, speaker: str = "") -> Question:
+        return await read_question(bot, message, text, speaker=speaker, vision=vision, model=model,
+                                   limits=limits, marsho_name=config.marsho_name, t=t)
+
+    # in a shared conversation the model must know who is speaking, even for a picture alone
+    question = await read(event, request.text, _speaker(app, bot, where, nickname) if shared else "")
+    if before or after:  # the messages that joined it (MARSHO_DEBOUNCE_SECONDS), in their order
+        question = merged([*[await read(j.event, j.text) for j in before], question,
+                           *[await read(j.event, j.text) for j in after]])
+    asked = request.text or any(joined.text for joined in (*before, *after))
+    if not asked and not question.has_pictures and not question.quoted_text:
         # nothing to ask: a picture the model cannot have (it cannot see, or the download
         # failed, or pictures are off: the tips say which), or a sticker
         if not question.images_seen:

@@ -153,15 +153,17 @@ async def send_reasoning(bot: Bot, reasoning: str, delivery: Delivery) -> None:
         logger.warning("marsho: the reasoning was not sent (MARSHO_SEND_REASONING)")
 
 
-async def send_answer(bot: Bot, text: str, images: Sequence[bytes], delivery: Delivery) -> None:
-    """Send an answer: the first message quotes the question; pictures the tools made go last.
+async def send_answer(bot: Bot, text: str, images: Sequence[bytes], delivery: Delivery, *,
+                      quote: bool = True) -> None:
+    """Send an answer: the first message quotes the question (unless not `quote`: an
+    unsolicited reply); pictures the tools made go last.
     No secret of the bot's goes out (the text is redacted), and a forward message holds at most
     `max_forward_nodes` messages."""
     text = redact(text)
     pictures: list[Segment] = [picture_segment(i) for i in images]
     long = len(text) > delivery.split_chars
     if not long or delivery.long_answer == "single":
-        await _send(UniMessage([*await rich_segments(text, delivery), *pictures]), reply=True)
+        await _send(UniMessage([*await rich_segments(text, delivery), *pictures]), reply=quote)
         return
     chunks = split_paragraphs(text, delivery.split_chars)
     allowance = Allowance()
@@ -182,7 +184,7 @@ async def send_answer(bot: Bot, text: str, images: Sequence[bytes], delivery: De
         logger.info("marsho: the chat refused the forward message; sending the answer in parts")
     for index, content in enumerate(contents):
         last = index == len(contents) - 1
-        await _send(UniMessage([*content, *(pictures if last else [])]), reply=index == 0)
+        await _send(UniMessage([*content, *(pictures if last else [])]), reply=quote and index == 0)
 
 
 async def send_progress(tool_names: Sequence[str], delivery: Delivery) -> None:

@@ -14,8 +14,8 @@ from ..exceptions import BudgetError, MarshoError, StoreError, join_hint
 from ..i18n import Texts
 from ..tools.model import Toolset
 
-HELP_ORDER = ("reset", "tools", "calls", "history", "nickname", "context", "forget", "persona", "help",
-              "model", "export", "status")
+HELP_ORDER = ("reset", "tools", "calls", "history", "nickname", "context", "forget", "persona", "active",
+              "help", "model", "export", "status")
 """The commands in the order the help lists them."""
 MAX_CALLS_RESULT_CHARS = 500
 """Characters of each tool result shown by `marsho.calls`; the full text stays in history."""
