@@ -178,12 +178,29 @@ async def test_at_most_so_many_an_hour(fake: FakeOpenAI, plugin_engine, chat: Ch
     assert chat.sent_texts()[1:] == ["A.", "B."]
 
 
-async def test_a_reply_that_repeats_a_recent_one_is_not_sent(fake: FakeOpenAI, active: Any, chat: Chat) -> None:
+async def test_a_reply_that_repeats_a_recent_one_is_neither_sent_nor_remembered(
+    fake: FakeOpenAI, active: Any, chat: Chat, plugin_engine
+) -> None:
     await admin(active, chat, "marsho.active 1")
     fake.push(text("Nya!"), text("Nya!"), text("Something new."))
     for words in ("hi", "hello", "hey"):
         await said(active, chat, words)
     assert chat.sent_texts()[1:] == ["Nya!", "Something new."]
+    stored = json.dumps(await plugin_engine.history.export(f"OneBot V11:group:{chat.group_id}"))
+    assert stored.count("Nya!") == 1 and "hello" not in stored  # the unsent turn is not history
+
+
+async def test_the_message_answered_unasked_is_not_also_in_the_recent_chat_that_goes_with_it(
+    fake: FakeOpenAI, active: Any, chat: Chat
+) -> None:
+    await admin(active, chat, "marsho.context on")
+    await admin(active, chat, "marsho.active keywords cat")
+    await said(active, chat, "my dog barks", user_id=BOB, name="Bob")
+    fake.push(text("Cats love boxes."))
+    await said(active, chat, "why does my cat sit in boxes?")
+    question = json.dumps(fake.requests[-1]["messages"][-1]["content"], ensure_ascii=False)
+    assert question.count("why does my cat sit in boxes?") == 1, question
+    assert "my dog barks" in question  # the rest of the recent chat still goes with it
 
 
 async def test_quiet_hours_with_a_fake_clock(fake: FakeOpenAI, plugin_engine, chat: Chat) -> None:

@@ -278,9 +278,11 @@ class Engine:
         system_prompt: str | None = None,
         progress: Progress | None = None,
         announce: Announce | None = None,
+        keep: Callable[[Reply], bool] | None = None,
     ) -> Reply:
         """Answer `text` in session `key` with the tools the asker may use; the turn is stored
-        only if it completes, in one transaction.
+        only if it completes, in one transaction (and, with `keep`, only if `keep(reply)` says so:
+        an answer that will not be sent is not remembered either).
 
         `text` may be OpenAI content parts (text and `image_url` pictures); history keeps the
         pictures as a placeholder. `system_prompt` replaces the engine's for this turn.
@@ -306,6 +308,8 @@ class Engine:
             # nothing stored holds a secret, whoever wrote it (the model echoing one, a question)
             turn = [redacted(m) for m in (without_pictures(question, self.picture_placeholder),
                                           *outcome.added)]
+            if keep is not None and not keep(outcome.reply):
+                return outcome.reply
             try:
                 await self.history.append_turn(key, turn, [self.counter.count_message(m) for m in turn])
             except StoreError as error:

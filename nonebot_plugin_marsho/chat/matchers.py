@@ -615,9 +615,13 @@ async def _active_reply(app: Marsho, bot: Bot, event: Event, where: Where, group
     request = Request("chat", event.get_plaintext().strip())
     try:
         try:
+            def fresh(reply: Reply) -> bool:  # a repeat is neither sent nor remembered
+                answer = reply_text(app.texts, reply, engine.max_tool_rounds, config.marsho_max_answer_chars)
+                return not active.repeats(group, answer)
+
             with lane(chat):
                 reply, _ = await _chat(app, bot, event, where, engine, request, key, shared=scope == "group",
-                                       role="member")
+                                       role="member", keep=fresh, observed=said)
         except BaseException:
             turn.refund()
             raise
@@ -689,10 +693,13 @@ async def active_command(app: Marsho, group: str, admin: bool, text: str) -> str
 async def _chat(
     app: Marsho, bot: Bot, event: Event, where: Where, engine: Engine, request: Request, key: str, *,
     shared: bool, role: Role, before: Sequence[Joined] = (), after: Sequence[Joined] = (),
+    keep: Callable[[Reply], bool] | None = None, observed: str | None = None,
 ) -> tuple[Reply | None, list[str]]:
     """Ask the model: the question with its quote and pictures (and the messages that joined
     it: `before`, `after`), this turn's system prompt; the reply (None when there is nothing to
-    ask) and tips for the asker."""
+    ask) and tips for the asker. `keep`: whether to store the turn, given the reply (see
+    Engine.chat); `observed`: the question as the group's recent chat kept it (an unsolicited
+    reply's message), left out of the recent chat that goes with it."""
     config, t = app.config, app.texts
     user_id = where.user_id
     nickname = await app.nicknames.get(user_key(bot, user_id)) if app.nicknames else None
@@ -726,17 +733,22 @@ async def _chat(
     if unread is not None:
         # what the group said since this conversation's last turn goes with the question (and is
         # stored with it, so later turns read the same history)
-        content = with_recent_chat(content, recent_chat_text(unread.messages, t, app.prompt.now().tzinfo))
+        said = unread.messages
+        if observed is not None and said and said[-1].text == observed:  # the question itself
+            said = said[:-1]
+        if said:
+            content = with_recent_chat(content, recent_chat_text(said, t, app.prompt.now().tzinfo))
     try:
         reply = await engine.chat(
             key, content, context,
             system_prompt=app.prompt.system(nickname=nickname, shared=shared, group_persona=group_persona),
             announce=_announcer(app, app.delivery()),
+            keep=keep,
         )
     except BaseException:
         _carried(app, where, key, unread, stored=False)
         raise
-    _carried(app, where, key, unread, stored=reply.save_error is None)
+    _carried(app, where, key, unread, stored=reply.save_error is None and (keep is None or keep(reply)))
     return reply, question.tips
 
 
