@@ -498,3 +498,24 @@ async def test_between_trims_every_request_starts_with_the_same_bytes(fake: Fake
             assert after["messages"][:len(before["messages"])] == before["messages"]  # earlier one
         assert len(after["messages"]) - 2 <= engine.max_history  # the bound holds throughout
     assert_within_budget(engine, fake)
+
+
+async def test_a_store_without_turn_ids_still_sends_all_the_history_that_fits(fake: FakeOpenAI) -> None:
+    engine = make_engine(fake, max_tokens=10**6, max_history=12)
+    store = engine.history
+    assert isinstance(store, SqlStore)
+
+    class Anonymous(SqlStore):  # another History that does not know its turns' ids
+        async def recent_turns(self, key: str, *, max_messages: int, max_tokens: int) -> list[Turn]:
+            turns = await store.recent_turns(key, max_messages=max_messages, max_tokens=max_tokens)
+            return [Turn(turn.messages, turn.tokens) for turn in turns]
+
+        async def append_turn(self, key: str, messages: list[Message], tokens: list[int]) -> None:
+            await store.append_turn(key, messages, tokens)
+
+    engine.history = Anonymous("sqlite://")
+    for number in range(10):
+        fake.push(text(f"Answer {number}."))
+        await engine.chat(KEY, f"Question {number}?")
+    # the newest 6 whole turns, as many as fit, on every turn: never fewer for want of an id
+    assert [len(body["messages"]) for body in fake.requests] == [2, 4, 6, 8, 10, 12, 14, 14, 14, 14]

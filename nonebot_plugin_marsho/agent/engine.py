@@ -284,10 +284,12 @@ class Engine:
             found = next((i for i, turn in enumerate(history) if turn.id and turn.id == remembered),
                          0 if remembered is None else None)
             start = history_start(history, found, max_messages=self.max_history, max_tokens=max(0, room))
-            if start < len(history):
+            if start < len(history) and history[start].id:
                 if len(self._starts) >= REMEMBERED_STARTS and key not in self._starts:
                     self._starts.clear()
                 self._starts[key] = history[start].id
+            else:  # nothing to keep it by (a store without turn ids): as if never trimmed
+                self._starts.pop(key, None)
         earlier = fit_history(history[start:], max_messages=self.max_history, max_tokens=max(0, room))
         return [*system, *earlier, *current]
 
