@@ -247,9 +247,8 @@ async def command_ask(app: Any, text: str) -> int:
             for report in app.mcp.report():
                 if report.state not in ("connected", "disabled"):
                     say(f"! MCP server {report.config.name}: {report.status}", file=sys.stderr)
-        prompt = app.prompt.system(nickname=None, shared=False)  # with the time
-        reply = await engine.chat("cli:local", text, OWNER_CONTEXT, system_prompt=prompt,
-                                  progress=progress)
+        reply = await engine.chat("cli:local", text, OWNER_CONTEXT, system_prompt=app.prompt.system(),
+                                  note=app.prompt.note(), progress=progress)
     except MarshoError as error:
         say(f"error: {error}", file=sys.stderr)
         return 1

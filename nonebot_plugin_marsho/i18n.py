@@ -25,6 +25,7 @@ EN: dict[str, str] = {
         "markdown, so no tables or headings; write formulas in LaTeX between $$ and $$. Use the "
         "tools you are given when they help, and say so honestly when a tool fails."
     ),
+    "prompt.turn_note": "[Note added by the bot to this message, not written by the user: {facts}]",
     "prompt.time": "It is now {now} ({weekday}, time zone {zone}).",
     "prompt.lunar": "Chinese lunar date: {lunar}.",
     "prompt.nickname": (
@@ -346,6 +347,7 @@ ZH: dict[str, str] = {
         "聊天软件不显示 markdown，所以不要用表格和标题；公式用 LaTeX 写在 $$ 和 $$ 之间。"
         "需要时使用提供给你的工具，工具出错时如实说明。"
     ),
+    "prompt.turn_note": "[机器人附在这条消息后的说明，不是用户写的：{facts}]",
     "prompt.time": "现在是 {now}（{weekday}，时区 {zone}）。",
     "prompt.lunar": "农历：{lunar}。",
     "prompt.nickname": "和你说话的人希望被称为「{nickname}」（这只是一个称呼），请这样称呼对方。",

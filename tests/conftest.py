@@ -68,6 +68,9 @@ def pytest_configure(config: pytest.Config) -> None:
         marsho_retries=0,
         # the tests read the English texts; tests/test_i18n.py checks zh-CN, the default
         marsho_lang="en",
+        # the time goes after each question (the turn's note): a question is sent as it was
+        # asked unless a test is about the time (tests/test_persona.py turns it on)
+        marsho_time_prompt=False,
     )
     driver = nonebot.get_driver()
     for adapter in (OneBotV11Adapter, OneBotV12Adapter, QQAdapter, TelegramAdapter, DiscordAdapter,

@@ -544,6 +544,9 @@ class BotProcess:
             "PYTHONUNBUFFERED": "1",
             # the tests read the English texts; zh-CN (the default) is checked where it matters
             "MARSHO_LANG": "en",
+            # a question goes to the model as it was asked, without the time after it (the
+            # turn's note), unless a test or benchmark turns it on
+            "MARSHO_TIME_PROMPT": "false",
         }
         if access_token:
             self.env["ONEBOT_ACCESS_TOKEN"] = access_token

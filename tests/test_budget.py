@@ -15,9 +15,10 @@ import tiktoken
 import tiktoken.load
 import tiktoken.registry
 
+from nonebot_plugin_marsho.agent.budget import fit_history, history_start
 from nonebot_plugin_marsho.agent.engine import Engine
 from nonebot_plugin_marsho.agent.tokens import TokenCounter, estimate_tokens
-from nonebot_plugin_marsho.store.session import Message
+from nonebot_plugin_marsho.store.session import Message, Turn
 from nonebot_plugin_marsho.store.sql import SqlStore
 from nonebot_plugin_marsho.tools import Toolbox, Toolkit, ToolRunner, Toolset
 from tests.conftest import llm_client
@@ -233,6 +234,7 @@ async def test_long_conversations_stay_within_the_budget_dropping_the_oldest_who
     turns = await stored(engine)
     assert len(turns) == 10  # everything is stored; only what is sent is bounded
     sent_turns = []
+    oldest_sent = 0
     for number, index in enumerate(first_requests):
         body = fake.requests[index]
         messages = body["messages"]
@@ -242,11 +244,15 @@ async def test_long_conversations_stay_within_the_budget_dropping_the_oldest_who
         kept = next(k for k in range(number + 1)
                     if earlier == [m for turn in turns[number - k:number] for m in turn])
         sent_turns.append(kept)
-        # ...and as many of them as fit: the next older one would not have
-        if kept < number:
-            older = turns[number - kept - 1]
+        # ...starting where the previous request's did, unless the turns from there no longer
+        # fit: then trimmed by a step (to half the room), not by one turn a question
+        if number - kept != oldest_sent:
+            assert number - kept > oldest_sent
+            dropped = turns[oldest_sent:number - kept]
             assert (request_tokens(engine.counter, body)
-                    + sum(map(engine.counter.count_message, older)) > engine.max_tokens)
+                    + sum(engine.counter.count_message(m) for turn in dropped for m in turn)
+                    > engine.max_tokens)
+            oldest_sent = number - kept
         assert_tool_calls_answered(messages)
     assert sent_turns[:2] == [0, 1]
     assert max(sent_turns) < 9  # the oldest turns were left out
@@ -436,3 +442,80 @@ def test_a_long_text_is_cut_before_its_picture_is_left_out() -> None:
     assert parts[1]["type"] == "image_url"  # the picture kept, the long text cut instead
     assert KEPT_TEXT_TOKENS // 2 < counter.count_text(parts[0]["text"]) < 5000
     assert counter.count_message(fitted[0]) <= budget
+
+
+# --- trimmed in steps, so the start of the request stays still (issue 16) -----------------------
+
+
+def history_of(turns: int, *, messages: int = 2, tokens: int = 10) -> list[Turn]:
+    return [Turn([{"role": "user", "content": f"q{n}"}, *({"role": "assistant", "content": f"a{n}"}
+                                                          for _ in range(messages - 1))],
+                 [tokens] * messages, f"turn{n}") for n in range(turns)]
+
+
+def test_the_history_starts_where_it_did_while_everything_from_there_fits() -> None:
+    turns = history_of(10)
+    assert history_start(turns, 3, max_messages=14, max_tokens=10**6) == 3  # 7 turns: 14 messages
+    assert history_start(turns, 0, max_messages=20, max_tokens=200) == 0
+
+
+def test_a_history_that_no_longer_fits_is_trimmed_to_half_its_bounds_at_once() -> None:
+    turns = history_of(10)
+    # from turn 2: 16 messages > 14; trimmed to the newest within 7 messages: 3 turns
+    assert history_start(turns, 2, max_messages=14, max_tokens=10**6) == 7
+    # by tokens too: 80 > 70, trimmed to the newest within 35 tokens (one turn is 20)
+    assert history_start(turns, 2, max_messages=100, max_tokens=70) == 9
+    # the previous start no longer loaded (None): trimmed as well
+    assert history_start(turns, None, max_messages=14, max_tokens=10**6) == 7
+    assert history_start(turns, None, max_messages=100, max_tokens=10**6) == 0  # all fit half
+
+
+def test_a_trim_keeps_whole_turns_and_a_newest_turn_bigger_than_the_step() -> None:
+    turns = history_of(4, messages=4)  # question, tool call, result, answer
+    start = history_start(turns, 0, max_messages=6, max_tokens=10**6)  # half is 3: no turn fits
+    assert start == 3  # the newest turn, which fits the whole bound
+    assert fit_history(turns[start:], max_messages=6, max_tokens=10**6) == turns[3].messages
+    start = history_start(turns, 0, max_messages=2, max_tokens=10**6)  # not even the newest fits
+    assert start == 3
+    assert fit_history(turns[start:], max_messages=2, max_tokens=10**6) == [
+        turns[3].messages[0], turns[3].messages[3]]  # its question and answer, as before
+    assert history_start([], None, max_messages=10, max_tokens=100) == 0
+
+
+async def test_between_trims_every_request_starts_with_the_same_bytes(fake: FakeOpenAI) -> None:
+    engine = make_engine(fake, max_tokens=10**6, max_history=12)
+    for number in range(20):
+        fake.push(text(f"Answer {number}."))
+        await engine.chat(KEY, f"Question {number}?")
+    starts = [json.dumps(body["messages"][:2]) for body in fake.requests]  # the system prompt and
+    trims = sum(1 for before, after in zip(starts[1:], starts[2:], strict=False) if before != after)
+    # 6 turns fit; past them the history goes back to 3 at once, and fills again for 4 turns:
+    # the oldest question sent changed 4 times in 19 turns (dropping one turn a question would
+    # change it on every turn once 6 are kept: 13 times)
+    assert trims == 4
+    for before, after in zip(fake.requests, fake.requests[1:], strict=False):
+        if after["messages"][:2] == before["messages"][:2]:  # no trim between: the whole of the
+            assert after["messages"][:len(before["messages"])] == before["messages"]  # earlier one
+        assert len(after["messages"]) - 2 <= engine.max_history  # the bound holds throughout
+    assert_within_budget(engine, fake)
+
+
+async def test_a_store_without_turn_ids_still_sends_all_the_history_that_fits(fake: FakeOpenAI) -> None:
+    engine = make_engine(fake, max_tokens=10**6, max_history=12)
+    store = engine.history
+    assert isinstance(store, SqlStore)
+
+    class Anonymous(SqlStore):  # another History that does not know its turns' ids
+        async def recent_turns(self, key: str, *, max_messages: int, max_tokens: int) -> list[Turn]:
+            turns = await store.recent_turns(key, max_messages=max_messages, max_tokens=max_tokens)
+            return [Turn(turn.messages, turn.tokens) for turn in turns]
+
+        async def append_turn(self, key: str, messages: list[Message], tokens: list[int]) -> None:
+            await store.append_turn(key, messages, tokens)
+
+    engine.history = Anonymous("sqlite://")
+    for number in range(10):
+        fake.push(text(f"Answer {number}."))
+        await engine.chat(KEY, f"Question {number}?")
+    # the newest 6 whole turns, as many as fit, on every turn: never fewer for want of an id
+    assert [len(body["messages"]) for body in fake.requests] == [2, 4, 6, 8, 10, 12, 14, 14, 14, 14]

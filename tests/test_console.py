@@ -95,7 +95,7 @@ def test_bot_py_console_answers_what_is_typed_in_the_terminal(endpoint: FakeOpen
         terminal.type("\r")
         assert terminal.wait_for("4711", 30), terminal.screen[-3000:]
         [request] = endpoint.requests
-        assert request["messages"][-1]["content"].endswith("hello")
+        assert request["messages"][-1]["content"].startswith("User: hello\n\n")  # and the time
         assert "Pong4711" in terminal.screen
     finally:
         terminal.close()

@@ -95,7 +95,7 @@ async def test_set_tools_with_plain_functions_sends_their_derived_schemas(
     fake.push(text("hi"))
     await conv.chat("hello")
     sent = {tool["function"]["name"]: tool for tool in fake.requests[0]["tools"]}
-    assert list(sent) == ["get_weather", "add"]
+    assert list(sent) == ["add", "get_weather"]  # by name: the same list on every turn
     assert sent["get_weather"]["type"] == "function"
     weather = sent["get_weather"]["function"]
     assert weather["description"] == "Get the current weather of a city."
@@ -319,7 +319,7 @@ async def test_manual_mode_submit_by_id_mapping(fake: FakeOpenAI, spy: Spy) -> N
         {"role": "tool", "tool_call_id": "call_a", "content": "Paris: sunny"},
         {"role": "tool", "tool_call_id": "call_b", "content": "3"},
     ]
-    assert names(second) == ["get_weather", "add"]
+    assert names(second) == ["add", "get_weather"]
     assert conv.get_last_response() == "Paris is sunny; 1+2=3"
     assert conv.get_tool_calls() == ""
 
@@ -523,7 +523,7 @@ async def test_a_superuser_conversation_is_offered_every_tool(fake: FakeOpenAI) 
     conv.set_tools(_restricted_box(ran))
     fake.push(tool_calls(("shutdown", {}, "s")), text("bye"))
     await conv.chat("shut down")
-    assert names(fake.requests[0]) == ["status", "shutdown"]
+    assert names(fake.requests[0]) == ["shutdown", "status"]
     assert ran == ["shutdown"]
 
 

@@ -440,7 +440,8 @@ async def test_a_nickname_survives_a_restart(
     _, reply = await sim.ask("marsho.nickname", group_id=new_group(), user_id=ALICE)
     assert reply.text.startswith("我叫你「Alice」"), reply.text
 
-    # in a group the model knows her as the speaker "Alice", in private from the system prompt
+    # in a group the model knows her as the speaker "Alice", in private from the note after the
+    # question (the system prompt stays the same whoever asks)
     endpoint.push(text("你好，Alice！"), text("又见面了！"))
     _, reply = await sim.ask("marsho 你好", group_id=new_group(), user_id=ALICE, nickname="alice-qq")
     assert reply.text == "你好，Alice！"
@@ -448,8 +449,9 @@ async def test_a_nickname_survives_a_restart(
     assert reply.text == "又见面了！"
     in_group, in_private = endpoint.requests
     assert user_messages(in_group) == ["Alice: 你好"]
-    assert user_messages(in_private)[-1] == "又是我"  # no speaker prefix in private
-    assert "希望被称为「Alice」" in system_prompt(in_private)
+    words, note = user_messages(in_private)[-1].split("\n\n")
+    assert words == "又是我"  # no speaker prefix in private
+    assert "希望被称为「Alice」" in note and "Alice" not in system_prompt(in_private)
 
 
 async def test_a_zh_cn_bot_answers_its_name_alone_with_the_chinese_usage(

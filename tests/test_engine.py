@@ -80,7 +80,21 @@ async def test_every_tool_schema_is_sent_with_the_request(fake: FakeOpenAI) -> N
     fake.push(text("ok"))
     await make_engine(fake).chat(KEY, "hi")
     names = [tool["function"]["name"] for tool in fake.requests[0]["tools"]]
-    assert names == ["wx__get_weather", "wx__explode"]
+    assert names == ["wx__explode", "wx__get_weather"]  # by name: the same list on every turn
+
+
+def test_the_tools_list_is_the_same_whatever_order_the_toolkits_came_in() -> None:
+    def toolset(*kits: str) -> Toolset:
+        made = Toolset()
+        for kit in kits:  # as MCP servers connecting in any order would add theirs
+            made.add(Toolkit(kit, path=None, tools=[  # type: ignore[arg-type]
+                Tool(f"{kit}__b", "B", {"type": "object", "properties": {}}, explode, toolkit=kit),
+                Tool(f"{kit}__a", "A", {"type": "object", "properties": {}}, explode, toolkit=kit),
+            ]))
+        return made
+    first, second = toolset("zeta", "alpha").schemas(), toolset("alpha", "zeta").schemas()
+    assert json.dumps(first) == json.dumps(second)
+    assert [s["function"]["name"] for s in first] == ["alpha__a", "alpha__b", "zeta__a", "zeta__b"]
 
 
 async def test_tool_results_go_back_to_the_model_and_the_answer_uses_them(fake: FakeOpenAI) -> None:

@@ -32,6 +32,7 @@ from nonebot_plugin_marsho.agent.praises import Liked, PraisesError, PraisesFile
 from nonebot_plugin_marsho.chat.app import Marsho, running
 from nonebot_plugin_marsho.config import Config, describe_validation_error
 from nonebot_plugin_marsho.i18n import EN, ZH
+from nonebot_plugin_marsho.store.session import session_key
 from nonebot_plugin_marsho.store.sql import SqlStore
 from tests.conftest import configured
 from tests.fake_openai import FakeOpenAI, text
@@ -52,7 +53,7 @@ Event = GroupMessageEvent | PrivateMessageEvent
 def steady(tmp_path: Path) -> Iterator[Marsho]:
     """Handlers use a bot of the test's own: a fixed clock, and no praises file unless the test
     writes one (the `marsho` fixture is this bot)."""
-    with configured() as marsho:
+    with configured(marsho_time_prompt=True) as marsho:
         marsho.prompt.now = lambda: SPRING_FESTIVAL
         marsho.prompt.praises = PraisesFile(tmp_path / "praises.json", lambda _: None)
         yield marsho
@@ -98,7 +99,27 @@ def system(body: dict) -> str:
 
 
 def user_messages(body: dict) -> list[str]:
-    return [m["content"] for m in body["messages"] if m["role"] == "user"]
+    """The user messages' words, without the note the running turn's question carries."""
+    return [split_note(m["content"])[0] for m in body["messages"] if m["role"] == "user"]
+
+
+def split_note(content: str) -> tuple[str, str]:
+    """A user message's words and the turn's note after them ("" when it has none)."""
+    start = EN["prompt.turn_note"].split("{")[0]
+    words, _, note = content.partition(f"\n\n{start}")
+    return words, f"{start}{note}" if note else ""
+
+
+def note(body: dict) -> str:
+    """The running turn's note: the facts after its question (the time, the nickname)."""
+    return split_note(body["messages"][-1]["content"])[1]
+
+
+def facts(note_text: str) -> str:
+    """What a note says, without its label."""
+    start, end = EN["prompt.turn_note"].split("{facts}")
+    assert note_text.startswith(start) and note_text.endswith(end), note_text
+    return note_text[len(start):-len(end)]
 
 
 # --- persona and additional prompt ------------------------------------------------------------
@@ -137,17 +158,19 @@ async def test_marsho_system_prompt_replaces_the_persona(
 ) -> None:
     with settings(system_prompt="  You are a terse pirate.  "):
         prompt = system(await ask(app, fake))
-    assert prompt.startswith("You are a terse pirate.\n\n")
-    assert EN["persona"] not in prompt
+    assert prompt == "You are a terse pirate."
 
 
 async def test_an_empty_system_prompt_removes_the_persona_but_keeps_the_time(
     app: App, fake: FakeOpenAI, plugin_engine: Engine
 ) -> None:
     with settings(system_prompt="", time_prompt=True):
-        assert system(await ask(app, fake)) == "It is now 2026-02-17 09:05 (Tuesday, time zone CST, UTC+08:00)."
+        body = await ask(app, fake)
+        assert system(body) == ""  # no system message: the time comes with the question
+        assert facts(note(body)) == "It is now 2026-02-17 09:05 (Tuesday, time zone CST, UTC+08:00)."
     with settings(system_prompt="", time_prompt=False):
-        assert system(await ask(app, fake)) == ""  # nothing at all: no system message
+        body = await ask(app, fake)
+        assert system(body) == "" and body["messages"][-1] == {"role": "user", "content": "hi"}  # no note
 
 
 async def test_the_additional_prompt_is_appended_after_the_persona(
@@ -155,9 +178,9 @@ async def test_the_additional_prompt_is_appended_after_the_persona(
 ) -> None:
     with settings(additional_prompt="House rule: no spoilers."):
         prompt = system(await ask(app, fake))
-        assert prompt.startswith(EN["persona"] + "\n\nHouse rule: no spoilers.\n\n")
+        assert prompt == EN["persona"] + "\n\nHouse rule: no spoilers."
         with settings(system_prompt="Be brief."):
-            assert system(await ask(app, fake)).startswith("Be brief.\n\nHouse rule: no spoilers.\n\n")
+            assert system(await ask(app, fake)) == "Be brief.\n\nHouse rule: no spoilers."
 
 
 # --- the time line ------------------------------------------------------------------------------
@@ -166,9 +189,11 @@ async def test_the_additional_prompt_is_appended_after_the_persona(
 async def test_the_time_line_gives_date_time_to_the_minute_weekday_and_zone(
     app: App, fake: FakeOpenAI, plugin_engine: Engine
 ) -> None:
-    prompt = system(await ask(app, fake))
-    assert prompt.endswith("\n\nIt is now 2026-02-17 09:05 (Tuesday, time zone CST, UTC+08:00).")
-    assert "09:05:42" not in prompt and "lunar" not in prompt  # no seconds; no lunar date in English
+    body = await ask(app, fake)
+    said = facts(note(body))
+    assert said == "It is now 2026-02-17 09:05 (Tuesday, time zone CST, UTC+08:00)."
+    assert "09:05:42" not in said and "lunar" not in said  # no seconds; no lunar date in English
+    assert "2026" not in system(body)  # the system prompt stays the same from minute to minute
 
 
 async def test_the_chinese_time_line_adds_the_lunar_date(
@@ -177,8 +202,9 @@ async def test_the_chinese_time_line_adds_the_lunar_date(
     lunar = Solar.fromYmdHms(2026, 2, 17, 9, 5, 0).getLunar()  # what lunar-python itself says
     assert (lunar.getYearInGanZhi(), lunar.getMonthInChinese(), lunar.getDayInChinese()) == ("丙午", "正", "初一")
     assert lunar.getYearInChinese() == "二〇二六"
-    prompt = system(await ask(app, fake, private_message("marsho 今天是什么日子")))
-    assert prompt.endswith("\n\n现在是 2026-02-17 09:05（星期二，时区 CST, UTC+08:00）。农历：二〇二六年正月初一。")
+    body = await ask(app, fake, private_message("marsho 今天是什么日子"))
+    assert body["messages"][-1]["content"] == "今天是什么日子\n\n" + ZH["prompt.turn_note"].format(
+        facts="现在是 2026-02-17 09:05（星期二，时区 CST, UTC+08:00）。农历：二〇二六年正月初一。")
 
 
 async def test_the_lunar_date_follows_the_clock_the_day_before_is_the_old_year(
@@ -188,16 +214,16 @@ async def test_the_lunar_date_follows_the_clock_the_day_before_is_the_old_year(
     chinese.prompt.now = lambda: new_years_eve
     lunar = Solar.fromYmdHms(2026, 2, 16, 23, 59, 0).getLunar()
     assert (lunar.getMonthInChinese(), lunar.getDayInChinese()) == ("腊", "廿九")
-    assert system(await ask(app, fake)).endswith("农历：二〇二五年腊月廿九。")
-    assert Prompt(persona="", language="zh-CN", now=lambda: new_years_eve).system() == (
-        "现在是 2026-02-16 23:59（星期一，时区 CST, UTC+08:00）。农历：二〇二五年腊月廿九。")
+    assert (await ask(app, fake))["messages"][-1]["content"].endswith("农历：二〇二五年腊月廿九。]")
+    assert Prompt(persona="", language="zh-CN", now=lambda: new_years_eve).note() == ZH["prompt.turn_note"].format(
+        facts="现在是 2026-02-16 23:59（星期一，时区 CST, UTC+08:00）。农历：二〇二五年腊月廿九。")
 
 
 def test_the_lunar_date_is_in_the_chinese_time_line_only() -> None:
     assert time_line(SPRING_FESTIVAL, "zh-CN").endswith("农历：二〇二六年正月初一。")
     assert time_line(SPRING_FESTIVAL, "en") == "It is now 2026-02-17 09:05 (Tuesday, time zone CST, UTC+08:00)."
     english = Prompt(persona="", language="en", now=lambda: SPRING_FESTIVAL)
-    assert english.system() == time_line(SPRING_FESTIVAL, "en")
+    assert english.system() == "" and facts(english.note()) == time_line(SPRING_FESTIVAL, "en")
 
 
 async def test_marsho_time_prompt_false_leaves_the_time_out(
@@ -255,8 +281,7 @@ async def test_the_people_marsho_likes_are_in_the_system_prompt(
     ]})
     marsho.prompt.praises = PraisesFile(path, lambda _: None)
     prompt = system(await ask(app, fake))
-    assert ("\n\nPeople you like, and why:\n- Asankilp: wrote Marsho's first home\n- 神羽\n- Kiri\n\n"
-            "It is now") in prompt
+    assert prompt.endswith("\n\nPeople you like, and why:\n- Asankilp: wrote Marsho's first home\n- 神羽\n- Kiri")
     assert prompt.startswith(EN["persona"])
 
 
@@ -474,7 +499,7 @@ async def test_the_nickname_cache_reads_the_database_once_within_its_ttl() -> No
 # --- the nickname reaches the model ------------------------------------------------------------
 
 
-async def test_in_a_private_chat_the_system_prompt_says_to_use_the_nickname(
+async def test_in_a_private_chat_the_question_comes_with_the_nickname_to_use(
     app: App, fake: FakeOpenAI, plugin_engine: Engine
 ) -> None:
     fake.push(text("Hi Alice"))
@@ -482,7 +507,9 @@ async def test_in_a_private_chat_the_system_prompt_says_to_use_the_nickname(
     await exchange(app, (private_message("marsho.nickname Alice"), "Got it, I'll call you Alice!"),
                    (chat, "Hi Alice"))
     body = fake.requests[-1]
-    assert system(body).endswith("\n\nThe person talking to you asked to be called \"Alice\" (a name, nothing more); call them that.")
+    assert facts(note(body)).endswith(
+        " The person talking to you asked to be called \"Alice\" (a name, nothing more); call them that.")
+    assert "Alice" not in system(body)  # the system prompt is the same whoever asks
     assert user_messages(body) == ["hi"]  # one speaker: no name before the text
 
 
@@ -506,16 +533,73 @@ async def test_in_a_shared_group_conversation_the_speaker_is_named_by_their_nick
         assert prompt.endswith("\n\nSeveral people share this conversation: each user message starts "
                                "with the speaker's name and a colon.")
         assert "call them that" not in prompt and "Alice" not in prompt
+        assert "call them that" not in note(body)  # the speaker's name is before their words
 
 
 async def test_another_persons_nickname_is_not_used(
     app: App, fake: FakeOpenAI, plugin_engine: Engine, marsho: Marsho
 ) -> None:
     await marsho.nicknames.set(ALICE_KEY, "Alice")  # type: ignore[union-attr]
-    prompt = system(await ask(app, fake, private_message("marsho hi", user_id=10002)))
-    assert "Alice" not in prompt and "call them that" not in prompt
-    with settings(session_scope="user_in_group"):  # each their own: the prompt names them
-        prompt = system(await ask(app, fake, group_message("marsho hi", user_id=10001)))
-        assert prompt.endswith("asked to be called \"Alice\" (a name, nothing more); call them that.")
+    body = await ask(app, fake, private_message("marsho hi", user_id=10002))
+    assert "Alice" not in json.dumps(body) and "call them that" not in note(body)
+    with settings(session_scope="user_in_group"):  # each their own: the note names them
+        body = await ask(app, fake, group_message("marsho hi", user_id=10001))
+        assert note(body).endswith("asked to be called \"Alice\" (a name, nothing more); call them that.]")
         body = await ask(app, fake, group_message("marsho hi", user_id=10002))
-    assert "Alice" not in system(body) and user_messages(body) == ["hi"]
+    assert "Alice" not in json.dumps(body) and user_messages(body) == ["hi"]
+
+
+# --- a prompt whose start stays still (issue 16: providers bill a repeated start at a fraction) ---
+
+
+def start_of(body: dict) -> str:
+    """The request up to the end of its history: the tools and every message but the running
+    question, exactly as sent."""
+    return json.dumps([body.get("tools"), body["messages"][:-1]], ensure_ascii=False)
+
+
+async def test_each_request_repeats_the_previous_one_byte_for_byte_across_a_minute_boundary(
+    app: App, fake: FakeOpenAI, plugin_engine: Engine, marsho: Marsho
+) -> None:
+    minutes = iter([datetime(2026, 2, 17, 9, 5, 50, tzinfo=SHANGHAI),
+                    datetime(2026, 2, 17, 9, 6, 10, tzinfo=SHANGHAI),
+                    datetime(2026, 2, 17, 10, 0, 0, tzinfo=SHANGHAI)])
+    marsho.prompt.now = lambda: next(minutes)
+    alice, bob = group_message("marsho hi all", user_id=10001), group_message("marsho hello", user_id=10002)
+    again = group_message("marsho and now?", user_id=10001)
+    fake.push(text("Hi Alice"), text("Hi Bob"), text("Now this"))
+    with settings(session_scope="group", group_persona=True):
+        await exchange(app, (alice, "Hi Alice"), (bob, "Hi Bob"), (again, "Now this"))
+    bodies = fake.requests[-3:]
+    for before, after in zip(bodies, bodies[1:], strict=False):
+        # everything before the running question is what the next request starts with...
+        assert start_of(after).startswith(start_of(before)[:-2])
+        # ...followed by that question's words (its note went with it only) and the answer
+        asked = len(before["messages"]) - 1
+        assert after["messages"][asked] == {"role": "user", "content": split_note(before["messages"][-1]["content"])[0]}
+        assert after["messages"][asked + 1]["role"] == "assistant"
+    notes = [facts(note(body)) for body in bodies]
+    assert [n[:len("It is now 2026-02-17 09:05")] for n in notes] == [
+        "It is now 2026-02-17 09:05", "It is now 2026-02-17 09:06", "It is now 2026-02-17 10:00"]
+
+
+async def test_the_time_and_nickname_reach_the_model_beside_the_question_and_are_not_stored(
+    app: App, fake: FakeOpenAI, plugin_engine: Engine, marsho: Marsho
+) -> None:
+    await marsho.nicknames.set(ALICE_KEY, "Ally")  # type: ignore[union-attr]
+    fake.push(text("first"), text("second"))
+    await exchange(app, (private_message("marsho what time is it?"), "first"),
+                   (private_message("marsho and my name?"), "second"))
+    first, second = fake.requests[-2:]
+    assert first["messages"][-1]["content"] == "what time is it?\n\n" + EN["prompt.turn_note"].format(
+        facts="It is now 2026-02-17 09:05 (Tuesday, time zone CST, UTC+08:00). The person talking to "
+              "you asked to be called \"Ally\" (a name, nothing more); call them that.")
+    assert "Ally" not in system(first) and "2026" not in system(first)
+    assert second["messages"][-3:-1] == [{"role": "user", "content": "what time is it?"},
+                                         {"role": "assistant", "content": "first"}]
+    # history keeps the words only: the notes would change every later request's bytes
+    turns = await plugin_engine.history.recent_turns(
+        session_key(PLATFORM, group_id=None, user_id="10001"), max_messages=100, max_tokens=10**6)
+    assert [t.messages for t in turns][-2:] == [
+        [{"role": "user", "content": "what time is it?"}, {"role": "assistant", "content": "first"}],
+        [{"role": "user", "content": "and my name?"}, {"role": "assistant", "content": "second"}]]

@@ -102,7 +102,7 @@ async def test_poking_the_bot_in_a_group_gets_the_models_line_mentioning_the_pok
     app: App, fake: FakeOpenAI, plugin_engine
 ) -> None:
     fake.push(text("Hey, that tickles!"))
-    with configured(marsho_system_prompt="You are Testy, a cat.") as marsho:
+    with configured(marsho_system_prompt="You are Testy, a cat.", marsho_time_prompt=True) as marsho:
         # the time prompt's clock stands still, so the expected system prompt can be rebuilt
         marsho.prompt.now = lambda: datetime(2024, 5, 6, 7, 8, tzinfo=timezone.utc)
         async with app.test_matcher() as ctx:  # every matcher: only the poke one answers
@@ -112,10 +112,10 @@ async def test_poking_the_bot_in_a_group_gets_the_models_line_mentioning_the_pok
     [request] = fake.requests
     assert "tools" not in request and "tool_choice" not in request
     assert request["messages"] == [
-        {"role": "system", "content": marsho.prompt.system(nickname=None, shared=False)},
-        {"role": "user", "content": EN("poke.prompt", who=EN("poke.someone"))},
+        {"role": "system", "content": "You are Testy, a cat."},
+        {"role": "user", "content": EN("poke.prompt", who=EN("poke.someone")) + "\n\n" + EN(
+            "prompt.turn_note", facts="It is now 2024-05-06 07:08 (Monday, time zone UTC+00:00).")},
     ]
-    assert request["messages"][0]["content"].endswith("It is now 2024-05-06 07:08 (Monday, time zone UTC+00:00).")
     assert request["messages"][0]["content"].startswith("You are Testy, a cat.")
     assert request["messages"][1]["content"].startswith("Someone just poked you")
     # nothing stored: no turn in the group's, the member's or the private session

@@ -1,5 +1,6 @@
 """Fitting a request into its budget: the newest whole turns of history within MARSHO_MAX_HISTORY
-messages and MARSHO_HISTORY_TOKENS tokens, and the running turn cut down (never dropped) to fit."""
+messages and MARSHO_HISTORY_TOKENS tokens, trimmed in steps so the request's start stays still,
+and the running turn cut down (never dropped) to fit."""
 
 from __future__ import annotations
 
@@ -45,6 +46,42 @@ def fit_history(turns: list[Turn], *, max_messages: int, max_tokens: int) -> lis
         used_messages += len(turn.messages)
         used_tokens += turn.total_tokens
     return [without_reasoning(m) for turn in reversed(chosen) for m in turn.messages]
+
+
+TRIM_KEEP = 0.5
+"""When the history sent no longer fits, the share of its bounds (MARSHO_MAX_HISTORY messages, the
+tokens left for history) it is trimmed down to, at once. Providers bill the part of a prompt that
+repeats an earlier request's start at a fraction of the price: dropping the oldest turn on every
+turn would change the request right after the system prompt each time, while a trim by half
+leaves the start the same for the many turns that fill the room again (measured by
+bench/prompt_cache.py)."""
+
+
+def _oldest_fitting(turns: list[Turn], max_messages: int, max_tokens: int) -> int:
+    """The index of the oldest turn of the newest run of whole turns within both bounds
+    (len(turns) when not even the newest fits)."""
+    used_messages = used_tokens = 0
+    for index in range(len(turns) - 1, -1, -1):
+        used_messages += len(turns[index].messages)
+        used_tokens += turns[index].total_tokens
+        if used_messages > max_messages or used_tokens > max_tokens:
+            return index + 1
+    return 0
+
+
+def history_start(turns: list[Turn], start: int | None, *, max_messages: int, max_tokens: int,
+                  keep: float = TRIM_KEEP) -> int:
+    """Where the history sent begins: at `start` (where the previous request's began; None when
+    that turn is no longer among `turns`, the store having left it out) while all the turns
+    from there fit both bounds; else at once at the newest turns within `keep` of each bound,
+    or, when the newest turn alone is bigger than that, the newest that fit whole. Always a
+    turn's start: `fit_history(turns[result:], ...)` sends whole turns only."""
+    if start is not None and _oldest_fitting(turns[start:], max_messages, max_tokens) == 0:
+        return start
+    stepped = _oldest_fitting(turns, int(max_messages * keep), int(max_tokens * keep))
+    if stepped >= len(turns):
+        stepped = _oldest_fitting(turns, max_messages, max_tokens)
+    return max(0, min(stepped, len(turns) - 1))
 
 
 KEPT_TEXT_TOKENS = 256

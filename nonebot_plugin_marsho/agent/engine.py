@@ -13,8 +13,9 @@ from ..redaction import logger, redact
 from ..store.session import History, Message, Turn
 from ..tools.model import ToolCall, ToolContext, ToolResult, Toolset
 from ..tools.runner import ToolRunner, clean_text
-from .budget import fit_current, fit_history
+from .budget import fit_current, fit_history, history_start
 from .llm import LLMClient, Route
+from .persona import with_turn_note
 from .tokens import TokenCounter, load_counter
 
 
@@ -51,6 +52,10 @@ ANNOUNCE_GRACE = 2.0
 KEPT_CALLS_FACTOR = 4
 """Tool calls of one response kept (in history and the next request) per call that may run
 (MARSHO_MAX_TOOL_CALLS): the rest of a response asking for thousands are dropped."""
+
+REMEMBERED_STARTS = 4096
+"""Sessions whose history start (the oldest turn their last request sent) is remembered; past
+this many the memory starts over (a session then trims once more than it needed to)."""
 
 MODEL_SETTING = "model"
 """The model chosen with `marsho.model`, kept in the database across restarts."""
@@ -206,7 +211,7 @@ def visible_to(turns: list[Turn], toolset: Toolset, context: ToolContext | None)
             and not toolset.may_see(names.get(message.get("tool_call_id"), ""), context) else message
             for message in turn.messages
         ]
-        seen.append(Turn(messages, turn.tokens))
+        seen.append(Turn(messages, turn.tokens, turn.id))
     return seen
 
 
@@ -240,6 +245,9 @@ class Engine:
         self.picture_placeholder = picture_placeholder
         """What history keeps of a picture, and what a picture that does not fit becomes."""
         self._tools_token_cache: dict[tuple[str, ...], tuple[TokenCounter, int]] = {}
+        self._starts: dict[str, str] = {}
+        """Per session, the id of the oldest turn its last request sent: the history is trimmed
+        in steps from there (budget.history_start), so the request's start stays still."""
 
     def _tools_tokens(self, tools: list[dict[str, Any]]) -> int:
         """Tokens of the tool schemas, counted once per set of tools (they rarely change)."""
@@ -255,9 +263,12 @@ class Engine:
         current: list[Message],
         tools: list[dict[str, Any]],
         system_prompt: str | None = None,
+        key: str | None = None,
     ) -> list[Message]:
         """System prompt, the history that fits, and the running turn, within MARSHO_MAX_HISTORY
-        messages and MARSHO_HISTORY_TOKENS tokens (tool schemas counted too)."""
+        messages and MARSHO_HISTORY_TOKENS tokens (tool schemas counted too); with the session's
+        `key`, the history starts where its previous request's did until it must be trimmed,
+        and is then trimmed by a step (budget.TRIM_KEEP)."""
         prompt = self.system_prompt if system_prompt is None else system_prompt
         system: list[Message] = [{"role": "system", "content": prompt}] if prompt else []
         fixed = sum(map(self.counter.count_message, system)) + self._tools_tokens(tools)
@@ -266,7 +277,20 @@ class Engine:
         current = fit_current(current, self.counter, self.max_tokens - fixed,
                               placeholder=self.picture_placeholder)
         room = self.max_tokens - fixed - sum(map(self.counter.count_message, current))
-        earlier = fit_history(history, max_messages=self.max_history, max_tokens=max(0, room))
+        start = 0
+        if key is not None:
+            remembered = self._starts.get(key)
+            # not found: the store already left that turn out (MARSHO_MAX_HISTORY), so trim
+            found = next((i for i, turn in enumerate(history) if turn.id and turn.id == remembered),
+                         0 if remembered is None else None)
+            start = history_start(history, found, max_messages=self.max_history, max_tokens=max(0, room))
+            if start < len(history) and history[start].id:
+                if len(self._starts) >= REMEMBERED_STARTS and key not in self._starts:
+                    self._starts.clear()
+                self._starts[key] = history[start].id
+            else:  # nothing to keep it by (a store without turn ids): as if never trimmed
+                self._starts.pop(key, None)
+        earlier = fit_history(history[start:], max_messages=self.max_history, max_tokens=max(0, room))
         return [*system, *earlier, *current]
 
     async def chat(
@@ -276,6 +300,7 @@ class Engine:
         context: ToolContext | None = None,
         *,
         system_prompt: str | None = None,
+        note: str = "",
         progress: Progress | None = None,
         announce: Announce | None = None,
         keep: Callable[[Reply], bool] | None = None,
@@ -285,7 +310,9 @@ class Engine:
         an answer that will not be sent is not remembered either).
 
         `text` may be OpenAI content parts (text and `image_url` pictures); history keeps the
-        pictures as a placeholder. `system_prompt` replaces the engine's for this turn.
+        pictures as a placeholder. `system_prompt` replaces the engine's for this turn; `note`
+        (the time, the asker's nickname: persona.turn_note) goes after the question in this
+        turn's requests only, never into history, so later requests repeat this one's start.
 
         Raises EndpointError when the endpoint fails (the history is then unchanged), and
         StoreError when the database fails before the model is asked; an answer that could not
@@ -298,10 +325,11 @@ class Engine:
             # a lone surrogate (a crafted message) could be neither sent nor stored
             content = clean_text(text) if isinstance(text, str) else text
             question: Message = {"role": "user", "content": content}
+            asked: Message = {"role": "user", "content": with_turn_note(content, note)}
             tools = self.toolset.schemas(context)
             outcome = await answer(
                 self.llm, self.runner,
-                lambda added: self.request_messages(history, [question, *added], tools, system_prompt),
+                lambda added: self.request_messages(history, [asked, *added], tools, system_prompt, key),
                 tools, context=context, max_tool_rounds=self.max_tool_rounds, progress=progress,
                 announce=announce,
             )

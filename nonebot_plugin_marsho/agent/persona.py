@@ -1,5 +1,6 @@
-"""Who Marsho is: the system prompt (persona, additional prompt, the people she likes), what each
-turn adds to it (the date and time, the asker's nickname), and nicknames kept per person."""
+"""Who Marsho is: the system prompt (persona, additional prompt, the people she likes), the note
+each turn adds beside its question (the date and time, the asker's nickname), and nicknames kept
+per person."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import unicodedata
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from ..exceptions import MarshoError
@@ -86,31 +88,43 @@ def _lunar_day(year: int, month: int, day: int) -> str:
         return ""
 
 
-def turn_prompt(
-    base: str,
-    *,
-    now: datetime | None = None,
-    nickname: str | None = None,
-    shared: bool = False,
-    language: Language = "zh-CN",
-) -> str:
-    """The system prompt of one turn: the base, then the time, who speaks, how to call them."""
+def turn_prompt(base: str, *, shared: bool = False, language: Language = "zh-CN") -> str:
+    """The system prompt of a conversation: the base, then (shared by several people) how the
+    speakers are named. Nothing in it changes from turn to turn: providers bill a prompt whose
+    start repeats an earlier request's at a fraction of the price, so what does change goes in
+    the turn's note (`turn_note`), after the history."""
     t = Texts(language)
-    parts = [base]
-    if now is not None:
-        parts.append(time_line(now, language))
-    if shared:
-        parts.append(t("prompt.speaker_names"))
-    elif nickname:
-        parts.append(t("prompt.nickname", nickname=nickname))
+    parts = [base, t("prompt.speaker_names") if shared else ""]
     return "\n\n".join(part for part in parts if part)
+
+
+def turn_note(*, now: datetime | None = None, nickname: str | None = None,
+              language: Language = "zh-CN") -> str:
+    """What this turn adds beside its question: the time, how to call the asker; "" for nothing.
+    Labelled as the bot's, so the model does not take it for the asker's words."""
+    t = Texts(language)
+    facts = [time_line(now, language) if now is not None else "",
+             t("prompt.nickname", nickname=nickname) if nickname else ""]
+    text = " ".join(fact for fact in facts if fact)
+    return t("prompt.turn_note", facts=text) if text else ""
+
+
+def with_turn_note(content: str | list[dict[str, Any]], note: str) -> str | list[dict[str, Any]]:
+    """The question's content as this turn's request sends it: the note after the words (a text
+    part of its own when the question has pictures), so the question itself stays a prefix of
+    what later requests repeat. History stores the question without it."""
+    if not note:
+        return content
+    if isinstance(content, str):
+        return f"{content}\n\n{note}" if content else note
+    return [*content, {"type": "text", "text": note}]
 
 
 @dataclass
 class Prompt:
-    """The one place the system prompt is built, for questions and pokes alike: the persona,
-    the additional prompt and the people Marsho likes (read again when praises.json changes),
-    then each turn's time and who is speaking."""
+    """The one place the prompt is built, for questions and pokes alike: the system prompt (the
+    persona, the additional prompt and the people Marsho likes, read again when praises.json
+    changes), and each turn's note (the time, how to call the asker)."""
 
     persona: str | None = None
     """MARSHO_SYSTEM_PROMPT: None for Marsho's own in `language`, "" for none."""
@@ -127,11 +141,15 @@ class Prompt:
         return base_prompt(self.persona, self.additional, likes, language=self.language,
                            group_persona=group_persona)
 
-    def system(self, *, nickname: str | None = None, shared: bool = False,
-               group_persona: str | None = None) -> str:
-        """This turn's system prompt; `group_persona`: the asker's group's own (`marsho.persona`)."""
-        return turn_prompt(self.base(group_persona), now=self.now() if self.time_prompt else None,
-                           nickname=nickname, shared=shared, language=self.language)
+    def system(self, *, shared: bool = False, group_persona: str | None = None) -> str:
+        """The conversation's system prompt, byte for byte the same every turn; `group_persona`:
+        the asker's group's own (`marsho.persona`)."""
+        return turn_prompt(self.base(group_persona), shared=shared, language=self.language)
+
+    def note(self, *, nickname: str | None = None) -> str:
+        """This turn's note (see `turn_note`): the time now, and the asker's nickname."""
+        return turn_note(now=self.now() if self.time_prompt else None, nickname=nickname,
+                         language=self.language)
 
 
 def clock(timezone: str = "") -> Callable[[], datetime]:

@@ -741,7 +741,10 @@ async def _chat(
     try:
         reply = await engine.chat(
             key, content, context,
-            system_prompt=app.prompt.system(nickname=nickname, shared=shared, group_persona=group_persona),
+            system_prompt=app.prompt.system(shared=shared, group_persona=group_persona),
+            # the time and the nickname change from turn to turn: after the history, beside the
+            # question, so the start of the request stays the same (providers cache it)
+            note=app.prompt.note(nickname=None if shared else nickname),
             announce=_announcer(app, app.delivery()),
             keep=keep,
         )

@@ -3,6 +3,8 @@ MARSHO_POKE_COOLDOWN seconds per person and chat; pokes in between are ignored q
 
 from __future__ import annotations
 
+from typing import Any
+
 from nonebot import on_notice
 from nonebot.adapters import Bot, Event
 from nonebot.adapters.onebot.v11 import PokeNotifyEvent
@@ -10,6 +12,7 @@ from nonebot.rule import Rule
 from nonebot.typing import T_State
 from nonebot_plugin_alconna.uniseg import At, Segment, Text, UniMessage
 
+from ..agent.persona import with_turn_note
 from ..exceptions import MarshoError
 from ..redaction import logger, redact
 from .app import Marsho, current_app
@@ -44,9 +47,9 @@ async def poke_line(app: Marsho, who: str, *, thrifty: bool = False) -> str:
     engine = app.engine
     if app.config.marsho_poke != "model" or engine is None or thrifty:
         return fallback
-    messages = [
-        {"role": "system", "content": app.prompt.system(nickname=None, shared=False)},
-        {"role": "user", "content": t("poke.prompt", who=who)},
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": app.prompt.system()},
+        {"role": "user", "content": with_turn_note(t("poke.prompt", who=who), app.prompt.note())},
     ]
     try:
         completion = await engine.llm.complete(messages, None)

@@ -35,6 +35,8 @@ class Turn:
 
     messages: list[Message] = field(default_factory=list)
     tokens: list[int] = field(default_factory=list)
+    id: str = field(default="", compare=False)
+    """The store's id of the turn ("" when unknown): where the history sent starts is kept by it."""
 
     @property
     def total_tokens(self) -> int:

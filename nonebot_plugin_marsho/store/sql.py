@@ -567,7 +567,7 @@ def _group_turns(rows: Sequence[Any]) -> list[Turn]:
     current_id = None
     for row in rows:
         if row.turn_id != current_id:
-            turns.append(Turn([], []))
+            turns.append(Turn([], [], row.turn_id))
             current_id = row.turn_id
         turns[-1].messages.append(json.loads(row.data))
         turns[-1].tokens.append(row.tokens)

@@ -205,9 +205,12 @@ class Toolset:
         return asker.may_use(tool) if tool is not None else asker.role == "superuser"
 
     def schemas(self, context: ToolContext | None = None) -> list[dict[str, Any]]:
-        """The request's `tools` list: every tool the asker may use (a plain member, if unknown)."""
+        """The request's `tools` list: every tool the asker may use (a plain member, if unknown),
+        sorted by name, so the list is the same from turn to turn whatever order the toolkits and
+        MCP servers came in (it is part of the prompt's start that providers cache)."""
         asker = context or ToolContext()
-        return [tool.schema() for tool in self.tools.values() if asker.may_use(tool)]
+        return [tool.schema() for tool in sorted(self.tools.values(), key=lambda tool: tool.name)
+                if asker.may_use(tool)]
 
     @property
     def errors(self) -> list[LoadProblem]:
