@@ -22,6 +22,7 @@ from ..agent.chatlog import ChatLog
 from ..agent.engine import Engine
 from ..agent.gate import RequestGate
 from ..agent.llm import Fallback, LLMClient
+from ..agent.metering import Limits, Meter
 from ..agent.persona import GroupPersonas, Nicknames, Prompt, clock
 from ..agent.praises import PraisesFile
 from ..config import Config
@@ -29,6 +30,7 @@ from ..exceptions import NotReadyError, StoreError
 from ..i18n import Texts
 from ..redaction import SECRETS, logger
 from ..store.sql import SqlStore
+from ..store.usage import UsageStore
 from ..tools import BUILTIN_TOOLSET, LoadProblem, ToolRunner, Toolset, ToolsetSource, load_toolset
 from ..tools.runner import SECRET_PRESET
 from ..tools.webservices import load_webservices
@@ -71,6 +73,8 @@ class Marsho:
     """The recent chat of groups that share it (`marsho.context`)."""
     personas: GroupPersonas | None = None
     """Each group's own persona (`marsho.persona`)."""
+    meter: Meter | None = None
+    """The owner's bill: usage recorded, quotas checked (`marsho.usage`, `marsho.quota`)."""
 
     def __post_init__(self) -> None:
         config = self.config
@@ -277,6 +281,13 @@ class Marsho:
             chat_log = ChatLog(store, size=config.marsho_group_context, ttl=config.marsho_group_context_ttl,
                                default_on=config.marsho_group_context_default == "on")
             await chat_log.load()
+            meter = Meter(
+                UsageStore(store), now=self.prompt.now, counter=lambda: engine.counter,
+                limits=Limits(user=config.marsho_user_daily_tokens, group=config.marsho_group_daily_tokens,
+                              all=config.marsho_daily_tokens),
+                retention_days=config.marsho_usage_retention_days)
+            llm.meter = meter
+            await meter.roll_up()
         except StoreError as error:
             self.problem = t("problem.database", error=error_text(t, error))
             self.problem_brief = "brief.database"
@@ -291,6 +302,7 @@ class Marsho:
         self.nicknames = Nicknames(store)
         self.personas = GroupPersonas(store)
         self.chat_log = chat_log
+        self.meter = meter
         self.engine = engine
         logger.info(f"marsho: ready, model {llm.model} at {llm.base_url}, {len(toolset.tools)} tools, "
                     f"history in {store.safe_url} ({engine.counter.name} token counts); "
@@ -334,9 +346,12 @@ class Marsho:
         engine, self.engine = self.engine, None
         mcp, self.mcp = self.mcp, None
         chat_log, self.chat_log = self.chat_log, None
+        meter, self.meter = self.meter, None
         self.problem, self.problem_brief = self.texts("problem.starting"), ""
         if chat_log is not None:
             await chat_log.close()
+        if meter is not None:
+            await meter.close()
         if mcp is not None:
             await mcp.stop()
         if engine is not None:
