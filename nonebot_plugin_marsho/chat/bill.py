@@ -188,6 +188,7 @@ async def quota_command(meter: Meter, t: Texts, config: Config, where: Where, ro
     words = text.split()
     limits = limits_of(config)
     if not words:
+        await meter.settled()
         set_ = await meter.store.quotas()
         used, _ = await meter.store.quota_view(meter.today(), [("all", ALL), *set_])
         lines = [t("quota.defaults", user=_limit_text(t, limits.user), group=_limit_text(t, limits.group),
