@@ -280,9 +280,9 @@ class _Endpoint:
         self.client: openai.AsyncOpenAI | None = None
         host = urlsplit(self.base_url).hostname or ""
         self.needs_key = not self.pool.keys[0].value and host.endswith("openai.com")
+        """No key is set and the endpoint is one that always wants one (read once, not per request)."""
         self.host = host + (f":{port}" if (port := urlsplit(self.base_url).port) else "")
         """Where usage says the request went: the base URL's host, never a key or a path."""
-        """No key is set and the endpoint is one that always wants one (read once, not per request)."""
 
 
 class LLMClient:
