@@ -15,6 +15,7 @@ import pytest
 from nonebug import App
 from sqlalchemy import select
 
+from nonebot_plugin_marsho.agent import metering
 from nonebot_plugin_marsho.agent.metering import Asker, Limits, Meter, charged_to, usage_of
 from nonebot_plugin_marsho.chat.bill import usage_report
 from nonebot_plugin_marsho.chat.where import Where
@@ -210,6 +211,21 @@ async def test_a_superusers_quota_for_one_user_or_group_beats_the_default(store:
     assert over is not None and (over.scope, over.limit) == ("group", 120)
     await meter.store.set_quota("user", ALICE.person, None, 0.0)  # back to the default
     assert (await meter.store.quotas()) == {("group", ALICE.chat): 120}
+
+
+async def test_without_default_quotas_one_set_here_applies_at_once_and_one_set_elsewhere_soon(
+    store: SqlStore, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    meter, elsewhere = meter_on(store), meter_on(store)
+    await meter.store.write([spent(150)])
+    assert await meter.over_quota(ALICE.person, "") is None
+    await meter.set_quota("user", ALICE.person, 100)
+    assert await meter.over_quota(ALICE.person, "") is not None
+    await meter.set_quota("user", ALICE.person, None)
+    assert await elsewhere.over_quota(ALICE.person, "") is None  # it read: no quota set
+    await meter.set_quota("user", ALICE.person, 100)
+    monkeypatch.setattr(metering, "QUOTAS_FRESH", 0.0)  # its QUOTAS_FRESH seconds have passed
+    assert await elsewhere.over_quota(ALICE.person, "") is not None
 
 
 async def test_used_quota_survives_a_restart(tmp_path: Path) -> None:

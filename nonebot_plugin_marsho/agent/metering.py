@@ -28,6 +28,11 @@ from .tokens import TokenCounter
 FLUSH_DELAY = 0.5
 """Seconds rows wait in memory, so one question's requests (and a burst's) are one write."""
 
+QUOTAS_FRESH = 30.0
+"""Seconds this process trusts what it read of the quotas superusers set, when no default quota
+is set: until one is, a question costs no read at all (one set by another bot process applies
+here within this time; one set here applies at once)."""
+
 MAX_PENDING = 10_000
 """Rows kept in memory while the database fails; older ones are dropped (and logged)."""
 
@@ -158,6 +163,8 @@ class Meter:
         self._pending: list[UsageRow] = []
         self._flushing: asyncio.Task[None] | None = None
         self._rolled_day = ""
+        self._any_quota: bool | None = None
+        self._quotas_read_at = 0.0
 
     def today(self) -> str:
         return self.now().date().isoformat()
@@ -236,6 +243,8 @@ class Meter:
         one indexed read, plus what this process has not written yet. `limits`: the defaults
         (else the meter's own)."""
         limits = limits or self.limits
+        if not (limits.user or limits.group or limits.all) and not await self._any_quota_set():
+            return None
         scopes = [("user", user_key)] + ([("group", group_key)] if group_key else []) + [("all", ALL)]
         day = self.today()
         used, quotas = await self.store.quota_view(day, scopes)
@@ -249,6 +258,17 @@ class Meter:
             if limit and used.get(pair, 0) >= limit:
                 return OverQuota(pair[0], used.get(pair, 0), limit, self.resets_at())
         return None
+
+    async def _any_quota_set(self) -> bool:
+        if self._any_quota is None or time.monotonic() - self._quotas_read_at > QUOTAS_FRESH:
+            self._any_quota = any((await self.store.quotas()).values())
+            self._quotas_read_at = time.monotonic()
+        return self._any_quota
+
+    async def set_quota(self, scope: str, target: str, tokens: int | None) -> None:
+        """A superuser's quota for one user or group (0: none for them; None: the default)."""
+        await self.store.set_quota(scope, target, tokens, time.time())
+        self._any_quota = None
 
     async def close(self) -> None:
         """Write what is left."""

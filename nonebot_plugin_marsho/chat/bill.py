@@ -209,7 +209,7 @@ async def quota_command(meter: Meter, t: Texts, config: Config, where: Where, ro
         tokens = int(value.replace(",", "").replace("_", ""))
     else:
         return t("quota.bad", name=name)
-    await meter.store.set_quota(scope, target, tokens, meter.now().timestamp())
+    await meter.set_quota(scope, target, tokens)
     if tokens is None:
         return t(f"quota.default_{scope}", id=words[1], tokens=_limit_text(t, limits.default(scope)))
     return t(f"quota.changed_{scope}", id=words[1], tokens=_limit_text(t, tokens))
