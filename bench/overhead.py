@@ -41,7 +41,10 @@ TARGET_MS = 10.0
 
 
 async def through_websocket(fake: FakeOpenAI) -> tuple[list[float], list[dict], float | None]:
-    async with bot_and_sim(fake, toolkit_dirs=[CHAT_TOOLSET]) as (bot, sim):
+    # BENCH_QUOTA=<tokens>: with MARSHO_USER_DAILY_TOKENS set, each question reads its quota
+    quota = os.environ.get("BENCH_QUOTA")
+    env = {"MARSHO_USER_DAILY_TOKENS": quota} if quota else None
+    async with bot_and_sim(fake, toolkit_dirs=[CHAT_TOOLSET], env=env) as (bot, sim):
         for i in range(WARMUP):
             await sim.ask(f"marsho warm-up {i}", group_id=50001)
         fake.reset()

@@ -96,6 +96,22 @@ def http_base_url(value: str) -> str:
 QUIET_HOURS = re.compile(r"([01]\d|2[0-3]):([0-5]\d)-([01]\d|2[0-3]):([0-5]\d)")
 """MARSHO_ACTIVE_QUIET_HOURS: `HH:MM-HH:MM`."""
 
+
+class Price(BaseModel):
+    """What one model costs the owner, per million tokens (MARSHO_PRICES)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    input: float = Field(ge=0)
+    """Per million prompt tokens not served from the provider's cache."""
+    cached_input: float | None = Field(default=None, ge=0)
+    """Per million prompt tokens served from the cache (unset: the input price)."""
+    output: float = Field(ge=0)
+    """Per million completion tokens (reasoning included)."""
+    currency: str = Field(default="", max_length=8)
+    """The label costs are shown with (`USD`, `¥`...)."""
+
+
 SECRET_SETTINGS = ("marsho_api_key", "marsho_api_keys", "marsho_fallbacks")
 """Settings that hold API keys: a complaint about them never repeats the value."""
 
@@ -242,6 +258,27 @@ class Config(BaseModel):
     marsho_rate_window: float = Field(default=60.0, gt=0)
     """The window of the rate limits, in seconds."""
 
+    marsho_user_daily_tokens: int = Field(default=0, ge=0)
+    """Tokens one user may use per day (prompt, cached included, plus completion, as the endpoint
+    reports them); 0: no quota. `marsho.quota user <id>` sets one user's. Superusers are exempt."""
+
+    marsho_group_daily_tokens: int = Field(default=0, ge=0)
+    """Tokens one group may use per day, all its members together; 0: no quota."""
+
+    marsho_daily_tokens: int = Field(default=0, ge=0)
+    """Tokens everyone together may use per day; 0: no quota."""
+
+    marsho_quota_fallback_model: str = ""
+    """A cheaper model that answers (and says so) a question over a quota, instead of refusing
+    it; empty: such questions are refused, with how much is used and when it resets."""
+
+    marsho_usage_retention_days: int = Field(default=90, ge=1, le=3650)
+    """Days each request's usage is kept; older rows are rolled up into daily totals."""
+
+    marsho_prices: dict[str, Price] = Field(default_factory=dict)
+    """What models cost, for `marsho.usage`: JSON `{"gpt-4o*": {"input": 2.5, "cached_input":
+    1.25, "output": 10, "currency": "USD"}}`, per million tokens, by model name pattern."""
+
     marsho_allowed_groups: list[str] = Field(default_factory=list)
     """Groups marsho answers in (JSON list of group ids); empty: every group."""
 
@@ -375,6 +412,14 @@ class Config(BaseModel):
     """What models want, by name pattern, over the built-in profiles: JSON `{"my-model*":
     {"reasoning_back": true, "merge_same_role": true, "system_as_user": false,
     "tool_call_content": "empty", "token_field": "max_tokens"}}` (any of the fields)."""
+
+    @field_validator("marsho_quota_fallback_model")
+    @classmethod
+    def _model_name(cls, value: str) -> str:
+        value = value.strip()
+        if value and not re.fullmatch(r"[\w.:/@+-]{1,128}", value):
+            raise ValueError(f"{value!r} is not a model name")
+        return value
 
     @field_validator("marsho_name")
     @classmethod

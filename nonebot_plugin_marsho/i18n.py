@@ -108,6 +108,11 @@ EN: dict[str, str] = {
         "set it)"
     ),
     "usage.status": "{name}.status  the model endpoints and keys: state, errors, latency (superusers)",
+    "usage.usage": (
+        "{name}.usage [all]  how much you used: tokens, cache, cost, a "
+        "chart (admins: the group; superusers: all)"
+    ),
+    "usage.quota": "{name}.quota [user|group <id> <tokens|off|default>]  daily token quotas (superusers)",
     # marsho.tools
     "tools.loaded": "Loaded toolkits ({toolkits}, {tools} tools):",
     "tools.none": "No toolkits are loaded.",
@@ -230,6 +235,55 @@ EN: dict[str, str] = {
     # refusals and failures
     "rate.limited": "You are asking a bit fast: try again in {wait}.",
     "queue.full": "You already have questions waiting; I'll answer those first.",
+    # the owner's bill: marsho.usage, marsho.quota, questions over a quota
+    "bill.yours": "Your use:",
+    "bill.group": "This group:",
+    "bill.everyone": "Everyone:",
+    "bill.today": "Today",
+    "bill.week": "7 days",
+    "bill.month": "30 days",
+    "bill.line": (
+        "{period}: {questions} questions, {tokens} tokens ({cached}% "
+        "from the provider's cache), {requests} requests"
+    ),
+    "bill.estimated": " ({n} without usage from the endpoint: estimated)",
+    "bill.cost": ", cost ≈ {cost}",
+    "bill.top_users": "Top users (30 days):",
+    "bill.by_model": "By model (30 days):",
+    "bill.by_group": "By group (30 days):",
+    "bill.by_user": "By user (30 days):",
+    "bill.private": "(private chats)",
+    "bill.nothing": "Nothing used in the last 30 days.",
+    "bill.chart_day": "Day",
+    "bill.chart_tokens": "Tokens",
+    "bill.chart_yours": "Your tokens per day (30 days)",
+    "bill.chart_everyone": "Tokens per day, everyone (30 days)",
+    "bill.unavailable": "Usage is not available: the database is not ready.",
+    "quota.used_up_user": "You have used your tokens for today ({used} of {limit}); it resets at {resets}.",
+    "quota.used_up_group": (
+        "This group has used its tokens for today ({used} of "
+        "{limit}); it resets at {resets}."
+    ),
+    "quota.used_up_all": (
+        "Today's tokens for everyone are used up ({used} of "
+        "{limit}); they reset at {resets}."
+    ),
+    "quota.cheaper": "(Answered by {model}, a cheaper model: {reason})",
+    "quota.none": "none",
+    "quota.defaults": (
+        "Daily token quotas: per user {user}, per group {group}, "
+        "everyone {all} (used today: {used})."
+    ),
+    "quota.set_user": "User {id}: {tokens} (used today: {used})",
+    "quota.set_group": "Group {id}: {tokens} (used today: {used})",
+    "quota.changed_user": "User {id}'s daily token quota is now {tokens}.",
+    "quota.changed_group": "Group {id}'s daily token quota is now {tokens}.",
+    "quota.default_user": "User {id} has the default daily token quota again ({tokens}).",
+    "quota.default_group": "Group {id} has the default daily token quota again ({tokens}).",
+    "quota.bad": (
+        "Write {name}.quota user <id> <tokens|off|default> or "
+        "{name}.quota group <id> <tokens|off|default>."
+    ),
     "seconds": "{n} s",
     "list.separator": ", ",
     # counts: "singular|plural" (Texts.plural picks one); a language without plurals has one form
@@ -405,6 +459,11 @@ ZH: dict[str, str] = {
     "usage.persona": "{name}.persona [设定]  我在本群的人设（群管理员可设置；reset：恢复）",
     "usage.active": "{name}.active [0..1|off|keywords ...]  我是否不被呼叫也插话（群管理员可设置）",
     "usage.status": "{name}.status  查看模型服务和密钥的状态、错误与延迟（仅超级用户）",
+    "usage.usage": (
+        "{name}.usage [all]  查看用量：token、缓存、费用和图表"
+        "（群管理员：本群；超级用户：all 查看全部）"
+    ),
+    "usage.quota": "{name}.quota [user|group <id> <token数|off|default>]  每日 token 配额（仅超级用户）",
     "tools.loaded": "已加载的工具包（{toolkits} 个，共 {tools} 个工具）：",
     "tools.none": "没有加载任何工具包。",
     "tools.admin": "仅管理员",
@@ -513,6 +572,45 @@ ZH: dict[str, str] = {
     "persona.invalid": "人设只能是纯文本，不能有引号或括号。",
     "rate.limited": "你问得有点快啦：请 {wait}后再试。",
     "queue.full": "你已经有问题在排队啦，我先回答那些。",
+    "bill.yours": "你的用量：",
+    "bill.group": "本群：",
+    "bill.everyone": "全部：",
+    "bill.today": "今天",
+    "bill.week": "7 天",
+    "bill.month": "30 天",
+    "bill.line": (
+        "{period}：{questions} 个问题，{tokens} token"
+        "（{cached}% 来自服务商缓存），{requests} 次请求"
+    ),
+    "bill.estimated": "（其中 {n} 次服务没有报告用量：为估算值）",
+    "bill.cost": "，费用约 {cost}",
+    "bill.top_users": "用量最多的成员（30 天）：",
+    "bill.by_model": "按模型（30 天）：",
+    "bill.by_group": "按群（30 天）：",
+    "bill.by_user": "按用户（30 天）：",
+    "bill.private": "（私聊）",
+    "bill.nothing": "最近 30 天没有用量。",
+    "bill.chart_day": "日期",
+    "bill.chart_tokens": "token",
+    "bill.chart_yours": "你每天的 token（30 天）",
+    "bill.chart_everyone": "全部用户每天的 token（30 天）",
+    "bill.unavailable": "暂时看不到用量：数据库还没准备好。",
+    "quota.used_up_user": "你今天的 token 用完啦（{used} / {limit}），{resets} 重置。",
+    "quota.used_up_group": "本群今天的 token 用完啦（{used} / {limit}），{resets} 重置。",
+    "quota.used_up_all": "今天所有人的 token 都用完啦（{used} / {limit}），{resets} 重置。",
+    "quota.cheaper": "（由更便宜的模型 {model} 回答：{reason}）",
+    "quota.none": "不限",
+    "quota.defaults": "每日 token 配额：每人 {user}，每群 {group}，全部 {all}（今天已用 {used}）。",
+    "quota.set_user": "用户 {id}：{tokens}（今天已用 {used}）",
+    "quota.set_group": "群 {id}：{tokens}（今天已用 {used}）",
+    "quota.changed_user": "用户 {id} 的每日 token 配额现在是 {tokens}。",
+    "quota.changed_group": "群 {id} 的每日 token 配额现在是 {tokens}。",
+    "quota.default_user": "用户 {id} 恢复默认的每日 token 配额（{tokens}）。",
+    "quota.default_group": "群 {id} 恢复默认的每日 token 配额（{tokens}）。",
+    "quota.bad": (
+        "请写 {name}.quota user <id> <token数|off|default> 或 "
+        "{name}.quota group <id> <token数|off|default>。"
+    ),
     "seconds": "{n} 秒",
     "list.separator": "、",
     "count.turns": "{n} 轮",

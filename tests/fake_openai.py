@@ -11,6 +11,7 @@ Hostile endpoints too: `streamed(...)` writes a body chunk by chunk as a generat
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import threading
@@ -324,3 +325,13 @@ class FakeOpenAI:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def with_usage(answer: Answer, usage: dict[str, Any] | None) -> Answer:
+    """The answer with this `usage` object (None: without one, as some endpoints answer)."""
+    payload = json.loads(answer.body)
+    if usage is None:
+        payload.pop("usage", None)
+    else:
+        payload["usage"] = usage
+    return dataclasses.replace(answer, body=json.dumps(payload, ensure_ascii=False).encode())

@@ -40,7 +40,7 @@ ANY_CALL = re.compile(CALL + r"""([^,)]+)""")
 """Any such call or error code, with (the start of) its key argument."""
 
 COMMANDS = ("reset", "tools", "calls", "history", "nickname", "context", "forget", "persona", "active", "help",
-            "model", "export", "status")
+            "usage", "model", "export", "status", "quota")
 DYNAMIC_KEYS: dict[str, list[str]] = {
     # the first argument as written -> every key it can name
     'f"usage.{command}"': [f"usage.{c}" for c in COMMANDS],
@@ -48,6 +48,11 @@ DYNAMIC_KEYS: dict[str, list[str]] = {
     'f"endpoint.{status}.hint"': [f"endpoint.{s}.hint" for s in (401, 403, 404, 429)],
     'f"media.{result.kind}"': [f"media.{k}" for k in (
         "too_large", "timeout", "not_image", "http", "blocked", "network", "bad_url")],
+    'f"bill.{name}"': ["bill.today", "bill.week", "bill.month"],
+    'f"quota.used_up_{over.scope}"': ["quota.used_up_user", "quota.used_up_group", "quota.used_up_all"],
+    'f"quota.set_{scope}"': ["quota.set_user", "quota.set_group"],
+    'f"quota.changed_{scope}"': ["quota.changed_user", "quota.changed_group"],
+    'f"quota.default_{scope}"': ["quota.default_user", "quota.default_group"],
     "'tools.' + tool.permission": ["tools.admin", "tools.superuser"],
     'f"mcp.{self.state}"': [f"mcp.{state}" for state in (
         "idle", "connecting", "connected", "retrying", "disabled", "stopped")],

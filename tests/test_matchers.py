@@ -128,9 +128,11 @@ async def test_the_name_alone_answers_with_usage(app: App, fake: FakeOpenAI) -> 
             "marsho.active [0..1|off|keywords ...]  whether I join this group's chat unasked (group admins: "
             "set it)\n"
             "marsho.help   show this help\n"
+            "marsho.usage [all]  how much you used: tokens, cache, cost, a chart (admins: the group; superusers: all)\n"
             "marsho.model [name]  show or switch the model (superusers)\n"
             "marsho.export  save this conversation as JSON (superusers)\n"
-            "marsho.status  the model endpoints and keys: state, errors, latency (superusers)"
+            "marsho.status  the model endpoints and keys: state, errors, latency (superusers)\n"
+            "marsho.quota [user|group <id> <tokens|off|default>]  daily token quotas (superusers)"
         )), result={"message_id": 1})
     assert fake.requests == []
 

@@ -360,6 +360,7 @@ CODE_HEAD = migrations.HEAD
 APPLIED = [
     "applied migration 0001 (baseline: the tables of marsho before migrations (history, settings, nicknames))",
     "applied migration 0002 (group settings and observed chat)",
+    "applied migration 0003 (usage and quotas)",
 ]
 """What the store logs as it applies each of this code's revisions."""
 

@@ -23,6 +23,7 @@ from ..exceptions import EndpointError
 from ..redaction import logger
 from ..tools.model import ToolCall
 from ..tools.runner import UNREADABLE_ARGUMENTS, clean_text, json_text
+from .metering import Meter, TokenUsage, turn_model, usage_of
 from .prompt_mode import parse_tool_calls, system_addendum, to_prompt_messages
 from .providers import (
     AUTH_REST,
@@ -61,6 +62,8 @@ class Completion:
     cut: bool = False
     """The answer was longer than MARSHO_MAX_ANSWER_CHARS and `content` is its start (chat/ says
     so with `reply.cut`)."""
+    usage: TokenUsage | None = None
+    """The tokens the endpoint reported for the request (None: it reported none)."""
 
     def assistant_message(self, *, with_reasoning: bool = False) -> dict[str, Any]:
         """The assistant message to append to the conversation; reasoning only on request, and
@@ -278,6 +281,8 @@ class _Endpoint:
         host = urlsplit(self.base_url).hostname or ""
         self.needs_key = not self.pool.keys[0].value and host.endswith("openai.com")
         """No key is set and the endpoint is one that always wants one (read once, not per request)."""
+        self.host = host + (f":{port}" if (port := urlsplit(self.base_url).port) else "")
+        """Where usage says the request went: the base URL's host, never a key or a path."""
 
 
 class LLMClient:
@@ -335,9 +340,11 @@ class LLMClient:
         self._learned_prompt_mode: set[str] = set()
         self.sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
         """How a retry waits (tests record the waits instead of taking them)."""
+        self.meter: Meter | None = None
+        """Told each answered request's usage (the owner's bill), when set."""
 
     def _model_of(self, ep: _Endpoint) -> str:
-        return ep.model or self.model
+        return ep.model or turn_model() or self.model
 
     def _tool_mode_of(self, model: str, configured: ToolMode | None = None) -> ToolMode:
         if configured is not None:
@@ -593,6 +600,9 @@ class LLMClient:
                 continue
             self._record(ep, key, "ok", started)
             deadline.answered(started)
+            if self.meter is not None:
+                self.meter.record(model, ep.host, completion.usage, request=request,
+                                  content=completion.content, calls=completion.tool_calls)
             return completion
 
     def _record(self, ep: _Endpoint, key: Key, kind: Kind, started: float) -> None:
@@ -770,7 +780,7 @@ class LLMClient:
         if len(reasoning) > limit:
             reasoning = reasoning[:limit] + "…"
         return Completion(content=content[:limit], tool_calls=calls, reasoning=reasoning,
-                          cut=len(content) > limit)
+                          cut=len(content) > limit, usage=usage_of(response))
 
     async def close(self) -> None:
         """Close the connection pools."""

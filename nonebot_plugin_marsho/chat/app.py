@@ -22,6 +22,7 @@ from ..agent.chatlog import ChatLog
 from ..agent.engine import Engine
 from ..agent.gate import RequestGate
 from ..agent.llm import Fallback, LLMClient
+from ..agent.metering import Limits, Meter
 from ..agent.persona import GroupPersonas, Nicknames, Prompt, clock
 from ..agent.praises import PraisesFile
 from ..config import Config
@@ -29,6 +30,7 @@ from ..exceptions import NotReadyError, StoreError
 from ..i18n import Texts
 from ..redaction import SECRETS, logger
 from ..store.sql import SqlStore
+from ..store.usage import UsageStore
 from ..tools import BUILTIN_TOOLSET, LoadProblem, ToolRunner, Toolset, ToolsetSource, load_toolset
 from ..tools.runner import SECRET_PRESET
 from ..tools.webservices import load_webservices
@@ -79,6 +81,8 @@ class Marsho:
     """Messages of one person in one chat that join one question (MARSHO_DEBOUNCE_SECONDS)."""
     judge: LLMClient | None = None
     """The cheap model asked whether to answer unsolicited (MARSHO_ACTIVE_JUDGE_MODEL)."""
+    meter: Meter | None = None
+    """The owner's bill: usage recorded, quotas checked (`marsho.usage`, `marsho.quota`)."""
 
     def __post_init__(self) -> None:
         config = self.config
@@ -291,6 +295,13 @@ class Marsho:
             await chat_log.load()
             active = ActiveReplies.from_config(config, store, self.prompt.now)
             await active.load()
+            meter = Meter(
+                UsageStore(store), now=self.prompt.now, counter=lambda: engine.counter,
+                limits=Limits(user=config.marsho_user_daily_tokens, group=config.marsho_group_daily_tokens,
+                              all=config.marsho_daily_tokens),
+                retention_days=config.marsho_usage_retention_days)
+            llm.meter = meter
+            await meter.roll_up()
         except StoreError as error:
             self.problem = t("problem.database", error=error_text(t, error))
             self.problem_brief = "brief.database"
@@ -311,6 +322,7 @@ class Marsho:
                                    api_keys=config.marsho_api_keys, model=config.marsho_active_judge_model,
                                    timeout=min(config.marsho_timeout, 30.0), gate=llm.gate,
                                    max_response_bytes=100_000, max_answer_chars=200)
+        self.meter = meter
         self.engine = engine
         logger.info(f"marsho: ready, model {llm.model} at {llm.base_url}, {len(toolset.tools)} tools, "
                     f"history in {store.safe_url} ({engine.counter.name} token counts); "
@@ -357,9 +369,12 @@ class Marsho:
         judge, self.judge = self.judge, None
         if judge is not None:
             await judge.close()
+        meter, self.meter = self.meter, None
         self.problem, self.problem_brief = self.texts("problem.starting"), ""
         if chat_log is not None:
             await chat_log.close()
+        if meter is not None:
+            await meter.close()
         if mcp is not None:
             await mcp.stop()
         if engine is not None:

@@ -22,6 +22,7 @@ from ..agent.chatlog import Unread, recent_chat_text, with_recent_chat
 from ..agent.engine import Engine, Reply
 from ..agent.gate import lane
 from ..agent.judge import judge
+from ..agent.metering import Asker, charged_to, model_for_turn
 from ..agent.persona import (
     GROUP_PERSONA_CHARS,
     NicknameError,
@@ -37,6 +38,7 @@ from ..store.session import session_key
 from ..tools.model import Role, ToolCall, ToolContext
 from .active import flagged_bot, parse_keywords
 from .app import Marsho, current_app
+from .bill import limits_of, quota_command, quota_text, usage_report
 from .debounce import Joined, merged, person_in_chat, picture_only
 from .fairuse import seconds_text
 from .incoming import Limits, Question, read_question, sees_pictures, text_only
@@ -58,7 +60,7 @@ from .render import (
 from .where import Where, looks_private, platform_name, where_of
 
 COMMANDS = ("help", "reset", "tools", "calls", "history", "export", "model", "nickname", "context", "forget",
-            "persona", "active", "status")
+            "persona", "active", "status", "usage", "quota")
 GROUP_COMMANDS = ("context", "forget", "persona", "active")
 """Commands about the group they are sent in (its recent chat, its persona, its active replies)."""
 ON_WORDS = ("on", "yes", "true", "1", "开", "开启", "打开")
@@ -391,6 +393,15 @@ async def _command(app: Marsho, engine: Engine, request: Request, key: str, role
     return await switch_model(app, engine, request.text)
 
 
+async def bill_command(app: Marsho, request: Request, where: Where, role: Role) -> tuple[str, list[bytes]]:
+    """`marsho.usage` and `marsho.quota` (chat/bill.py)."""
+    if app.meter is None:
+        return app.texts("bill.unavailable"), []
+    if request.command == "quota":
+        return await quota_command(app.meter, app.texts, app.config, where, role, request.text), []
+    return await usage_report(app.meter, app.texts, app.config, where, role, request.text)
+
+
 async def export_session(app: Marsho, engine: Engine, key: str) -> str:
     """Save the session as JSON in the data folder; the reply says where (and shows it if short)."""
     data = {"session": key, "messages": await engine.history.export(key)}
@@ -471,8 +482,18 @@ async def handle_request(bot: Bot, event: Event, state: T_State) -> None:
         if request.command in GROUP_COMMANDS:
             await _send(await group_command(app, request, where, role))
             return
+        if request.command in ("usage", "quota"):
+            await _send(*await bill_command(app, request, where, role))
+            return
         if request.command != "chat":
             await _send(await _command(app, engine, request, key, role, shared))
+            return
+        # over a daily quota: refused before the rate limits count it (or a cheaper model answers)
+        over = None if owner or app.meter is None else await app.meter.over_quota(
+            where.person, where.chat or "", limits_of(config))
+        cheaper = config.marsho_quota_fallback_model if over is not None else ""
+        if over is not None and not cheaper:
+            await _send(quota_text(t, over))
             return
         # a flood costs nothing: a full queue or a rate limit refuses the question, and only the
         # first refusal is told (once per burst, once per window); then silence
@@ -490,9 +511,12 @@ async def handle_request(bot: Bot, event: Event, state: T_State) -> None:
             # whatever MARSHO_SESSION_SCOPE; else the private chat): a flood in one group, by one
             # member or many, waits behind itself and never ahead of the other chats
             chat = session_key(where.platform, group_id=where.group_id, user_id=user_id, channel=channel)
-            with lane(chat):
+            # every request of the turn (tool rounds included) goes on the asker's bill
+            with lane(chat), charged_to(Asker(key, where.person, where.chat or "")), model_for_turn(cheaper):
                 reply, tips = await _answered(app, bot, event, where, engine, request, key, shared=shared,
                                               role=role, person=person)
+            if over is not None and reply is not None:
+                tips = [*tips, t("quota.cheaper", model=cheaper, reason=quota_text(t, over))]
         except BaseException:
             turn.refund()  # a failed answer does not use up the asker's (or the group's) rate limit
             raise
@@ -601,7 +625,12 @@ async def _active_reply(app: Marsho, bot: Bot, event: Event, where: Where, group
     if called is None and app.judge is not None and await judge(app.judge, config.marsho_name, said):
         called = "judge"
     engine = app.engine
-    if called is None or engine is None or not active.claim(group):
+    if called is None or engine is None:
+        return
+    if app.meter is not None and await app.meter.over_quota(where.person, where.chat or "",
+                                                            limits_of(config)) is not None:
+        return  # a used-up daily quota: no unsolicited answer either
+    if not active.claim(group):
         return
     turn = app.fair_use.admit(where.person, where.chat, superuser=False)
     if not turn.go:
@@ -619,7 +648,8 @@ async def _active_reply(app: Marsho, bot: Bot, event: Event, where: Where, group
                 answer = reply_text(app.texts, reply, engine.max_tool_rounds, config.marsho_max_answer_chars)
                 return not active.repeats(group, answer)
 
-            with lane(chat):
+            # on the bill of the member it answers, like a question (it counts as one)
+            with lane(chat), charged_to(Asker(key, where.person, where.chat or "")):
                 reply, _ = await _chat(app, bot, event, where, engine, request, key, shared=scope == "group",
                                        role="member", keep=fresh, observed=said)
         except BaseException:

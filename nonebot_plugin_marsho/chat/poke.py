@@ -12,10 +12,12 @@ from nonebot.rule import Rule
 from nonebot.typing import T_State
 from nonebot_plugin_alconna.uniseg import At, Segment, Text, UniMessage
 
+from ..agent.metering import Asker, charged_to
 from ..agent.persona import with_turn_note
 from ..exceptions import MarshoError
 from ..redaction import logger, redact
 from .app import Marsho, current_app
+from .bill import limits_of
 from .matchers import APP_KEY, admitted_here, is_superuser, user_key
 from .where import where_of
 
@@ -76,13 +78,21 @@ async def handle_poke(bot: Bot, event: PokeNotifyEvent, state: T_State) -> None:
     where = await where_of(bot, event, state)  # the same rate-limit keys as a question's
     over = False
     if app.config.marsho_poke == "model":
-        over = app.fair_use.charge(where.person, where.chat, superuser=await is_superuser(bot, event)) > 0
+        superuser = await is_superuser(bot, event)
+        over = app.fair_use.charge(where.person, where.chat, superuser=superuser) > 0
+        if not over and not superuser and app.meter is not None:  # a used-up quota: the fixed line
+            try:
+                quota = await app.meter.over_quota(where.person, where.chat or "", limits_of(app.config))
+                over = quota is not None
+            except MarshoError as error:
+                logger.warning(f"marsho: poke: {error}")
     try:
         nickname = await app.nicknames.get(user_key(bot, user)) if app.nicknames else None
     except MarshoError as error:  # the database is down: poke back all the same
         logger.warning(f"marsho: poke: {error}")
         nickname = None
-    line = await poke_line(app, nickname or app.texts("poke.someone"), thrifty=over)
+    with charged_to(Asker("", where.person, where.chat or "", question=False)):
+        line = await poke_line(app, nickname or app.texts("poke.someone"), thrifty=over)
     line = redact(line)
     segments: list[Segment] = [At("user", user), Text(" " + line)] if event.group_id else [Text(line)]
     try:

@@ -118,6 +118,74 @@ observed_cursors_table = Table(
 """The newest observed message each session's turns have already carried, per group: the next
 question carries only what came after it."""
 
+# the owner's bill (issue 16): store/usage.py reads and writes these
+
+_TOKENS = BigInteger().with_variant(Integer, "sqlite")
+
+usage_table = Table(
+    "marsho_usage",
+    metadata,
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("created_at", Float, nullable=False),
+    Column("day", String(10), nullable=False),
+    Column("session_key", String(255), nullable=False),
+    Column("user_key", String(255), nullable=False),
+    Column("group_key", String(255), nullable=False),
+    Column("model", String(128), nullable=False),
+    Column("endpoint", String(255), nullable=False),
+    Column("prompt_tokens", _TOKENS, nullable=False),
+    Column("completion_tokens", _TOKENS, nullable=False),
+    Column("cached_tokens", _TOKENS, nullable=False),
+    Column("reasoning_tokens", _TOKENS, nullable=False),
+    Column("questions", Integer, nullable=False),
+    Column("estimated", Integer, nullable=False),
+    Index("ix_marsho_usage_day", "day"),
+)
+"""One row per request to an endpoint (tool rounds, pokes, judges and summaries included): its
+tokens as the endpoint reported them (`estimated` 1: it reported none, ours are stored), who
+asked, where, which model at which host. `day` is the date in MARSHO_TIMEZONE. Rows older than
+MARSHO_USAGE_RETENTION_DAYS are rolled up into marsho_usage_daily."""
+
+usage_daily_table = Table(
+    "marsho_usage_daily",
+    metadata,
+    Column("day", String(10), primary_key=True),
+    Column("user_key", String(255), primary_key=True),
+    Column("group_key", String(255), primary_key=True),
+    Column("model", String(128), primary_key=True),
+    Column("endpoint", String(255), primary_key=True),
+    Column("requests", _TOKENS, nullable=False),
+    Column("prompt_tokens", _TOKENS, nullable=False),
+    Column("completion_tokens", _TOKENS, nullable=False),
+    Column("cached_tokens", _TOKENS, nullable=False),
+    Column("reasoning_tokens", _TOKENS, nullable=False),
+    Column("questions", _TOKENS, nullable=False),
+    Column("estimated", _TOKENS, nullable=False),
+)
+"""Daily totals of marsho_usage rows past the retention period."""
+
+usage_totals_table = Table(
+    "marsho_usage_totals",
+    metadata,
+    Column("day", String(10), primary_key=True),
+    Column("scope", String(8), primary_key=True),
+    Column("target", String(255), primary_key=True),
+    Column("tokens", _TOKENS, nullable=False),
+)
+"""Tokens used per day by each user (`scope` user), group (group) and by all (all, target `*`),
+kept up to date with every write: the quota check reads it (one indexed read)."""
+
+quotas_table = Table(
+    "marsho_quotas",
+    metadata,
+    Column("scope", String(8), primary_key=True),
+    Column("target", String(255), primary_key=True),
+    Column("tokens", _TOKENS, nullable=False),
+    Column("updated_at", Float, nullable=False),
+)
+"""Daily token quotas a superuser set for one user or group (`marsho.quota`), over the
+MARSHO_*_DAILY_TOKENS defaults; 0: none for them."""
+
 
 def async_url(url: str) -> str:
     """The URL with an async driver: `postgresql://` → asyncpg, `sqlite://` → aiosqlite."""
