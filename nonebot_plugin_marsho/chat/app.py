@@ -322,6 +322,7 @@ class Marsho:
                                    api_keys=config.marsho_api_keys, model=config.marsho_active_judge_model,
                                    timeout=min(config.marsho_timeout, 30.0), gate=llm.gate,
                                    max_response_bytes=100_000, max_answer_chars=200)
+            self.judge.meter = meter  # its requests are on the bill too
         self.meter = meter
         self.engine = engine
         logger.info(f"marsho: ready, model {llm.model} at {llm.base_url}, {len(toolset.tools)} tools, "

@@ -493,7 +493,8 @@ async def handle_request(bot: Bot, event: Event, state: T_State) -> None:
             where.person, where.chat or "", limits_of(config))
         cheaper = config.marsho_quota_fallback_model if over is not None else ""
         if over is not None and not cheaper:
-            await _send(quota_text(t, over))
+            if app.fair_use.notices.first(f"quota:{where.person}"):  # told once a window, then silence
+                await _send(quota_text(t, over))
             return
         # a flood costs nothing: a full queue or a rate limit refuses the question, and only the
         # first refusal is told (once per burst, once per window); then silence
@@ -621,15 +622,23 @@ async def _active_reply(app: Marsho, bot: Bot, event: Event, where: Where, group
     model say so: in the group's conversation with its recent chat, like a question, counted
     against the rate limits, not quoting it; silent on every failure."""
     active, config = app.active, app.config
+    try:
+        # a used-up daily quota: no unsolicited answer, and not even the judge is asked
+        if app.meter is not None and await app.meter.over_quota(where.person, where.chat or "",
+                                                                limits_of(config)) is not None:
+            return
+    except MarshoError as error:
+        logger.warning(f"marsho: no unsolicited reply in {group}: {error}")
+        return
     called = active.called_by(group, said)
-    if called is None and app.judge is not None and await judge(app.judge, config.marsho_name, said):
-        called = "judge"
+    if called is None and app.judge is not None:
+        # the judge's request goes on the bill of the member it judged (not as a question)
+        with charged_to(Asker("", where.person, where.chat or "", question=False)):
+            if await judge(app.judge, config.marsho_name, said):
+                called = "judge"
     engine = app.engine
     if called is None or engine is None:
         return
-    if app.meter is not None and await app.meter.over_quota(where.person, where.chat or "",
-                                                            limits_of(config)) is not None:
-        return  # a used-up daily quota: no unsolicited answer either
     if not active.claim(group):
         return
     turn = app.fair_use.admit(where.person, where.chat, superuser=False)
