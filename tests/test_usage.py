@@ -5,6 +5,7 @@ PostgreSQL), the refusal and the cheaper model, and who may use the commands."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -20,6 +21,7 @@ from nonebot_plugin_marsho.agent.metering import Asker, Limits, Meter, charged_t
 from nonebot_plugin_marsho.chat.bill import usage_report
 from nonebot_plugin_marsho.chat.where import Where
 from nonebot_plugin_marsho.config import Config
+from nonebot_plugin_marsho.exceptions import StoreError
 from nonebot_plugin_marsho.i18n import Texts
 from nonebot_plugin_marsho.store.sql import SqlStore, usage_table
 from nonebot_plugin_marsho.store.usage import UsageRow, UsageStore
@@ -127,9 +129,129 @@ async def test_each_request_of_a_question_is_a_row_and_the_question_counts_once(
 def test_usage_that_is_not_numbers_is_not_taken() -> None:
     assert usage_of({"usage": None}) is None
     assert usage_of({"usage": {"prompt_tokens": "many"}}) is None
-    odd = usage_of({"usage": {"prompt_tokens": 10, "completion_tokens": -3,
+    odd = usage_of({"usage": {"prompt_tokens": 10, "completion_tokens": 3,
                               "prompt_tokens_details": {"cached_tokens": 99}}})
-    assert odd is not None and (odd.prompt, odd.completion, odd.cached) == (10, 0, 10)
+    assert odd is not None and (odd.prompt, odd.completion, odd.cached) == (10, 3, 10)
+
+
+@pytest.mark.parametrize("usage", [
+    {"prompt_tokens": 0, "completion_tokens": 0},
+    {"prompt_tokens": 10, "completion_tokens": -3},
+    {"prompt_tokens": -10, "completion_tokens": 3},
+    {"prompt_tokens": True, "completion_tokens": 3},
+    {"prompt_tokens": 10, "completion_tokens": False},
+    {"prompt_tokens": "10", "completion_tokens": "3"},
+    {"prompt_tokens": 10},
+    {"completion_tokens": 3},
+    {"prompt_tokens": 10.0, "completion_tokens": 3},
+])
+def test_usage_with_impossible_counts_is_not_taken(usage: dict[str, Any]) -> None:
+    assert usage_of({"usage": usage}) is None  # our estimate is stored instead, marked
+
+
+def test_a_completion_of_no_tokens_is_taken() -> None:
+    zero = usage_of({"usage": {"prompt_tokens": 10, "completion_tokens": 0}})
+    assert zero is not None and (zero.prompt, zero.completion, zero.estimated) == (10, 0, False)
+
+
+async def test_zero_usage_from_the_endpoint_is_stored_as_our_estimate(fake: FakeOpenAI, store: SqlStore) -> None:
+    meter = meter_on(store)
+    await ask(fake, meter, ALICE, with_usage(text("four"), {"prompt_tokens": 0, "completion_tokens": 0}))
+    [row] = await stored_rows(store)
+    assert row.estimated == 1 and row.prompt_tokens > 0
+
+
+class SlowStore(UsageStore):
+    """Its writes wait until the test lets them through."""
+
+    def __init__(self, store: SqlStore) -> None:
+        super().__init__(store)
+        self.started = asyncio.Event()
+        self.go = asyncio.Event()
+
+    async def write(self, rows: Any) -> None:
+        self.started.set()
+        await self.go.wait()
+        await super().write(rows)
+
+
+async def test_rows_being_written_still_count_for_the_quota(store: SqlStore) -> None:
+    slow = SlowStore(store)
+    meter = Meter(slow, now=noon(), limits=Limits(user=100), flush_delay=0.01)
+    with charged_to(Asker("s", ALICE.person)):
+        meter.record("fake-model", "127.0.0.1", usage_of({"usage": OPENAI_USAGE}), request={})
+    flushing = asyncio.ensure_future(meter.flush())
+    await slow.started.wait()  # taken from the pending rows, not committed yet
+    assert not meter._pending
+    over = await meter.over_quota(ALICE.person, "")
+    assert over is not None and over.used == 150
+    slow.go.set()
+    await flushing
+    over = await meter.over_quota(ALICE.person, "")  # committed now, and counted once
+    assert over is not None and over.used == 150
+
+
+async def test_rows_whose_write_failed_still_count_for_the_quota(store: SqlStore) -> None:
+    meter = meter_on(store, user=100)
+    meter.store = RefusingStore(store, refuse=lambda row: True)
+    with charged_to(Asker("s", ALICE.person)):
+        meter.record("fake-model", "127.0.0.1", usage_of({"usage": OPENAI_USAGE}), request={})
+    await meter.settled()
+    assert len(meter._pending) == 1
+    over = await meter.over_quota(ALICE.person, "")
+    assert over is not None and over.used == 150
+
+
+class RefusingStore(UsageStore):
+    """Refuses any write that holds a row `refuse` picks, as a database refuses bad data."""
+
+    def __init__(self, store: SqlStore, refuse: Any) -> None:
+        super().__init__(store)
+        self.refuse = refuse
+
+    async def write(self, rows: Any) -> None:
+        if any(self.refuse(row) for row in rows):
+            raise StoreError(code="store.save", url="test", detail="value too long")
+        await super().write(rows)
+
+
+async def test_a_row_the_database_refuses_is_dropped_and_the_others_are_written(store: SqlStore) -> None:
+    meter = meter_on(store)
+    meter.store = RefusingStore(store, refuse=lambda row: row.model == "bad-model")
+    with charged_to(Asker("s", ALICE.person)):
+        for model in ("fake-model", "bad-model", "fake-model"):
+            meter.record(model, "127.0.0.1", usage_of({"usage": OPENAI_USAGE}), request={})
+    await meter.settled()
+    assert meter._pending == []
+    assert [row.model for row in await stored_rows(store)] == ["fake-model", "fake-model"]
+    with charged_to(Asker("s", ALICE.person)):  # later writes are not blocked by it
+        meter.record("fake-model", "127.0.0.1", usage_of({"usage": OPENAI_USAGE}), request={})
+    await meter.settled()
+    assert len(await stored_rows(store)) == 3
+
+
+async def test_when_nothing_is_taken_the_rows_wait_for_the_next_write(store: SqlStore) -> None:
+    meter = meter_on(store)
+    refusing = RefusingStore(store, refuse=lambda row: True)  # the database is down
+    meter.store = refusing
+    with charged_to(Asker("s", ALICE.person)):
+        for _ in range(5):
+            meter.record("fake-model", "127.0.0.1", usage_of({"usage": OPENAI_USAGE}), request={})
+    await meter.settled()
+    assert len(meter._pending) == 5
+    refusing.refuse = lambda row: False  # back up
+    await meter.settled()
+    assert meter._pending == [] and len(await stored_rows(store)) == 5
+
+
+async def test_too_long_names_are_cut_to_their_columns(store: SqlStore) -> None:
+    meter = meter_on(store)
+    with charged_to(Asker("s" * 300, "u" * 300, "g" * 300)):
+        meter.record("m" * 200, "e" * 300, usage_of({"usage": OPENAI_USAGE}), request={})
+    await meter.settled()
+    [row] = await stored_rows(store)
+    assert (len(row.model), len(row.endpoint), len(row.session_key), len(row.user_key), len(row.group_key)) == (
+        128, 255, 255, 255, 255)
 
 
 async def test_a_failed_write_is_logged_and_kept_for_the_next_one(tmp_path: Path) -> None:
@@ -341,6 +463,11 @@ async def said(app: App, event: Any, reply: str) -> None:
         ctx.should_call_api(*reply_call(event, reply), result={"message_id": 1})
 
 
+async def unanswered(app: App, event: Any) -> None:
+    async with app.test_matcher() as ctx:
+        ctx.receive_event(onebot_bot(ctx), event)  # any reply would be an unexpected call
+
+
 async def test_members_may_not_see_everything_nor_set_quotas(app: App, bill: Meter) -> None:
     await said(app, group_message("marsho.usage all"), "Only the bot's superusers may use marsho.usage all.")
     await said(app, group_message("marsho.quota user 10001 5", role="admin"),
@@ -359,7 +486,7 @@ async def test_a_question_over_the_quota_is_answered_with_the_reset_and_asks_not
         asked = len(fake.requests)
         refusal = "You have used your tokens for today (150 of 100); it resets at 2026-12-02 00:00 CST."
         await said(app, private_message("marsho 3+3?"), refusal)
-        await said(app, private_message("marsho 3+3?"), refusal)  # not a rate limit: told again
+        await unanswered(app, private_message("marsho 3+3?"))  # told once a window, then silence
         assert len(fake.requests) == asked
         await said(app, private_message("marsho.quota user 10001 default", user_id=int(SUPERUSER_ID)),
                    "User 10001 has the default daily token quota again (none).")

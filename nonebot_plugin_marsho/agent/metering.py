@@ -36,6 +36,11 @@ here within this time; one set here applies at once)."""
 MAX_PENDING = 10_000
 """Rows kept in memory while the database fails; older ones are dropped (and logged)."""
 
+MODEL_CHARS = 128
+KEY_CHARS = 255
+"""The lengths of the usage table's model column and of its key and endpoint columns: longer
+values are cut when recorded (a row the database refuses would otherwise block every write)."""
+
 
 @dataclass(frozen=True)
 class TokenUsage:
@@ -57,20 +62,23 @@ def _count(value: Any) -> int:
 def usage_of(response: Mapping[str, Any]) -> TokenUsage | None:
     """The `usage` of a chat completion: OpenAI's shape (`prompt_tokens_details.cached_tokens`,
     `completion_tokens_details.reasoning_tokens`) or DeepSeek's (`prompt_cache_hit_tokens`);
-    None when the endpoint sent none."""
+    None when the endpoint sent none, or counts that cannot be right (prompt tokens not a whole
+    number above 0, completion tokens not a whole number of 0 or more)."""
     usage = response.get("usage")
     if not isinstance(usage, dict):
         return None
     prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
-    if not isinstance(prompt, int) and not isinstance(completion, int):
-        return None
+    if not (isinstance(prompt, int) and _count(prompt) > 0
+            and isinstance(completion, int) and not isinstance(completion, bool)
+            and _count(completion) == completion):
+        return None  # zero, negative, booleans, strings: not a real count; our estimate is stored
     prompt_details = usage.get("prompt_tokens_details")
     completion_details = usage.get("completion_tokens_details")
     cached = _count(prompt_details.get("cached_tokens")) if isinstance(prompt_details, dict) else 0
     cached = cached or _count(usage.get("prompt_cache_hit_tokens"))
     reasoning = (_count(completion_details.get("reasoning_tokens"))
                  if isinstance(completion_details, dict) else 0)
-    return TokenUsage(_count(prompt), _count(completion), min(cached, _count(prompt)), reasoning)
+    return TokenUsage(prompt, completion, min(cached, prompt), reasoning)
 
 
 def estimated_usage(counter: TokenCounter, request: Mapping[str, Any], content: str,
@@ -147,6 +155,15 @@ class OverQuota:
     resets_at: datetime
 
 
+def _data_error(error: StoreError) -> bool:
+    """The database refused the data itself (too long, out of range, a constraint), not the
+    connection: SQLAlchemy's DataError or IntegrityError behind the StoreError."""
+    from sqlalchemy.exc import DataError, IntegrityError
+
+    cause = error.__cause__ or error.__context__
+    return isinstance(cause, (DataError, IntegrityError))
+
+
 class Meter:
     """Records usage in the background and checks the daily quotas."""
 
@@ -161,6 +178,8 @@ class Meter:
         self.retention_days = retention_days
         self.flush_delay = flush_delay
         self._pending: list[UsageRow] = []
+        self._writing: list[list[UsageRow]] = []
+        """Rows being written now: the quota check counts them too until they are committed."""
         self._flushing: asyncio.Task[None] | None = None
         self._rolled_day = ""
         self._any_quota: bool | None = None
@@ -180,8 +199,9 @@ class Meter:
         if asker.question:
             asker.question, questions = False, 1  # the question's first request counts it
         self._pending.append(UsageRow(
-            created_at=time.time(), day=self.today(), session_key=asker.session_key,
-            user_key=asker.user_key, group_key=asker.group_key, model=model, endpoint=endpoint,
+            created_at=time.time(), day=self.today(), session_key=asker.session_key[:KEY_CHARS],
+            user_key=asker.user_key[:KEY_CHARS], group_key=asker.group_key[:KEY_CHARS],
+            model=model[:MODEL_CHARS], endpoint=endpoint[:KEY_CHARS],
             prompt_tokens=usage.prompt, completion_tokens=usage.completion, cached_tokens=usage.cached,
             reasoning_tokens=usage.reasoning, questions=questions, estimated=int(usage.estimated)))
         if len(self._pending) > MAX_PENDING:
@@ -197,21 +217,54 @@ class Meter:
         await self.flush()
 
     async def flush(self) -> None:
-        """Write what is pending now; a failure is logged and the rows wait for the next write."""
+        """Write what is pending now. If the batch fails, its rows are tried one at a time: a row
+        the database refuses while others are taken (or with a data error) is dropped and logged;
+        the rest wait for the next write. A failure never fails a question."""
         rows, self._pending = self._pending, []
         if not rows:
             return
+        self._writing.append(rows)
         try:
-            await self.store.write(rows)
-        except StoreError as error:
-            logger.error(f"marsho: usage of {len(rows)} requests not written yet: {error}")
-            self._pending[:0] = rows
-            return
-        except Exception as error:  # never let the bill fail a question
-            logger.opt(exception=error).error("marsho: usage not written")
-            return
+            try:
+                await self.store.write(rows)
+            except StoreError as error:
+                logger.error(f"marsho: usage of {len(rows)} requests not written yet: {error}")
+                self._pending[:0] = await self._write_one_by_one(rows)
+                return
+            except Exception as error:  # never let the bill fail a question
+                logger.opt(exception=error).error("marsho: usage not written")
+                return
+        finally:
+            self._writing = [batch for batch in self._writing if batch is not rows]
         if self._rolled_day != rows[-1].day:
             await self.roll_up()
+
+    async def _write_one_by_one(self, rows: list[UsageRow]) -> list[UsageRow]:
+        """Write `rows` one at a time after their batch failed; returns those to try again."""
+        failed: list[tuple[UsageRow, StoreError]] = []
+        written = 0
+        for index, row in enumerate(rows):
+            try:
+                await self.store.write([row])
+            except StoreError as error:
+                failed.append((row, error))
+                if not written and len(failed) >= 3 and not any(_data_error(e) for _, e in failed):
+                    # nothing taken three times: the database is down, not a row wrong; all wait
+                    return [failed_row for failed_row, _ in failed] + rows[index + 1:]
+            except Exception as unexpected:
+                logger.opt(exception=unexpected).error("marsho: a usage row not written")
+            else:
+                written += 1
+        if not failed:
+            return []
+        keep: list[UsageRow] = []
+        for row, refused in failed:
+            if written or _data_error(refused):
+                logger.error(f"marsho: usage row dropped (the database refuses it: {refused}): "
+                             f"model {row.model!r}, user {row.user_key!r}, {row.tokens} tokens")
+            else:
+                keep.append(row)  # nothing was taken: the database is down, not the row wrong
+        return keep
 
     async def settled(self) -> None:
         """Everything recorded so far is written (or its write failed)."""
@@ -248,7 +301,7 @@ class Meter:
         scopes = [("user", user_key)] + ([("group", group_key)] if group_key else []) + [("all", ALL)]
         day = self.today()
         used, quotas = await self.store.quota_view(day, scopes)
-        for row in self._pending:
+        for row in [*(row for batch in self._writing for row in batch), *self._pending]:  # not committed yet
             if row.day == day:
                 for pair in row.scopes():
                     if pair in scopes:
