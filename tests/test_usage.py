@@ -385,6 +385,32 @@ async def test_two_stores_on_postgresql_share_the_quota() -> None:
         server.stop()
 
 
+async def test_two_stores_on_postgresql_rolling_up_at_once_count_each_row_once() -> None:
+    from tests.test_postgres import start_postgres
+
+    server = start_postgres()
+    try:
+        url = server.create_database("marsho_bill_roll")
+        stores = [SqlStore(url) for _ in range(4)]
+        try:
+            old = [spent(10 + n, who, day=f"2026-11-{day:02d}")
+                   for day in range(1, 11) for n, who in enumerate((ALICE, BOB))]
+            await UsageStore(stores[0]).write(old)
+            meters = [meter_on(store) for store in stores]  # bot processes starting together
+            for meter in meters:
+                meter.retention_days = 3
+            await asyncio.gather(*(meter.roll_up() for meter in meters))
+            days = await UsageStore(stores[0]).daily("2026-11-01")
+            assert [(d.day, d.user_key, d.tokens, d.requests) for d in days] == [
+                (f"2026-11-{day:02d}", who.person, 10 + n, 1)
+                for day in range(1, 11) for n, who in enumerate((ALICE, BOB))]
+        finally:
+            for store in stores:
+                await store.close()
+    finally:
+        server.stop()
+
+
 # marsho.usage -------------------------------------------------------------------------------------
 
 

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import delete, func, insert, literal, or_, select, union_all
+from sqlalchemy import delete, func, insert, literal, or_, select, text, union_all
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -15,6 +15,7 @@ from ..exceptions import StoreError
 from .sql import (
     SqlStore,
     _describe,
+    _lock_id,
     quotas_table,
     usage_daily_table,
     usage_table,
@@ -197,6 +198,12 @@ class UsageStore:
         await self.store._ready()
         try:
             async with self.store._connection(write=True) as conn:
+                if self.store.dialect == "postgresql":
+                    # bot processes rolling up at once take turns: the second finds the rows
+                    # already folded and deleted, not the same rows to fold again (SQLite's
+                    # writers take turns already)
+                    await conn.execute(text("SELECT pg_advisory_xact_lock(:id)"),
+                                       {"id": _lock_id("marsho:usage-roll-up")})
                 rows = (await conn.execute(grouped)).all()
                 for row in rows:
                     values = dict(row._mapping)
