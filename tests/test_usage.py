@@ -6,7 +6,7 @@ PostgreSQL), the refusal and the cheaper model, and who may use the commands."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -17,16 +17,17 @@ from nonebug import App
 from sqlalchemy import select
 
 from nonebot_plugin_marsho.agent import metering
-from nonebot_plugin_marsho.agent.metering import Asker, Limits, Meter, charged_to, usage_of
+from nonebot_plugin_marsho.agent.llm import Fallback
+from nonebot_plugin_marsho.agent.metering import Asker, Limits, Meter, charged_to, model_for_turn, usage_of
 from nonebot_plugin_marsho.chat.bill import usage_report
 from nonebot_plugin_marsho.chat.where import Where
 from nonebot_plugin_marsho.config import Config
-from nonebot_plugin_marsho.exceptions import StoreError
+from nonebot_plugin_marsho.exceptions import EndpointError, StoreError
 from nonebot_plugin_marsho.i18n import Texts
 from nonebot_plugin_marsho.store.sql import SqlStore, usage_table
 from nonebot_plugin_marsho.store.usage import UsageRow, UsageStore
 from tests.conftest import SUPERUSER_ID, configured, llm_client
-from tests.fake_openai import FakeOpenAI, text, tool_calls, with_usage
+from tests.fake_openai import FakeOpenAI, error, text, tool_calls, with_usage
 from tests.onebot import group_message, onebot_bot, private_message, reply_call
 
 ZONE = ZoneInfo("Asia/Shanghai")
@@ -409,6 +410,40 @@ async def test_two_stores_on_postgresql_rolling_up_at_once_count_each_row_once()
                 await store.close()
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="module")
+def backup() -> Iterator[FakeOpenAI]:
+    """A second endpoint, for MARSHO_FALLBACKS."""
+    with FakeOpenAI() as second:
+        yield second
+
+
+async def test_over_the_quota_a_fallback_with_a_model_of_its_own_is_not_asked(
+    fake: FakeOpenAI, backup: FakeOpenAI,
+) -> None:
+    backup.reset()
+    full_price = Fallback(base_url=backup.base_url, model="full-price-model")
+    cheap = Fallback(base_url=backup.base_url, model="cheap-model")
+    llm = llm_client(fake, retries=0, fallbacks=[full_price, cheap])
+    fake.push(error(503, "down"))
+    backup.push(text("4"))
+    with model_for_turn("cheap-model"):
+        assert (await llm.complete([{"role": "user", "content": "2+2?"}])).content == "4"
+    assert fake.requests[-1]["model"] == "cheap-model"
+    assert [request["model"] for request in backup.requests] == ["cheap-model"]  # not full-price-model
+
+    alone = llm_client(fake, retries=0, fallbacks=[full_price])
+    fake.push(error(503, "down"))
+    with model_for_turn("cheap-model"), pytest.raises(EndpointError):
+        await alone.complete([{"role": "user", "content": "2+2?"}])
+    assert len(backup.requests) == 1  # the full-price fallback was not asked
+
+    fake.push(error(503, "down"))
+    backup.push(text("4"))
+    assert (await alone.complete([{"role": "user", "content": "2+2?"}])).content == "4"  # within the quota
+    assert backup.requests[-1]["model"] == "full-price-model"
+    backup.reset()
 
 
 # marsho.usage -------------------------------------------------------------------------------------

@@ -344,7 +344,9 @@ class LLMClient:
         """Told each answered request's usage (the owner's bill), when set."""
 
     def _model_of(self, ep: _Endpoint) -> str:
-        return ep.model or turn_model() or self.model
+        """The model `ep` is asked with: the turn's (the quota's cheaper model) while one is set,
+        else its own, else the primary's."""
+        return turn_model() or ep.model or self.model
 
     def _tool_mode_of(self, model: str, configured: ToolMode | None = None) -> ToolMode:
         if configured is not None:
@@ -464,10 +466,13 @@ class LLMClient:
 
     def _order(self, route: Route | None) -> list[_Endpoint]:
         """The endpoints to try: the turn's own first, then the chain in order, without those
-        whose breaker is open (unless every one's is: then all, in order)."""
-        chain = self.endpoints
-        if route is not None and route.endpoint is not None and route.endpoint < len(chain):
-            chain = [chain[route.endpoint], *(ep for ep in chain if ep.index != route.endpoint)]
+        whose breaker is open (unless every one's is: then all, in order). While the turn has a
+        model of its own (the quota's cheaper model), a fallback with another model is not
+        tried: its model is another provider's, full price or not knowing the cheaper one."""
+        cheaper = turn_model()
+        chain = [ep for ep in self.endpoints if not cheaper or ep.model is None or ep.model == cheaper]
+        if route is not None and route.endpoint is not None:
+            chain = sorted(chain, key=lambda ep: ep.index != route.endpoint)  # stable: the rest in order
         closed = [ep for ep in chain if not ep.breaker.is_open]
         return closed or chain
 
