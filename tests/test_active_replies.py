@@ -318,3 +318,16 @@ async def test_the_judge_goes_on_the_bill_and_is_not_asked_once_the_quota_is_use
             await app.meter.close()
             app.meter, engine.llm.meter = saved
             await store.close()
+
+
+async def test_a_question_from_an_ignored_account_or_the_bot_itself_is_not_answered(
+    fake: FakeOpenAI, plugin_engine: Any, chat: Chat
+) -> None:
+    """Two bots that quote each other, or answer "marsho ...", would otherwise talk forever."""
+    with configured(marsho_ignored_users=[OTHER_BOT]):
+        await say(chat, chat.group_event("marsho hi", user_id=OTHER_BOT, name="Other bot"))
+        await say(chat, chat.group_event("marsho hi", user_id=chat.self_id, name="Marsho"))
+        assert fake.requests == [] and chat.sent_texts() == []
+        fake.push(text("Hello!"))
+        await say(chat, chat.group_event("marsho hi", user_id=ALICE, name="Alice"))
+        assert chat.sent_texts() == ["Hello!"]

@@ -146,3 +146,26 @@ def test_a_picture_is_kept_only_for_the_window() -> None:
     now[0] += 1
     assert debounce.begin("k").before[0].event == "picture"
     assert debounce.picture("k") is None  # taken by that question
+
+
+async def test_on_discord_a_dm_never_joins_a_question_asked_in_a_channel(
+    fake: FakeOpenAI, window: Any
+) -> None:
+    """Discord's session id is the author alone, in every channel and DM."""
+    forget_uninfo_sessions()
+    chat = PLATFORMS["Discord"]()
+    fake.push(text("abandoned?", delay=SLOW), text("ok"))
+    await while_answering(fake, chat, chat.event("channel", "marsho hi"),
+                          chat.event("private", "my secret DM text"))
+    assert "my secret DM text" not in str(fake.requests)
+    assert chat.sent_texts() == ["abandoned?"]  # the channel's question was not restarted
+
+
+def test_an_answer_being_stored_is_not_abandoned_for_a_follow_up() -> None:
+    """Once the answer is being stored (Engine.chat calls `keep`), a follow-up is a question of
+    its own: abandoning the turn then could leave two turns for one thought."""
+    debounce = Debounce(20)
+    pending = debounce.begin("someone")
+    assert pending.commit(None) is True
+    assert not debounce.join("someone", object(), "and another thing")  # type: ignore[arg-type]
+    assert pending.after == [] and pending.restarts == 0

@@ -15,6 +15,7 @@ in this process, so a message said just before it is never missed.
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -242,6 +243,8 @@ class ChatLog:
             await asyncio.gather(*self._finishing, return_exceptions=True)
 
 
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
+"""What a line of the recent chat may not hold: control, format and bidirectional characters."""
 FENCE_BAR = "| "
 """Starts every line of the recent chat the model reads, so no message can end the fence early
 or pass a line of its own off as the bot's text."""
@@ -254,7 +257,10 @@ def recent_chat_text(messages: Sequence[Observed], t: Texts, zone: tzinfo | None
     lines = [t("context.label")]
     for message in messages:
         stamp = datetime.fromtimestamp(message.at, zone).strftime("%H:%M")
-        body = message.text.replace("\r\n", "\n").replace("\r", "\n").replace("\n", "\n" + FENCE_BAR)
+        # every kind of line break (U+2028, \v, \x1c...) starts a barred line; other control
+        # characters are spaces, so nothing in a message ends the fence or starts a line of its own
+        lines_of = message.text.splitlines() or [""]
+        body = ("\n" + FENCE_BAR).join(CONTROL.sub(" ", line) for line in lines_of)
         lines.append(f"{FENCE_BAR}{message.speaker} ({stamp}): {body}")
     lines.append(t("context.end"))
     return "\n".join(lines)

@@ -106,6 +106,9 @@ class ActiveReplies:
         self._next: dict[str, float] = {}
         self._replies: dict[str, deque[str]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._changes = 0
+        self.judging: set[str] = set()
+        """Groups whose message the judge model is being asked about (one at a time per group)."""
         self._set_choices(dict(choices or {}))
 
     @classmethod
@@ -127,8 +130,11 @@ class ActiveReplies:
         """Read every group's choice (at startup, and in the background when stale)."""
         if self.store is None:
             return
+        changes = self._changes
         chances = await self.store.group_settings(ACTIVE_SETTING)
         keywords = await self.store.group_settings(KEYWORDS_SETTING)
+        if changes != self._changes:  # an admin chose meanwhile: what was read may be older
+            return
         choices = {}
         for group in {*chances, *keywords}:
             choices[group] = GroupChoice(_chance_of(chances.get(group)), _keywords_of(keywords.get(group)))
@@ -191,6 +197,7 @@ class ActiveReplies:
             after = GroupChoice(before.chance if chance is None else chance,
                                 before.keywords if keywords is None else tuple(keywords))
         chance_text = "off" if after.chance is None else f"{after.chance:g}"
+        self._changes += 1  # a refresh begun before this choice does not undo it
         await self.store.set_group_setting(group, ACTIVE_SETTING, chance_text)
         await self.store.set_group_setting(group, KEYWORDS_SETTING,
                                            json.dumps(list(after.keywords), ensure_ascii=False))

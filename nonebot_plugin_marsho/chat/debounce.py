@@ -20,6 +20,7 @@ from typing import Any
 from nonebot.adapters import Bot, Event
 
 from .incoming import Question
+from .where import looks_private, scene_hint
 
 MAX_RESTARTS = 2
 """Times one question is restarted with a follow-up; later messages are their own."""
@@ -28,9 +29,11 @@ MAX_KEPT_PICTURES = 10_000
 
 
 def person_in_chat(bot: Bot, event: Event) -> str:
-    """Whose message where, read off the event for free: the adapter, the bot, and the event's
-    session id (one person in one chat on every adapter)."""
-    return f"{bot.adapter.get_name()}:{bot.self_id}:{event.get_session_id()}"
+    """Whose message where, read off the event for free: the adapter, the bot, the event's
+    session id, whether it is private, and the chat ids it carries (Discord's session id is the
+    author alone, in every channel and DM)."""
+    hints = ",".join(h or "" for h in scene_hint(event))
+    return f"{bot.adapter.get_name()}:{bot.self_id}:{looks_private(event)}:{event.get_session_id()}:{hints}"
 
 
 def picture_only(event: Event) -> bool:
@@ -64,7 +67,15 @@ class Pending:
     restarts: int = 0
     restart: bool = False
     """A follow-up came: the running request is being abandoned for the merged question."""
+    committing: bool = False
+    """The answer is being stored: too late to abandon it (a follow-up is a question of its own)."""
     task: asyncio.Future[Any] | None = None
+
+    def commit(self, reply: Any) -> bool:
+        """Called as the answer is about to be stored (Engine.chat's `keep`): from now on the
+        question is not abandoned, so one thought never leaves two turns."""
+        self.committing = True
+        return True
 
 
 def merged(questions: list[Question]) -> Question:
@@ -138,7 +149,7 @@ class Debounce:
         now = self.clock()
         if pending is None or now - pending.last > self.seconds or pending.restarts >= MAX_RESTARTS:
             return False
-        if pending.task is not None and pending.task.done():  # answered already: too late
+        if pending.committing or (pending.task is not None and pending.task.done()):  # too late
             return False
         pending.after.append(Joined(event, text))
         pending.last = now

@@ -196,6 +196,19 @@ async def admitted_here(app: Marsho, bot: Bot, event: Event, where: Where) -> bo
 
 RICH_TEXT_PLATFORMS = frozenset({"Feishu"})
 """Adapters whose rich-text messages are read through alconna and chat/native.py first."""
+def _from_a_bot(app: Marsho, bot: Bot, event: Event) -> bool:
+    """Whether a message for marsho comes from the bot itself, an account in
+    MARSHO_IGNORED_USERS, or one the platform marks as a bot: two bots that quote each other
+    (or answer "marsho ...") would otherwise talk forever."""
+    if flagged_bot(event):
+        return True
+    try:
+        user_id = event.get_user_id()
+    except Exception:
+        return False
+    return user_id == str(bot.self_id) or user_id in app.active.ignored
+
+
 AT_ONLY_PLATFORMS = frozenset({"QQ"})
 """Platforms that deliver a bot only the group messages that @ it (with the @ taken out): there
 every message a group sends the bot is for marsho, MARSHO_AT or not."""
@@ -229,6 +242,8 @@ async def _is_for_marsho(bot: Bot, event: Event, state: T_State) -> bool:
         where = await where_of(bot, event, state)
         if where.shared:  # an @ of the bot in a group; private chats need the trigger word
             request = Request("chat", event.get_plaintext().strip())
+    if request is not None and _from_a_bot(app, bot, event):
+        return False  # never answer itself, another bot, or an account the owner ignores
     if request is None:
         debounce = app.debounce
         if debounce.on:  # a second line of a question being answered joins it; a picture is kept
@@ -577,7 +592,7 @@ async def _answered(
             pending.restart = False
             task = asyncio.ensure_future(_chat(app, bot, event, where, engine, request, key, shared=shared,
                                                role=role, before=list(pending.before),
-                                               after=list(pending.after)))
+                                               after=list(pending.after), keep=pending.commit))
             pending.task = task
             try:
                 await asyncio.wait({task})
@@ -632,10 +647,18 @@ async def _active_reply(app: Marsho, bot: Bot, event: Event, where: Where, group
         return
     called = active.called_by(group, said)
     if called is None and app.judge is not None:
-        # the judge's request goes on the bill of the member it judged (not as a question)
-        with charged_to(Asker("", where.person, where.chat or "", question=False)):
-            if await judge(app.judge, config.marsho_name, said):
-                called = "judge"
+        # one judge request at a time per group, and only while the guards would let an answer
+        # through: a burst in a busy group is not a burst of paid requests
+        if group in active.judging or not active.guards_pass(group):
+            return
+        active.judging.add(group)
+        try:
+            # on the bill of the member it judged (not as a question)
+            with charged_to(Asker("", where.person, where.chat or "", question=False)):
+                if await judge(app.judge, config.marsho_name, said):
+                    called = "judge"
+        finally:
+            active.judging.discard(group)
     engine = app.engine
     if called is None or engine is None:
         return
@@ -773,7 +796,7 @@ async def _chat(
         # what the group said since this conversation's last turn goes with the question (and is
         # stored with it, so later turns read the same history)
         said = unread.messages
-        if observed is not None and said and said[-1].text == observed:  # the question itself
+        if observed is not None and said and _same_message(said[-1].text, observed):  # the question
             said = said[:-1]
         if said:
             content = with_recent_chat(content, recent_chat_text(said, t, app.prompt.now().tzinfo))
@@ -794,6 +817,11 @@ async def _chat(
     return reply, question.tips
 
 
+def _same_message(kept: str, said: str) -> bool:
+    """Whether the recent chat's copy of a message is `said` (kept whole, or cut with "…")."""
+    return kept == said or (kept.endswith("…") and said.startswith(kept[:-1]))
+
+
 async def _group_side(app: Marsho, where: Where, key: str) -> tuple[str | None, Unread | None]:
     """What the asker's group adds to a question: its persona, and the recent chat the session
     has not carried yet (None and None in private chats, or where the group has neither)."""
@@ -801,7 +829,10 @@ async def _group_side(app: Marsho, where: Where, key: str) -> tuple[str | None, 
         return None, None
     group = group_key(where)
     persona = await app.personas.get(group) if app.config.marsho_group_persona and app.personas else None
-    unread = await app.chat_log.unread(key, group) if app.chat_log is not None else None
+    # a conversation that follows a person across groups (MARSHO_SESSION_SCOPE=user) stores
+    # what it carries: one group's chat would reach their other groups
+    carries = app.chat_log is not None and app.config.marsho_session_scope != "user"
+    unread = await app.chat_log.unread(key, group) if carries and app.chat_log is not None else None
     return persona, unread
 
 

@@ -26,6 +26,9 @@ from .app import Marsho
 from .native import own_content
 from .where import Where, where_of
 
+SPEAKER_COLUMN = 64
+"""The length of marsho_observed.speaker."""
+
 
 def group_key(where: Where) -> str:
     """The key of the group (or guild channel) a message was said in: its settings and recent
@@ -84,7 +87,8 @@ async def observe(
         # when written, so that nothing is awaited before the message has its place)
         nickname = await nicknames.get(f"{where.platform}:{where.user_id}") if nicknames else None
         name = nickname or where.name or where.user_id
-        return Observed(speaker_label(name, where.user_id, names), text, at)
+        # (cut to the column: a reserved name with a long id, Feishu's open_id, runs past it)
+        return Observed(speaker_label(name, where.user_id, names)[:SPEAKER_COLUMN], text, at)
 
     log.observe(key, made)
     return True

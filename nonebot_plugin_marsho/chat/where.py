@@ -182,7 +182,7 @@ def _guess(bot: Bot, event: Event) -> Where:
     return Where(platform, "group", chat, user_id, guessed=True)
 
 
-def _scene_hint(event: Event) -> tuple[str | None, ...]:
+def scene_hint(event: Event) -> tuple[str | None, ...]:
     """The ids an event carries about its chat, whichever names the adapter uses for them."""
     hints: list[str | None] = []
     for name in ("channel_id", "guild_id", "group_id", "chat", "channel", "guild"):
@@ -214,7 +214,7 @@ class Remembered:
         except Exception:
             return None
         return (platform_name(bot), bot.self_id, type(event).__name__, session_id, user_id,
-                *_scene_hint(event))
+                *scene_hint(event))
 
     def get(self, key: tuple) -> Where | None:
         entry = self._entries.get(key)
