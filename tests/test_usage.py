@@ -19,7 +19,8 @@ from sqlalchemy import select
 from nonebot_plugin_marsho.agent import metering
 from nonebot_plugin_marsho.agent.llm import Fallback
 from nonebot_plugin_marsho.agent.metering import Asker, Limits, Meter, charged_to, model_for_turn, usage_of
-from nonebot_plugin_marsho.chat.bill import usage_report
+from nonebot_plugin_marsho.chat import bill as bill_module
+from nonebot_plugin_marsho.chat.bill import quota_command, usage_report
 from nonebot_plugin_marsho.chat.where import Where
 from nonebot_plugin_marsho.config import Config
 from nonebot_plugin_marsho.exceptions import EndpointError, StoreError
@@ -499,6 +500,43 @@ async def test_everything_by_model_group_and_user_is_for_superusers(fake: FakeOp
 async def test_nothing_used_is_said_without_a_chart(store: SqlStore) -> None:
     report, pictures = await usage_report(meter_on(store), T, Config(), ALICE, "member", "")
     assert report.endswith("Nothing used in the last 30 days.") and pictures == []
+
+
+async def test_an_admin_without_use_of_their_own_sees_the_groups_with_its_chart(
+    fake: FakeOpenAI, store: SqlStore, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    meter = meter_on(store)
+    await ask(fake, meter, BOB, with_usage(text("4"), OPENAI_USAGE))
+    drawn: list[Any] = []
+    real = bill_module.render_chart
+    monkeypatch.setattr(bill_module, "render_chart", lambda *args: drawn.append(args) or real(*args))
+    report, pictures = await usage_report(meter, T, Config(), ALICE, "admin", "")
+    lines = report.splitlines()
+    assert lines[:5] == ["Your use:", *(f"{period}: 0 questions, 0 tokens (0% from the provider's cache), 0 requests"
+                                        for period in ("Today", "7 days", "30 days")),
+                         "Nothing used in the last 30 days."]
+    assert lines[5] == "This group:" and lines[-1].startswith("  10002: 1 questions, 150 tokens")
+    assert len(pictures) == 1 and pictures[0].startswith(b"\x89PNG")
+    [(_, table, headers, _, _)] = drawn
+    assert headers == ["Day", "Your use", "This group"]
+    assert table[-1] == ["12-01", 0, 150]  # today: none of hers, the group's 150
+
+
+async def test_an_admin_of_a_group_without_use_is_told_so_under_the_group(store: SqlStore) -> None:
+    report, pictures = await usage_report(meter_on(store), T, Config(), ALICE, "admin", "")
+    lines = report.splitlines()
+    assert lines.count("Nothing used in the last 30 days.") == 2 and lines[-1] == lines[4]
+    assert pictures == []
+
+
+async def test_a_quota_of_digits_that_are_not_ascii_is_refused_as_bad(store: SqlStore) -> None:
+    meter = meter_on(store)
+    for value in ("²", "1²", "١٢"):
+        answer = await quota_command(meter, T, Config(), ALICE, "superuser", f"user 10001 {value}")
+        assert answer.startswith(T("quota.bad", name="marsho")[:20]), answer
+    assert await meter.store.quotas() == {}
+    assert await quota_command(meter, T, Config(), ALICE, "superuser", "user 10001 1_000") == (
+        "User 10001's daily token quota is now 1,000.")
 
 
 # in chat ------------------------------------------------------------------------------------------

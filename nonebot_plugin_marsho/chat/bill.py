@@ -123,16 +123,20 @@ def top_text(t: Texts, title: str, rows: list[DailyUse], by: str, prices: Mappin
     return [title, *(totals_text(t, f"  {name}", sums) for name, sums in ranked)] if ranked else []
 
 
-def chart_png(t: Texts, rows: list[DailyUse], today: date, title: str) -> bytes | None:
-    """A bar chart of the daily tokens of the last 30 days (None if it cannot be drawn)."""
+def chart_png(t: Texts, rows: list[DailyUse], today: date, title: str,
+              series: Mapping[str, list[DailyUse]] | None = None) -> bytes | None:
+    """A bar chart of the daily tokens of the last 30 days (None if it cannot be drawn): of
+    `rows`, or, given `series`, a bar of each (by its label) per day."""
     days = [(today - timedelta(days=back)).isoformat() for back in range(29, -1, -1)]
-    by_day = dict.fromkeys(days, 0)
-    for row in rows:
-        if row.day in by_day:
-            by_day[row.day] += row.tokens
-    table = [[day[5:], tokens] for day, tokens in by_day.items()]
+    named = dict(series) if series else {t("bill.chart_tokens"): rows}
+    by_day = {day: [0] * len(named) for day in days}
+    for index, some in enumerate(named.values()):
+        for row in some:
+            if row.day in by_day:
+                by_day[row.day][index] += row.tokens
+    table = [[day[5:], *tokens] for day, tokens in by_day.items()]
     try:
-        return render_chart("bar", table, [t("bill.chart_day"), t("bill.chart_tokens")], None, title)
+        return render_chart("bar", table, [t("bill.chart_day"), *named], None, title)
     except (ChartDataError, ImportError, RuntimeError) as error:
         logger.warning(f"marsho: usage chart not drawn: {error}")
         return None
@@ -160,14 +164,29 @@ async def usage_report(meter: Meter, t: Texts, config: Config, where: Where, rol
         lines = [t("bill.yours"), *periods_text(t, rows, today, prices)]
         title = t("bill.chart_yours")
         if where.chat is not None and role != "member":
+            # the group's section stands on its own, and the chart shows both: the admin's and
+            # the group's bars per day
+            if not rows:
+                lines.append(t("bill.nothing"))
             group_rows = await meter.store.daily(since, group_key=where.chat)
             lines += [t("bill.group"), *periods_text(t, group_rows, today, prices),
                       *top_text(t, t("bill.top_users"), group_rows, "user_key", prices)]
+            if not group_rows:
+                lines.append(t("bill.nothing"))
+                return "\n".join(lines), []
+            series = {_label(t("bill.yours")): rows, _label(t("bill.group")): group_rows}
+            png = await asyncio.to_thread(chart_png, t, group_rows, today, t("bill.chart_tokens"), series)
+            return "\n".join(lines), [png] if png else []
     if not rows:
         lines.append(t("bill.nothing"))
         return "\n".join(lines), []
     png = await asyncio.to_thread(chart_png, t, rows, today, title)
     return "\n".join(lines), [png] if png else []
+
+
+def _label(heading: str) -> str:
+    """A section's heading ("Your use:") as a chart's legend label ("Your use")."""
+    return heading.rstrip(":：").strip()
 
 
 def quota_text(t: Texts, over: OverQuota) -> str:
@@ -201,12 +220,13 @@ async def quota_command(meter: Meter, t: Texts, config: Config, where: Where, ro
         return t("quota.bad", name=name)
     scope, target, value = words[0].casefold(), f"{where.platform}:{words[1]}", words[2].casefold()
     tokens: int | None
+    digits = value.replace(",", "").replace("_", "")
     if value in OFF_WORDS:
         tokens = 0
     elif value in DEFAULT_WORDS:
         tokens = None
-    elif value.replace(",", "").replace("_", "").isdigit() and len(value) <= 15:
-        tokens = int(value.replace(",", "").replace("_", ""))
+    elif digits.isascii() and digits.isdigit() and len(value) <= 15:  # "²".isdigit(), but not int("²")
+        tokens = int(digits)
     else:
         return t("quota.bad", name=name)
     await meter.set_quota(scope, target, tokens)
