@@ -430,3 +430,27 @@ async def test_the_chat_goes_with_one_question_and_again_after_a_failed_turn(tmp
         assert await log.unread("session", "g") is None
     finally:
         await store.close()
+
+
+async def test_group_personas_are_read_once_and_another_process_change_shows_after_a_refresh(
+    tmp_path: Path,
+) -> None:
+    from nonebot_plugin_marsho.agent.persona import GroupPersonas
+    from nonebot_plugin_marsho.store.sql import SqlStore
+
+    url = f"sqlite:///{tmp_path / 'personas.db'}"
+    here_store, there_store = SqlStore(url), SqlStore(url)
+    here, there = GroupPersonas(here_store, ttl=0), GroupPersonas(there_store)
+    try:
+        assert await here.get("OneBot V11:group:1") is None
+        await there.set("OneBot V11:group:1", "a pirate")
+        assert await there.get("OneBot V11:group:1") == "a pirate"  # its own change at once
+        await here.get("OneBot V11:group:1")  # stale: re-read in the background
+        assert here._refreshing is not None
+        await here._refreshing
+        assert await here.get("OneBot V11:group:1") == "a pirate"
+        await there.set("OneBot V11:group:1", None)
+        assert await there.get("OneBot V11:group:1") is None
+    finally:
+        await here_store.close()
+        await there_store.close()

@@ -4,6 +4,7 @@ per person."""
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import time
 import unicodedata
@@ -15,6 +16,7 @@ from zoneinfo import ZoneInfo
 
 from ..exceptions import MarshoError
 from ..i18n import Language, Texts
+from ..redaction import logger
 from ..store.session import History
 from ..store.sql import SqlStore
 from .praises import Liked, PraisesFile
@@ -276,14 +278,54 @@ def check_persona(text: str, limit: int = GROUP_PERSONA_CHARS) -> str:
 
 
 class GroupPersonas(CachedTexts):
-    """Each group's own persona (`marsho.persona`), by group key."""
+    """Each group's own persona (`marsho.persona`), by group key. Few groups set one, and every
+    question in a group asks, so all of them are held in memory: read at once, and again in the
+    background at most every `ttl` (another bot process's change shows within it); a question in
+    a group without one costs a dictionary lookup, not a database read."""
 
     def __init__(self, store: SqlStore, ttl: float = 60.0, size: int = 4096) -> None:
         super().__init__(ttl, size)
         self.store = store
+        self._all: dict[str, str] | None = None
+        self._fresh_until = 0.0
+        self._changes = 0
+        self._refreshing: asyncio.Task[None] | None = None
 
     async def read(self, key: str) -> str | None:
         return await self.store.get_group_setting(key, GROUP_PERSONA_SETTING)
 
     async def write(self, key: str, value: str | None) -> None:
         await self.store.set_group_setting(key, GROUP_PERSONA_SETTING, value)
+
+    async def _load(self) -> None:
+        changes = self._changes
+        values = await self.store.group_settings(GROUP_PERSONA_SETTING)
+        if changes == self._changes or self._all is None:  # not older than a choice made here
+            self._all = {key: value for key, value in values.items() if value}
+        self._fresh_until = time.monotonic() + self.ttl
+
+    async def _refresh(self) -> None:
+        try:
+            await self._load()
+        except MarshoError as error:  # the database is away: the personas known stay
+            logger.warning(f"marsho: could not re-read the groups' personas: {error}")
+            self._fresh_until = time.monotonic() + self.ttl
+
+    async def get(self, key: str) -> str | None:
+        if self._all is None:
+            await self._load()
+        elif time.monotonic() > self._fresh_until and (self._refreshing is None or self._refreshing.done()):
+            self._refreshing = asyncio.ensure_future(self._refresh())
+        assert self._all is not None
+        return self._all.get(key)
+
+    async def set(self, key: str, value: str | None) -> None:
+        self._changes += 1
+        await self.write(key, value)
+        if self._all is None:
+            await self._load()
+        assert self._all is not None
+        if value:
+            self._all[key] = value
+        else:
+            self._all.pop(key, None)
