@@ -441,10 +441,12 @@ def test_ask_prints_each_call_and_result_as_it_happens_then_the_answer(
     assert first["model"] == "cli-model"
     assert first["_headers"]["authorization"] == "Bearer cli-key"
     system = first["messages"][0]
-    # the configured prompt, then (as in chats) the date and time of the turn
-    assert system["role"] == "system" and system["content"].startswith("You are a CLI test.\n\n")
-    assert time.strftime("%Y-") in system["content"]
-    assert first["messages"][-1] == {"role": "user", "content": "what is 2+3? then rest"}
+    # the configured prompt alone (the same every turn), and (as in chats) the date and time of
+    # the turn in a note after the question
+    assert system == {"role": "system", "content": "You are a CLI test."}
+    question = first["messages"][-1]
+    assert question["role"] == "user" and question["content"].startswith("what is 2+3? then rest\n\n")
+    assert time.strftime("%Y-") in question["content"]
     offered = {tool["function"]["name"] for tool in first["tools"]}
     assert {"calc__add", "calc__nap", "calc__vault", "weather__today", "clock__now"} <= offered
     assert [(m["tool_call_id"], m["content"]) for m in second["messages"] if m["role"] == "tool"] \
