@@ -104,12 +104,15 @@ class UsageStore:
         try:
             async with self.store._connection(write=True) as conn:
                 await conn.execute(insert(usage_table), [row.__dict__ for row in rows])
-                for (day, scope, target), tokens in sorted(totals.items()):  # one order: no deadlock
-                    statement = self._insert(usage_totals_table).values(
-                        day=day, scope=scope, target=target, tokens=tokens)
-                    await conn.execute(statement.on_conflict_do_update(
-                        index_elements=["day", "scope", "target"],
-                        set_={"tokens": usage_totals_table.c.tokens + statement.excluded.tokens}))
+                statement = self._insert(usage_totals_table)
+                statement = statement.on_conflict_do_update(
+                    index_elements=["day", "scope", "target"],
+                    set_={"tokens": usage_totals_table.c.tokens + statement.excluded.tokens})
+                # one statement for every total of the batch, in one order (no deadlock between
+                # processes): a burst of fifty questions is one round trip, not a hundred
+                await conn.execute(statement, [
+                    {"day": day, "scope": scope, "target": target, "tokens": tokens}
+                    for (day, scope, target), tokens in sorted(totals.items())])
         except SQLAlchemyError as error:
             raise StoreError(code="store.save", url=self.store.safe_url, detail=_describe(error)) from None
 
