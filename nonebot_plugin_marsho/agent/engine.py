@@ -32,6 +32,13 @@ class Reply:
     """The answer was longer than MARSHO_MAX_ANSWER_CHARS; `text` is its start."""
     save_error: StoreError | None = None
     """Why the turn could not be stored, when the answer came but the database failed."""
+    declined: bool = False
+    """The caller's `keep` declined to store the turn (Engine.chat): nothing of it was kept."""
+
+    @property
+    def stored(self) -> bool:
+        """Whether the turn is in the history now."""
+        return self.save_error is None and not self.declined
 
     @property
     def images(self) -> list[bytes]:
@@ -337,7 +344,7 @@ class Engine:
             turn = [redacted(m) for m in (without_pictures(question, self.picture_placeholder),
                                           *outcome.added)]
             if keep is not None and not keep(outcome.reply):
-                return outcome.reply
+                return dataclasses.replace(outcome.reply, declined=True)
             try:
                 await self.history.append_turn(key, turn, [self.counter.count_message(m) for m in turn])
             except StoreError as error:

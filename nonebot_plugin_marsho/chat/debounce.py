@@ -20,7 +20,7 @@ from typing import Any
 from nonebot.adapters import Bot, Event
 
 from .incoming import Question
-from .where import looks_private, scene_hint
+from .where import sender_in_chat
 
 MAX_RESTARTS = 2
 """Times one question is restarted with a follow-up; later messages are their own."""
@@ -29,11 +29,9 @@ MAX_KEPT_PICTURES = 10_000
 
 
 def person_in_chat(bot: Bot, event: Event) -> str:
-    """Whose message where, read off the event for free: the adapter, the bot, the event's
-    session id, whether it is private, and the chat ids it carries (Discord's session id is the
-    author alone, in every channel and DM)."""
-    hints = ",".join(h or "" for h in scene_hint(event))
-    return f"{bot.adapter.get_name()}:{bot.self_id}:{looks_private(event)}:{event.get_session_id()}:{hints}"
+    """Whose message where (chat/where.sender_in_chat), as a key; "" for an event without a
+    sender (nothing joins it)."""
+    return "\x1f".join(sender_in_chat(bot, event) or ())
 
 
 def picture_only(event: Event) -> bool:

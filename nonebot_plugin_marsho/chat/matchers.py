@@ -250,8 +250,8 @@ async def _is_for_marsho(bot: Bot, event: Event, state: T_State) -> bool:
             line = event.get_plaintext().strip() if debounce.busy else ""
             if debounce.busy and debounce.join(person_in_chat(bot, event), event, line):
                 return False
-            if picture_only(event):
-                debounce.keep_picture(person_in_chat(bot, event), event)
+            if picture_only(event) and (person := person_in_chat(bot, event)):
+                debounce.keep_picture(person, event)
         # the group's recent chat, where its admins chose to share it: kept here, in the order
         # messages arrive, at no cost where nobody did
         await observe(app, bot, event, state, reserved_names(app, bot))
@@ -695,10 +695,10 @@ async def _active_reply(app: Marsho, bot: Bot, event: Event, where: Where, group
     if reply is None or reply.save_error is not None:
         turn.refund()
         return
-    answer = reply_text(app.texts, reply, engine.max_tool_rounds, config.marsho_max_answer_chars)
-    if active.repeats(group, answer):
+    if reply.declined:  # `fresh` said it repeats a recent reply: neither stored nor sent
         logger.info(f"marsho: an unsolicited reply in {group} repeated a recent one; not sent")
         return
+    answer = reply_text(app.texts, reply, engine.max_tool_rounds, config.marsho_max_answer_chars)
     active.sent(group, answer)
     logger.info(f"marsho: answered unsolicited in {group} ({called})")
     await send_answer(bot, answer, reply.images, app.delivery(), quote=False)
@@ -813,7 +813,7 @@ async def _chat(
     except BaseException:
         _carried(app, where, key, unread, stored=False)
         raise
-    _carried(app, where, key, unread, stored=reply.save_error is None and (keep is None or keep(reply)))
+    _carried(app, where, key, unread, stored=reply.stored)
     return reply, question.tips
 
 

@@ -182,6 +182,19 @@ def _guess(bot: Bot, event: Event) -> Where:
     return Where(platform, "group", chat, user_id, guessed=True)
 
 
+def sender_in_chat(bot: Bot, event: Event) -> tuple[str, ...] | None:
+    """One sender in one chat, read off the event for free (no API call): the platform, the bot,
+    whether it is private, the adapter's session id and the chat ids the event carries (on
+    Discord the session id is the author alone, in every channel and DM); None for an event
+    without a sender."""
+    try:
+        session_id, user_id = event.get_session_id(), event.get_user_id()
+    except Exception:
+        return None
+    return (platform_name(bot), str(bot.self_id), str(looks_private(event)), session_id, user_id,
+            *(hint or "" for hint in scene_hint(event)))
+
+
 def scene_hint(event: Event) -> tuple[str | None, ...]:
     """The ids an event carries about its chat, whichever names the adapter uses for them."""
     hints: list[str | None] = []
@@ -206,15 +219,6 @@ class Remembered:
 
     def __init__(self) -> None:
         self._entries: dict[tuple, tuple[float, Where]] = {}
-
-    @staticmethod
-    def key(bot: Bot, event: Event) -> tuple | None:
-        try:
-            session_id, user_id = event.get_session_id(), event.get_user_id()
-        except Exception:
-            return None
-        return (platform_name(bot), bot.self_id, type(event).__name__, session_id, user_id,
-                *scene_hint(event))
 
     def get(self, key: tuple) -> Where | None:
         entry = self._entries.get(key)
@@ -252,7 +256,7 @@ async def where_of(bot: Bot, event: Event, state: T_State | None = None) -> Wher
     if bot.adapter.get_name() == "OneBot V11":
         where = _onebot_v11(bot, event)
     else:
-        key = remembered.key(bot, event)
+        key = sender_in_chat(bot, event)
         known = remembered.get(key) if key is not None else None
         if known is not None:
             where = known
