@@ -400,8 +400,18 @@ def test_python_sandbox_dies_with_a_killed_bot_and_the_next_load_removes_its_fol
         )
     bot_killer["bot"] = bot
 
+    bot_line = [sys.executable.encode(), b"-c", PYTHON_BOT.encode()]
+
+    def forked_bot(pid: int) -> bool:  # a fork of the bot that has not exec'd the launcher yet
+        try:
+            return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:3] == bot_line
+        except OSError:
+            return False
+
     def sleeper() -> int | None:  # the snippet's child (the bot's command line names it too)
-        found = [pid for pid in processes_mentioning(marker) if pid != bot.pid]
+        # not the bot, nor such a fork (the bot's folder and process group: taking it for the
+        # child was a rare race)
+        found = [pid for pid in processes_mentioning(marker) if pid != bot.pid and not forked_bot(pid)]
         return found[0] if found else None
 
     child = wait_until(sleeper, 30, "the snippet's child never started: "
