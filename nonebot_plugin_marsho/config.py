@@ -340,6 +340,47 @@ class Config(BaseModel):
     """Who shares a conversation: `group` (everyone in a group), `user_in_group` (each member
     their own, per group) or `user` (one per person everywhere). Private chats are per user."""
 
+    # memory (issue 18): summaries of what was trimmed, facts kept about people and groups
+
+    marsho_summary: bool = True
+    """When a session's history is trimmed, the turns that leave the request are summarised by
+    the model, and the summary goes at the start of the history (`marsho.history` shows it,
+    `marsho.reset` clears it); false: trimmed turns are simply left out."""
+
+    marsho_summary_model: str = ""
+    """The model that writes the summaries (on MARSHO_BASE_URL, with its keys); empty: the chat
+    model."""
+
+    marsho_summary_tokens: int = Field(default=600, ge=100, le=4000)
+    """The longest summary kept, in tokens (the model is asked for less, and a longer one is cut)."""
+
+    marsho_memory: bool = True
+    """Long-term memory: the model keeps facts about the asker or the group with the memory
+    tools, and the relevant ones go beside each question; false: no memory tools, nothing
+    recalled (what is kept stays, and `marsho.memory` still lists and deletes it)."""
+
+    marsho_memory_scope: Literal["user", "chat"] = "user"
+    """Which of a person's memories a chat may use: `user`: what they told marsho in any group
+    of the platform follows them to its other groups and their private chat (what they said in
+    private stays there); `chat`: each chat uses only what was learned in it."""
+
+    marsho_memory_per_user: int = Field(default=50, ge=1, le=10000)
+    """Memories kept about each person; past this the one unused for longest is forgotten."""
+
+    marsho_memory_per_group: int = Field(default=100, ge=1, le=10000)
+    """Memories kept about each group; past this the one unused for longest is forgotten."""
+
+    marsho_memory_chars: int = Field(default=300, ge=20, le=4000)
+    """The longest memory kept, in characters: the model is told to say it shorter."""
+
+    marsho_memory_recall: int = Field(default=5, ge=0, le=50)
+    """Memories found by full-text search that go beside each question; 0: none (the model may
+    still look with memory__recall)."""
+
+    marsho_memory_days: int = Field(default=0, ge=0, le=36500)
+    """Days a memory is kept after it was last used (recalled or told again); 0: until it is
+    deleted or pushed out by the limits."""
+
     marsho_group_context: int = Field(default=20, ge=0, le=200)
     """Messages of a group's recent chat (not addressed to marsho) kept per group, for groups
     that share it with the model; 0 keeps none anywhere."""
@@ -413,7 +454,7 @@ class Config(BaseModel):
     {"reasoning_back": true, "merge_same_role": true, "system_as_user": false,
     "tool_call_content": "empty", "token_field": "max_tokens"}}` (any of the fields)."""
 
-    @field_validator("marsho_quota_fallback_model")
+    @field_validator("marsho_quota_fallback_model", "marsho_summary_model")
     @classmethod
     def _model_name(cls, value: str) -> str:
         value = value.strip()

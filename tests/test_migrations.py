@@ -135,7 +135,8 @@ def set_revision(revision: str) -> Any:
 
 def differences(conn: Connection, tables: MetaData = metadata) -> list[Any]:
     """What Alembic's autogenerate would change to make the database match store/sql.py."""
-    context = MigrationContext.configure(conn, opts={"version_table": migrations.VERSION_TABLE})
+    context = MigrationContext.configure(conn, opts={"version_table": migrations.VERSION_TABLE,
+                                                     "include_name": migrations.include_name})
     return compare_metadata(context, tables)
 
 
@@ -361,6 +362,7 @@ APPLIED = [
     "applied migration 0001 (baseline: the tables of marsho before migrations (history, settings, nicknames))",
     "applied migration 0002 (group settings and observed chat)",
     "applied migration 0003 (usage and quotas)",
+    "applied migration 0004 (summaries and memories)",
 ]
 """What the store logs as it applies each of this code's revisions."""
 

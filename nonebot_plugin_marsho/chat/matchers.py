@@ -789,7 +789,9 @@ async def _chat(
             return None, question.tips
         return None, [t("tip.image_only", model=model)]
     context = ToolContext(session_key=key, user_id=user_id, group_id=where.group_id, role=role,
-                          bot=bot, event=event)
+                          bot=bot, event=event, platform=where.platform,
+                          chat_key=session_key(where.platform, group_id=where.group_id, user_id=user_id,
+                                               channel=where.kind == "channel"))
     group_persona, unread = await _group_side(app, where, key)
     content = question.content()
     if unread is not None:

@@ -187,6 +187,44 @@ quotas_table = Table(
 MARSHO_*_DAILY_TOKENS defaults; 0: none for them."""
 
 
+# memory (issue 18): store/memory.py reads and writes these
+
+summaries_table = Table(
+    "marsho_summaries",
+    metadata,
+    Column("session_key", String(255), primary_key=True),
+    Column("text", Text, nullable=False),
+    Column("through_turn", String(32), nullable=False),
+    Column("turns", Integer, nullable=False),
+    Column("tokens", Integer, nullable=False),
+    Column("updated_at", Float, nullable=False),
+)
+"""Each session's summary of the turns trimmed off the start of its history: `through_turn` is
+the newest turn folded in, `turns` how many it covers in all (MARSHO_SUMMARY)."""
+
+memories_table = Table(
+    "marsho_memories",
+    metadata,
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("about", String(8), nullable=False),
+    Column("owner", String(255), nullable=False),
+    Column("learned_in", String(255), nullable=False),
+    Column("private", Integer, nullable=False),
+    Column("author", String(255), nullable=False),
+    Column("text", Text, nullable=False),
+    Column("terms", Text, nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("used_at", Float, nullable=False),
+    Index("ix_marsho_memories_owner", "about", "owner", "used_at"),
+)
+"""What marsho remembers: `about` `user` (`owner` "<platform>:<user id>") or `group` (`owner`
+the group's key); `learned_in` the key of the chat it was told in, `private` 1 when that was a
+private chat (never used in a group); `author` who told it; `terms` the text as the full-text
+index reads it (store/memory.search_terms). Searched with SQLite FTS5 (the virtual table
+marsho_memories_fts, kept by triggers) or PostgreSQL's full-text search (a GIN index on
+to_tsvector('simple', terms)): neither is in this metadata (migrations.SEARCH_OBJECTS)."""
+
+
 def async_url(url: str) -> str:
     """The URL with an async driver: `postgresql://` → asyncpg, `sqlite://` → aiosqlite."""
     parsed = make_url(url)

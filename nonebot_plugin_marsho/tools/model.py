@@ -145,6 +145,12 @@ class ToolContext:
     role: Role = "member"
     bot: Any = None
     event: Any = None
+    platform: str = ""
+    """Whose ids these are ("OneBot V11", "Telegram", "Satori/discord"...); "" outside a chat
+    (the CLI)."""
+    chat_key: str = ""
+    """The chat asked in: the group's (or guild channel's) key, or the private chat's
+    (`X:private:<user>`), whatever MARSHO_SESSION_SCOPE; "" outside a chat."""
 
     def may_use(self, tool: Tool) -> bool:
         """True when the asker's role reaches the tool's permission."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import Connection, create_engine
 
-from nonebot_plugin_marsho.store.migrations import VERSION_TABLE
+from nonebot_plugin_marsho.store.migrations import VERSION_TABLE, include_name
 from nonebot_plugin_marsho.store.sql import metadata
 
 config = context.config
@@ -19,6 +19,7 @@ def run(connection: Connection) -> None:
         connection=connection,
         target_metadata=metadata,
         version_table=VERSION_TABLE,
+        include_name=include_name,  # the full-text search objects are the migrations' alone
         render_as_batch=True,  # SQLite alters a table by copying it: autogenerate writes that way
         on_version_apply=config.attributes.get("on_version_apply"),
     )
