@@ -1,0 +1,341 @@
+"""What marsho remembers about people and groups (issue 18): each memory with its owner, the chat
+it was learned in and whether that chat was private, found again with the database's own
+full-text search (SQLite FTS5, PostgreSQL's to_tsvector), within limits per owner.
+
+Who may see what is decided here, in the queries (`Sight`), so no caller can forget a rule:
+- in a private chat: the person's memories (under MARSHO_MEMORY_SCOPE=chat, only those learned in
+  that private chat);
+- in a group: the asker's memories learned in groups (under `chat`, in this group), and the
+  group's own memories;
+- never a memory learned in a private chat in a group, nor anyone's but the asker's (a group's
+  memories in their own group aside).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import unicodedata
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from sqlalchemy import (
+    ColumnElement,
+    and_,
+    delete,
+    false,
+    func,
+    insert,
+    literal_column,
+    or_,
+    select,
+    text,
+    update,
+)
+from sqlalchemy.exc import SQLAlchemyError
+
+from ..exceptions import StoreError
+from .sql import SqlStore, _describe, memories_table
+
+About = Literal["user", "group"]
+
+MAX_QUERY_TERMS = 32
+"""Search terms taken from a question (the first ones): a long question is not a long query."""
+
+OWNER_CHARS = 255
+"""The length of the owner, learned_in and author columns."""
+
+_CJK = (r"\u2e80-\u2fdf\u3040-\u30ff\u3100-\u312f\u3190-\u31ff\u3400-\u4dbf\u4e00-\u9fff"
+        r"\uac00-\ud7af\uf900-\ufaff\U00020000-\U0003134f")
+_RUN = re.compile(rf"[{_CJK}]+|[^\W_{_CJK}]+", re.UNICODE)
+_CJK_RUN = re.compile(rf"[{_CJK}]+")
+
+STOPWORDS = frozenset(
+    "a an and are as at be but by do does did for from has have how i in is it its me my of on "
+    "or our so that the their them they this to was we were what when where which who why will "
+    "with you your yours can could would should about just not no yes".split()
+    + "的 了 是 我 你 他 她 它 们 吗 呢 吧 啊 呀 在 有 和 就 都 也 还 这 那 个".split()
+    + "什么 怎么 一个 我们 你们 不是".split()
+)
+"""Words too common to find anything by (in questions only: memories keep every word)."""
+
+
+def _words(text: str) -> list[str]:
+    """The text's words as the index keeps them: NFKC, case folded; a run of Chinese, Japanese or
+    Korean characters (written without spaces) as its overlapping pairs, a lone one as itself."""
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    words: list[str] = []
+    for run in _RUN.findall(folded):
+        if _CJK_RUN.fullmatch(run):
+            words.extend([run] if len(run) == 1 else [run[i:i + 2] for i in range(len(run) - 1)])
+        else:
+            words.append(run)
+    return words
+
+
+def search_terms(text: str) -> str:
+    """What the full-text index reads of a memory (the `terms` column): its words, space apart."""
+    return " ".join(_words(text))
+
+
+def query_terms(text: str) -> list[str]:
+    """The words of a question to look memories up by: without the commonest, each once, at most
+    MAX_QUERY_TERMS."""
+    seen: dict[str, None] = {}
+    for word in _words(text):
+        if word not in STOPWORDS and not (len(word) == 1 and word.isascii()):
+            seen.setdefault(word, None)
+    return list(seen)[:MAX_QUERY_TERMS]
+
+
+def same_text(a: str, b: str) -> bool:
+    """Whether two memories say the same (case, width and spacing aside)."""
+    return _words(a) == _words(b) and _words(a) != []
+
+
+@dataclass(frozen=True)
+class Memory:
+    """One thing remembered."""
+
+    id: int
+    about: About
+    owner: str
+    """`user`: "<platform>:<user id>"; `group`: the group's key."""
+    learned_in: str
+    """The key of the chat it was told in ("import" for memories imported without one)."""
+    private: bool
+    """Told in a private chat: never used in a group."""
+    author: str
+    """Who told it: "<platform>:<user id>"."""
+    text: str
+    created_at: float
+    used_at: float
+
+
+@dataclass(frozen=True)
+class Sight:
+    """Which memories one turn may use: the asker's, and in a group the group's."""
+
+    person: str
+    """The asker: "<platform>:<user id>"."""
+    chat: str
+    """The key of the chat asked in."""
+    group: str | None = None
+    """The group's key when asked in a group or channel; None in a private chat."""
+    per_chat: bool = False
+    """MARSHO_MEMORY_SCOPE=chat: a person's memories only in the chat they were learned in."""
+
+    @property
+    def private(self) -> bool:
+        return self.group is None
+
+    def condition(self) -> ColumnElement[bool]:
+        """The memories this turn may use, as a WHERE clause."""
+        m = memories_table.c
+        mine = and_(m.about == "user", m.owner == self.person)
+        if self.per_chat:
+            mine = and_(mine, m.learned_in == self.chat)
+        if self.group is None:
+            return mine
+        mine = and_(mine, m.private == 0)  # what was said in private stays there
+        return or_(mine, and_(m.about == "group", m.owner == self.group))
+
+
+def _row(row: Any) -> Memory:
+    return Memory(id=int(row.id), about=row.about, owner=row.owner, learned_in=row.learned_in,
+                  private=bool(row.private), author=row.author, text=row.text,
+                  created_at=float(row.created_at), used_at=float(row.used_at))
+
+
+_COLUMNS = [memories_table.c[name] for name in
+            ("id", "about", "owner", "learned_in", "private", "author", "text", "created_at", "used_at")]
+
+
+@dataclass(frozen=True)
+class Added:
+    """What `MemoryStore.add` did: the memory kept (or the same one already kept, `again`), and
+    the ones forgotten to make room."""
+
+    memory: Memory
+    again: bool = False
+    evicted: tuple[Memory, ...] = ()
+
+
+class MemoryStore:
+    """The memories in the history database (store/sql.py's engine and connections)."""
+
+    def __init__(self, store: SqlStore) -> None:
+        self.store = store
+
+    @property
+    def dialect(self) -> str:
+        return self.store.dialect
+
+    async def add(self, about: About, owner: str, text_: str, *, learned_in: str, private: bool,
+                  author: str, limit: int, per_chat: bool = False, days: int = 0,
+                  now: float | None = None) -> Added:
+        """Keep a memory about `owner`; the same text already kept for them, seen wherever this
+        one would be (`per_chat`: MARSHO_MEMORY_SCOPE=chat), is used again instead. Past `limit`
+        memories of the owner, the ones unused for longest go; with `days`, so do the owner's
+        unused for that long. All in one transaction."""
+        await self.store._ready()
+        now = time.time() if now is None else now
+        m = memories_table.c
+        of_owner = and_(m.about == about, m.owner == owner)
+        try:
+            async with self.store._connection(write=True) as conn:
+                if days:
+                    await conn.execute(delete(memories_table).where(of_owner, m.used_at < now - days * 86400))
+                rows = (await conn.execute(select(*_COLUMNS).where(of_owner))).all()
+                # the same fact, kept where this one would be seen (told in private, it is not
+                # the same as this one told in a group; under `chat`, each chat has its own)
+                same = next((r for r in rows if same_text(r.text, text_) and (private or not r.private)
+                             and (not per_chat or r.learned_in == learned_in)), None)
+                if same is not None:  # told again: fresher, not twice
+                    await conn.execute(update(memories_table).where(m.id == same.id).values(used_at=now))
+                    return Added(_with_used(_row(same), now), again=True)
+                result = await conn.execute(insert(memories_table).values(
+                    about=about, owner=owner, learned_in=learned_in, private=int(private), author=author,
+                    text=text_, terms=search_terms(text_), created_at=now, used_at=now))
+                new_id = int(result.inserted_primary_key[0])  # type: ignore[index]
+                evicted: list[Memory] = []
+                over = len(rows) + 1 - limit
+                if over > 0:
+                    oldest = sorted(rows, key=lambda r: (r.used_at, r.id))[:over]
+                    evicted = [_row(r) for r in oldest]
+                    await conn.execute(delete(memories_table).where(m.id.in_([r.id for r in oldest])))
+        except SQLAlchemyError as error:
+            raise StoreError(code="store.save", url=self.store.safe_url, detail=_describe(error)) from None
+        memory = Memory(id=new_id, about=about, owner=owner, learned_in=learned_in, private=private,
+                        author=author, text=text_, created_at=now, used_at=now)
+        return Added(memory, evicted=tuple(evicted))
+
+    async def search(self, sight: Sight, query: str, *, limit: int, touch: bool = True,
+                     now: float | None = None) -> list[Memory]:
+        """The memories `sight` may use that share words with `query`, best first (BM25 on
+        SQLite, ts_rank on PostgreSQL), at most `limit`; found ones count as used (`touch`)."""
+        terms = query_terms(query)
+        if not terms or limit <= 0:
+            return []
+        await self.store._ready()
+        try:
+            async with self.store._connection(write=False) as conn:
+                rows = (await conn.execute(self._search_query(sight, terms, limit))).all()
+        except SQLAlchemyError as error:
+            raise StoreError(code="store.read", url=self.store.safe_url, detail=_describe(error)) from None
+        found = [_row(row) for row in rows]
+        if found and touch:
+            await self.touch([memory.id for memory in found], now=now)
+        return found
+
+    def _search_query(self, sight: Sight, terms: Sequence[str], limit: int) -> Any:
+        m = memories_table.c
+        if self.dialect == "sqlite":
+            match = " OR ".join(f'"{term}"' for term in terms)  # words only: no quote inside
+            fts = text("SELECT rowid AS id, bm25(marsho_memories_fts) AS rank FROM marsho_memories_fts "
+                       "WHERE marsho_memories_fts MATCH :match").bindparams(match=match)
+            hits = fts.columns(literal_column("id"), literal_column("rank")).subquery("hits")
+            return (select(*_COLUMNS).join(hits, hits.c.id == m.id).where(sight.condition())
+                    .order_by(hits.c.rank, m.used_at.desc()).limit(limit))
+        if self.dialect == "postgresql":
+            vector = func.to_tsvector(literal_column("'simple'::regconfig"), m.terms)
+            query = func.to_tsquery(literal_column("'simple'::regconfig"),
+                                    " | ".join(_pg_lexeme(term) for term in terms))
+            return (select(*_COLUMNS).where(sight.condition(), vector.op("@@")(query))
+                    .order_by(func.ts_rank(vector, query).desc(), m.used_at.desc()).limit(limit))
+        # another database: no full-text index; every word, by LIKE (slow, but right)
+        matches = [m.terms.like(f"%{term}%") for term in terms]
+        return (select(*_COLUMNS).where(sight.condition(), or_(*matches) if matches else false())
+                .order_by(m.used_at.desc()).limit(limit))
+
+    async def touch(self, ids: Iterable[int], *, now: float | None = None) -> None:
+        """The memories were used now (eviction goes by the oldest use)."""
+        chosen = list(ids)
+        if not chosen:
+            return
+        await self.store._ready()
+        try:
+            async with self.store._connection(write=True) as conn:
+                await conn.execute(update(memories_table).where(memories_table.c.id.in_(chosen))
+                                   .values(used_at=time.time() if now is None else now))
+        except SQLAlchemyError as error:
+            raise StoreError(code="store.save", url=self.store.safe_url, detail=_describe(error)) from None
+
+    async def visible(self, sight: Sight, *, limit: int | None = None) -> list[Memory]:
+        """Every memory `sight` may use, newest use first (at most `limit`)."""
+        m = memories_table.c
+        query = select(*_COLUMNS).where(sight.condition()).order_by(m.used_at.desc(), m.id.desc())
+        return await self._read(query.limit(limit) if limit is not None else query)
+
+    async def of_owner(self, about: About, owner: str, *, private: bool | None = None) -> list[Memory]:
+        """Every memory about `owner`, oldest first (the numbering `marsho.memory` shows);
+        `private` False: only those learned outside private chats, True: only those learned in
+        them."""
+        m = memories_table.c
+        query = select(*_COLUMNS).where(m.about == about, m.owner == owner)
+        if private is not None:
+            query = query.where(m.private == int(private))
+        return await self._read(query.order_by(m.created_at, m.id))
+
+    async def count(self, about: About, owner: str, *, private: bool | None = None) -> int:
+        """How many memories about `owner` are kept (`private` as in `of_owner`)."""
+        m = memories_table.c
+        query = select(func.count()).where(m.about == about, m.owner == owner)
+        if private is not None:
+            query = query.where(m.private == int(private))
+        await self.store._ready()
+        try:
+            async with self.store._connection(write=False) as conn:
+                return int((await conn.execute(query)).scalar_one())
+        except SQLAlchemyError as error:
+            raise StoreError(code="store.read", url=self.store.safe_url, detail=_describe(error)) from None
+
+    async def get(self, memory_id: int) -> Memory | None:
+        """One memory by its id."""
+        found = await self._read(select(*_COLUMNS).where(memories_table.c.id == memory_id))
+        return found[0] if found else None
+
+    async def delete(self, ids: Iterable[int]) -> int:
+        """Forget these memories; returns how many went."""
+        chosen = list(ids)
+        if not chosen:
+            return 0
+        await self.store._ready()
+        try:
+            async with self.store._connection(write=True) as conn:
+                result = await conn.execute(delete(memories_table).where(memories_table.c.id.in_(chosen)))
+        except SQLAlchemyError as error:
+            raise StoreError(code="store.clear", url=self.store.safe_url, detail=_describe(error)) from None
+        return int(result.rowcount or 0)
+
+    async def delete_owner(self, about: About, owner: str, *, private: bool | None = None) -> int:
+        """Forget every memory about `owner` (`private` as in `of_owner`); returns how many went."""
+        m = memories_table.c
+        query = delete(memories_table).where(m.about == about, m.owner == owner)
+        if private is not None:
+            query = query.where(m.private == int(private))
+        await self.store._ready()
+        try:
+            async with self.store._connection(write=True) as conn:
+                result = await conn.execute(query)
+        except SQLAlchemyError as error:
+            raise StoreError(code="store.clear", url=self.store.safe_url, detail=_describe(error)) from None
+        return int(result.rowcount or 0)
+
+    async def _read(self, query: Any) -> list[Memory]:
+        await self.store._ready()
+        try:
+            async with self.store._connection(write=False) as conn:
+                return [_row(row) for row in (await conn.execute(query)).all()]
+        except SQLAlchemyError as error:
+            raise StoreError(code="store.read", url=self.store.safe_url, detail=_describe(error)) from None
+
+
+def _with_used(memory: Memory, now: float) -> Memory:
+    return Memory(**{**memory.__dict__, "used_at": now})
+
+
+def _pg_lexeme(term: str) -> str:
+    """A word as a to_tsquery operand: quoted, so no word is read as an operator."""
+    return "'" + term.replace("'", "''").replace("\\", "\\\\") + "'"
