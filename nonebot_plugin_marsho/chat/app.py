@@ -29,6 +29,7 @@ from ..config import Config
 from ..exceptions import NotReadyError, StoreError
 from ..i18n import Texts
 from ..redaction import SECRETS, logger
+from ..store.memory import MemoryStore
 from ..store.sql import SqlStore
 from ..store.usage import UsageStore
 from ..tools import BUILTIN_TOOLSET, LoadProblem, ToolRunner, Toolset, ToolsetSource, load_toolset
@@ -83,6 +84,9 @@ class Marsho:
     """The cheap model asked whether to answer unsolicited (MARSHO_ACTIVE_JUDGE_MODEL)."""
     meter: Meter | None = None
     """The owner's bill: usage recorded, quotas checked (`marsho.usage`, `marsho.quota`)."""
+    memories: MemoryStore | None = None
+    """What marsho remembers about people and groups (`marsho.memory`), kept even while
+    MARSHO_MEMORY is off, so people can still see and delete it."""
 
     def __post_init__(self) -> None:
         config = self.config
@@ -324,6 +328,7 @@ class Marsho:
                                    max_response_bytes=100_000, max_answer_chars=200)
             self.judge.meter = meter  # its requests are on the bill too
         self.meter = meter
+        self.memories = MemoryStore(store)
         self.engine = engine
         logger.info(f"marsho: ready, model {llm.model} at {llm.base_url}, {len(toolset.tools)} tools, "
                     f"history in {store.safe_url} ({engine.counter.name} token counts); "
@@ -371,6 +376,7 @@ class Marsho:
         if judge is not None:
             await judge.close()
         meter, self.meter = self.meter, None
+        self.memories = None
         self.problem, self.problem_brief = self.texts("problem.starting"), ""
         if chat_log is not None:
             await chat_log.close()
