@@ -113,6 +113,10 @@ EN: dict[str, str] = {
         "chart (admins: the group; superusers: all)"
     ),
     "usage.quota": "{name}.quota [user|group <id> <tokens|off|default>]  daily token quotas (superusers)",
+    "usage.memory": (
+        "{name}.memory [forget <n>|all]  what I remember about you, and forgetting it (group: this "
+        "group's; group admins may delete them)"
+    ),
     # marsho.tools
     "tools.loaded": "Loaded toolkits ({toolkits}, {tools} tools):",
     "tools.none": "No toolkits are loaded.",
@@ -284,6 +288,40 @@ EN: dict[str, str] = {
         "Write {name}.quota user <id> <tokens|off|default> or "
         "{name}.quota group <id> <tokens|off|default>."
     ),
+    # marsho.memory (chat/memory.py)
+    "memory.unavailable": "Memory is not available: the database did not open.",
+    "memory.superusers_only": (
+        "Only superusers may look at or delete someone else's memories ({name}.memory)."
+    ),
+    "memory.bad": (
+        "Write {name}.memory, {name}.memory forget <n> or {name}.memory forget all; "
+        "{name}.memory group [forget <n>|all] for this group's."
+    ),
+    "memory.group_only": "{name}.memory group is about the group it is sent in; send it there.",
+    "memory.admins": "Only group admins and owners may delete this group's memories.",
+    "memory.no_number": "There is no memory {number}: the list has {count} ({name}.memory shows it).",
+    "memory.forgot_one": "Forgotten: {number}. {text}",
+    "memory.forgot_all": "Forgotten: {count} memories.",
+    "memory.nothing": "There was nothing to forget.",
+    "memory.head_own": "What I remember about you ({count}):",
+    "memory.head_own_empty": (
+        "I remember nothing about you here. (Tell me something and ask me to remember it.)"
+    ),
+    "memory.head_user": "What I remember about user {id} ({count}):",
+    "memory.head_user_empty": "I remember nothing about user {id} here.",
+    "memory.head_group": "What I remember about this group ({id}, {count}):",
+    "memory.head_group_empty": "I remember nothing about this group ({id}).",
+    "memory.more": "… and {count} more (deleted by number just the same).",
+    "memory.how_to_forget": (
+        "Delete one: {name}.memory{group}{of} forget <n>; all: {name}.memory{group}{of} forget all."
+    ),
+    "memory.private_elsewhere": (
+        "{count} more were told in a private chat; they are listed and deleted only there "
+        "(send {name}.memory to me privately)."
+    ),
+    "memory.in_private": "told in a private chat, {day}",
+    "memory.in_group": "told in {group}, {day}",
+    "memory.imported": "imported, {day}",
     "seconds": "{n} s",
     "list.separator": ", ",
     # counts: "singular|plural" (Texts.plural picks one); a language without plurals has one form
@@ -464,6 +502,10 @@ ZH: dict[str, str] = {
         "（群管理员：本群；超级用户：all 查看全部）"
     ),
     "usage.quota": "{name}.quota [user|group <id> <token数|off|default>]  每日 token 配额（仅超级用户）",
+    "usage.memory": (
+        "{name}.memory [forget <序号>|all]  我记得的关于你的事，以及让我忘掉"
+        "（group：本群的，群管理员可删除）"
+    ),
     "tools.loaded": "已加载的工具包（{toolkits} 个，共 {tools} 个工具）：",
     "tools.none": "没有加载任何工具包。",
     "tools.admin": "仅管理员",
@@ -611,6 +653,34 @@ ZH: dict[str, str] = {
         "请写 {name}.quota user <id> <token数|off|default> 或 "
         "{name}.quota group <id> <token数|off|default>。"
     ),
+    "memory.unavailable": "记忆不可用：数据库没有打开。",
+    "memory.superusers_only": "只有超级用户可以查看或删除别人的记忆（{name}.memory）。",
+    "memory.bad": (
+        "请写 {name}.memory、{name}.memory forget <序号> 或 {name}.memory forget all；"
+        "本群的记忆：{name}.memory group [forget <序号>|all]。"
+    ),
+    "memory.group_only": "{name}.memory group 说的是发送它的那个群，请在群里发送。",
+    "memory.admins": "只有群管理员和群主可以删除本群的记忆。",
+    "memory.no_number": "没有第 {number} 条记忆：列表里共有 {count} 条（{name}.memory 可查看）。",
+    "memory.forgot_one": "已忘掉：{number}. {text}",
+    "memory.forgot_all": "已忘掉 {count} 条记忆。",
+    "memory.nothing": "没有可以忘掉的。",
+    "memory.head_own": "我记得的关于你的事（{count} 条）：",
+    "memory.head_own_empty": "在这里我还不记得关于你的任何事。（告诉我一些事并让我记住吧。）",
+    "memory.head_user": "我记得的关于用户 {id} 的事（{count} 条）：",
+    "memory.head_user_empty": "在这里我不记得关于用户 {id} 的任何事。",
+    "memory.head_group": "我记得的关于本群（{id}）的事（{count} 条）：",
+    "memory.head_group_empty": "我不记得关于本群（{id}）的任何事。",
+    "memory.more": "……还有 {count} 条（同样可以按序号删除）。",
+    "memory.how_to_forget": (
+        "删除一条：{name}.memory{group}{of} forget <序号>；全部：{name}.memory{group}{of} forget all。"
+    ),
+    "memory.private_elsewhere": (
+        "还有 {count} 条是在私聊里说的，只能在私聊中查看和删除（私聊我发送 {name}.memory）。"
+    ),
+    "memory.in_private": "私聊中告诉我的，{day}",
+    "memory.in_group": "在 {group} 告诉我的，{day}",
+    "memory.imported": "导入的，{day}",
     "seconds": "{n} 秒",
     "list.separator": "、",
     "count.turns": "{n} 轮",

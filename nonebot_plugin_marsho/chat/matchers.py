@@ -42,6 +42,7 @@ from .bill import limits_of, quota_command, quota_text, usage_report
 from .debounce import Joined, merged, person_in_chat, picture_only
 from .fairuse import seconds_text
 from .incoming import Limits, Question, read_question, sees_pictures, text_only
+from .memory import memory_command
 from .native import own_content
 from .observe import group_key, message_text, observe
 from .outgoing import Delivery, picture_segment, send_answer, send_progress, send_reasoning
@@ -60,7 +61,7 @@ from .render import (
 from .where import Where, looks_private, platform_name, where_of
 
 COMMANDS = ("help", "reset", "tools", "calls", "history", "export", "model", "nickname", "context", "forget",
-            "persona", "active", "status", "usage", "quota")
+            "persona", "active", "status", "usage", "quota", "memory")
 GROUP_COMMANDS = ("context", "forget", "persona", "active")
 """Commands about the group they are sent in (its recent chat, its persona, its active replies)."""
 ON_WORDS = ("on", "yes", "true", "1", "开", "开启", "打开")
@@ -496,6 +497,9 @@ async def handle_request(bot: Bot, event: Event, state: T_State) -> None:
             return
         if request.command in GROUP_COMMANDS:
             await _send(await group_command(app, request, where, role))
+            return
+        if request.command == "memory":
+            await _send(await memory_command(app, where, role, request.text))
             return
         if request.command in ("usage", "quota"):
             await _send(*await bill_command(app, request, where, role))

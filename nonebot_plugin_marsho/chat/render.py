@@ -14,8 +14,8 @@ from ..exceptions import BudgetError, MarshoError, StoreError, join_hint
 from ..i18n import Texts
 from ..tools.model import Toolset
 
-HELP_ORDER = ("reset", "tools", "calls", "history", "nickname", "context", "forget", "persona", "active",
-              "help", "usage", "model", "export", "status", "quota")
+HELP_ORDER = ("reset", "tools", "calls", "history", "nickname", "memory", "context", "forget", "persona",
+              "active", "help", "usage", "model", "export", "status", "quota")
 """The commands in the order the help lists them."""
 MAX_CALLS_RESULT_CHARS = 500
 """Characters of each tool result shown by `marsho.calls`; the full text stays in history."""
