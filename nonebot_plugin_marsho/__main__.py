@@ -1,5 +1,6 @@
-"""`python -m nonebot_plugin_marsho`: check toolkits, call one tool, or ask once, with the settings
-of `.env` in the current folder, exactly as the bot would. `tools` starts every MCP server of
+"""`python -m nonebot_plugin_marsho`: check toolkits, call one tool, ask once, or import
+nonebot-plugin-marshoai's memories, with the settings of `.env` in the current folder, exactly as
+the bot would. `tools` starts every MCP server of
 mcp.json (and `call` the one it needs), waiting at most `--wait` seconds for each handshake."""
 
 from __future__ import annotations
@@ -258,6 +259,115 @@ async def command_ask(app: Any, text: str) -> int:
     return 0
 
 
+MARSHOAI_MEMORY_FILE = "memory.json"
+"""The file nonebot-plugin-marshoai's memory toolkit writes in its data folder:
+`{"<user id>": ["memory", ...], ...}`."""
+
+
+def read_marshoai_memories(path: Path) -> tuple[dict[str, list[str]], list[str]]:
+    """The memories of marshoai's memory.json (or of the folder holding it), by user id, and what
+    could not be read (each naming where); raises ValueError when the file as a whole cannot be."""
+    if path.is_dir():
+        path = path / MARSHOAI_MEMORY_FILE
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ValueError(f"{path}: no such file (marshoai keeps it as {MARSHOAI_MEMORY_FILE} in its "
+                         "data folder)") from None
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path}: not UTF-8 text ({error.reason} at byte {error.start})") from None
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path}: not JSON: {error.msg} at line {error.lineno}, "
+                         f"column {error.colno}") from None
+    except OSError as error:
+        raise ValueError(f"{path}: cannot be read: {error.strerror or error}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected an object of user ids, each with a list of memories, "
+                         f"found {type(data).__name__}")
+    found: dict[str, list[str]] = {}
+    problems: list[str] = []
+    for user_id, memories in data.items():
+        user = str(user_id).strip()
+        if not user or len(user) > 64 or any(c.isspace() for c in user):
+            problems.append(f"{path}: {user_id!r} is not a user id; its memories were skipped")
+            continue
+        if isinstance(memories, str):
+            memories = [memories]
+        if not isinstance(memories, list):
+            problems.append(f"{path}: {user_id!r}: expected a list of memories, found "
+                            f"{type(memories).__name__}; skipped")
+            continue
+        for index, memory in enumerate(memories):
+            if not isinstance(memory, str) or not memory.strip():
+                problems.append(f"{path}: {user_id!r}[{index}]: not a text; skipped")
+                continue
+            found.setdefault(user, []).append(memory.strip())
+    return found, problems
+
+
+async def command_import_memory(app: Any, path: Path, platform: str, from_groups: bool) -> int:
+    """Import marshoai's memories into marsho's memory, once: a memory already kept is not kept
+    twice, so running it again changes nothing."""
+    from nonebot_plugin_marsho.exceptions import MarshoError
+
+    try:
+        found, problems = read_marshoai_memories(path)
+    except ValueError as error:
+        say(f"error: {error}", file=sys.stderr)
+        return 1
+    for problem in problems:
+        say(f"! {problem}", file=sys.stderr)
+    from nonebot_plugin_marsho.store.memory import MemoryStore
+    from nonebot_plugin_marsho.store.sql import SqlStore
+
+    config = app.config
+    limit, chars = config.marsho_memory_per_user, config.marsho_memory_chars
+    kept = again = cut = left_out = 0
+    store = None
+    try:
+        store = SqlStore(app.database_url())  # the bot's own database; no endpoint is needed
+        memories = MemoryStore(store)
+        for user, texts in found.items():
+            owner = f"{platform}:{user}"
+            learned_in = "import" if from_groups else f"{platform}:private:{user}"
+            # the newest `limit` (the older ones would only push each other out, and running
+            # the import again would bring them back in turn)
+            left_out += max(0, len(texts) - limit)
+            for text in texts[-limit:]:
+                if len(text) > chars:
+                    text, cut = text[:chars - 1] + "…", cut + 1
+                added = await memories.add("user", owner, text, learned_in=learned_in,
+                                           private=not from_groups, author=owner, limit=limit)
+                again += added.again
+                kept += not added.again
+    except MarshoError as error:
+        say(f"error: {error}", file=sys.stderr)
+        return 1
+    except Exception as error:  # a URL SQLAlchemy cannot read, a driver not installed
+        from sqlalchemy.engine import make_url
+
+        try:
+            url = make_url(app.database_url()).render_as_string(hide_password=True)
+        except Exception:
+            url = "MARSHO_DATABASE_URL"
+        say(f"error: cannot open the database {url}: {type(error).__name__}: {error}", file=sys.stderr)
+        return 1
+    finally:
+        if store is not None:
+            await store.close()
+    say(f"Imported {kept} memories of {len(found)} people on {platform} from {path}"
+        + (f"; {again} were already kept" if again else "")
+        + (f"; {cut} cut to MARSHO_MEMORY_CHARS={chars} characters" if cut else "")
+        + (f"; {left_out} older ones left out by MARSHO_MEMORY_PER_USER={limit}" if left_out else "") + ".")
+    if from_groups:
+        say("They are used in the groups of each person and in their private chat (--from-groups).")
+    else:
+        say("They are used only in each person's private chat: marshoai did not record where it learned "
+            "them, and what was told in private must never reach a group (--from-groups if your bot "
+            "only ever talked in groups).")
+    return 1 if problems else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog=f"python -m {PACKAGE}",
@@ -278,12 +388,22 @@ def main(argv: list[str] | None = None) -> int:
                              help=f"seconds an MCP server has to start and answer (default {MCP_WAIT:g})")
     ask = commands.add_parser("ask", help="ask once, printing each tool call as it happens")
     ask.add_argument("text", help="the question")
+    memory = commands.add_parser(
+        "import-memory", help="import nonebot-plugin-marshoai's memories (its memory.json) once")
+    memory.add_argument("path", type=Path, help="marshoai's memory.json, or the folder holding it")
+    memory.add_argument("--platform", default="OneBot V11",
+                        help="the adapter the user ids belong to (default: OneBot V11, as marshoai's were)")
+    memory.add_argument("--from-groups", action="store_true",
+                        help="the memories were learned in groups: use them there too (default: only in "
+                             "each person's private chat, since marshoai did not record where)")
     args = parser.parse_args(argv)
     app = _load_plugin(args.verbose).marsho
     if args.command == "tools":
         return asyncio.run(command_tools(app, args.wait, args.schemas))
     if args.command == "call":
         return asyncio.run(command_call(app, args.name, args.arguments, args.wait))
+    if args.command == "import-memory":
+        return asyncio.run(command_import_memory(app, args.path, args.platform, args.from_groups))
     return asyncio.run(command_ask(app, args.text))
 
 

@@ -1,0 +1,206 @@
+"""`marsho.memory`: people see what marsho remembers about them and delete it at once; group admins
+do the same for their group's memories, superusers for anyone's; a listing in a group never shows
+what was told in a private chat."""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from nonebug import App
+
+from nonebot_plugin_marsho.store.memory import MemoryStore, Sight
+from nonebot_plugin_marsho.store.sql import SqlStore
+from tests.conftest import SUPERUSER_ID
+from tests.onebot import group_message, onebot_bot, private_message, reply_call
+
+P = "OneBot V11"
+_people = itertools.count(50001)
+_groups = itertools.count(80001)
+
+
+@pytest.fixture
+async def memories(marsho: Any) -> AsyncIterator[MemoryStore]:
+    """The running bot's memories, in a database of this test's own."""
+    saved = marsho.memories
+    store = SqlStore("sqlite://")
+    marsho.memories = MemoryStore(store)
+    yield marsho.memories
+    marsho.memories = saved
+    await store.close()
+
+
+async def reply_to(app: App, event: Any) -> str:
+    """What marsho answers to `event` (a command: no model is asked)."""
+    sent: list[str] = []
+    async with app.test_matcher() as ctx:
+        bot = onebot_bot(ctx)
+        ctx.receive_event(bot, event)
+        name, data = reply_call(event, "")
+        ctx.should_call_api(name, {**data, "message": ctx_any(sent)}, result={"message_id": 1})
+    return sent[0]
+
+
+class ctx_any:  # noqa: N801 - used like a value in the expected call
+    """Equal to any message; keeps its text."""
+
+    def __init__(self, sink: list[str]) -> None:
+        self.sink = sink
+
+    def __eq__(self, other: object) -> bool:
+        self.sink.append(re.sub(r"^\[CQ:reply,id=\d+\]", "", str(other)))
+        return True
+
+
+async def remember(memories: MemoryStore, user: int, text: str, *, group: int | None = None) -> None:
+    chat = f"{P}:group:{group}" if group is not None else f"{P}:private:{user}"
+    await memories.add("user", f"{P}:{user}", text, learned_in=chat, private=group is None,
+                       author=f"{P}:{user}", limit=50)
+
+
+async def remember_group(memories: MemoryStore, group: int, text: str, *, author: int = 1) -> None:
+    await memories.add("group", f"{P}:group:{group}", text, learned_in=f"{P}:group:{group}", private=False,
+                       author=f"{P}:{author}", limit=50)
+
+
+def texts(memories: list[Any]) -> list[str]:
+    return [memory.text for memory in memories]
+
+
+async def test_in_a_private_chat_a_person_sees_everything_kept_about_them_numbered(
+        app: App, memories: MemoryStore) -> None:
+    alice, group = next(_people), next(_groups)
+    await remember(memories, alice, "Alice's cat is called Mochi", group=group)
+    await remember(memories, alice, "Alice is moving to Berlin in March")
+    reply = await reply_to(app, private_message("marsho.memory", user_id=alice))
+    assert reply.startswith("What I remember about you (2):")
+    assert f"1. Alice's cat is called Mochi  (told in {group}," in reply
+    assert "2. Alice is moving to Berlin in March  (told in a private chat," in reply
+    assert "marsho.memory forget <n>" in reply
+
+
+async def test_in_a_group_a_listing_shows_only_what_was_told_in_groups_and_counts_the_rest(
+        app: App, memories: MemoryStore) -> None:
+    alice, group = next(_people), next(_groups)
+    await remember(memories, alice, "Alice's cat is called Mochi", group=group)
+    await remember(memories, alice, "Alice is moving to Berlin in March")
+    reply = await reply_to(app, group_message("marsho.memory", user_id=alice, group_id=group))
+    assert "Mochi" in reply
+    assert "Berlin" not in reply  # the others in the group read this reply
+    assert "1 more were told in a private chat" in reply
+
+
+async def test_forget_a_number_deletes_that_memory_at_once(app: App, memories: MemoryStore) -> None:
+    alice = next(_people)
+    for fact in ("likes tea", "plays the cello", "lives in Hangzhou"):
+        await remember(memories, alice, fact)
+    reply = await reply_to(app, private_message("marsho.memory forget 2", user_id=alice))
+    assert reply == "Forgotten: 2. plays the cello"
+    assert texts(await memories.of_owner("user", f"{P}:{alice}")) == ["likes tea", "lives in Hangzhou"]
+    sight = Sight(f"{P}:{alice}", f"{P}:private:{alice}")
+    assert await memories.search(sight, "cello", limit=5) == []
+
+
+async def test_forget_all_in_a_group_leaves_the_private_ones_to_a_private_chat(
+        app: App, memories: MemoryStore) -> None:
+    alice, group = next(_people), next(_groups)
+    await remember(memories, alice, "Alice's cat is called Mochi", group=group)
+    await remember(memories, alice, "Alice plays chess", group=next(_groups))
+    await remember(memories, alice, "Alice is moving to Berlin in March")
+    reply = await reply_to(app, group_message("marsho.memory forget all", user_id=alice, group_id=group))
+    assert reply.startswith("Forgotten: 2 memories.")
+    assert "1 more were told in a private chat" in reply
+    assert texts(await memories.of_owner("user", f"{P}:{alice}")) == ["Alice is moving to Berlin in March"]
+    reply = await reply_to(app, private_message("marsho.memory forget all", user_id=alice))
+    assert reply == "Forgotten: 1 memories."
+    assert await memories.of_owner("user", f"{P}:{alice}") == []
+    reply = await reply_to(app, private_message("marsho.memory", user_id=alice))
+    assert reply.startswith("I remember nothing about you here.")
+
+
+async def test_a_number_not_in_the_list_is_refused_and_nothing_is_deleted(app: App, memories: MemoryStore) -> None:
+    alice, group = next(_people), next(_groups)
+    await remember(memories, alice, "told in private")
+    await remember(memories, alice, "told in the group", group=group)
+    # in the group the list has one memory: number 2 would be the private one in a private chat
+    reply = await reply_to(app, group_message("marsho.memory forget 2", user_id=alice, group_id=group))
+    assert reply == "There is no memory 2: the list has 1 (marsho.memory shows it)."
+    assert len(await memories.of_owner("user", f"{P}:{alice}")) == 2
+    for bad in ("marsho.memory forget two", "marsho.memory forget", "marsho.memory wipe 1"):
+        reply = await reply_to(app, private_message(bad, user_id=alice))
+        assert reply.startswith("Write marsho.memory, marsho.memory forget <n>"), bad
+    assert len(await memories.of_owner("user", f"{P}:{alice}")) == 2
+
+
+async def test_nobody_sees_or_deletes_another_persons_memories_without_being_a_superuser(
+        app: App, memories: MemoryStore) -> None:
+    alice, bob, group = next(_people), next(_people), next(_groups)
+    await remember(memories, alice, "Alice's cat is called Mochi", group=group)
+    reply = await reply_to(app, group_message("marsho.memory", user_id=bob, group_id=group))
+    assert "Mochi" not in reply and reply.startswith("I remember nothing about you here.")
+    for attempt in (f"marsho.memory of {alice}", f"marsho.memory of {alice} forget all"):
+        reply = await reply_to(app, group_message(attempt, user_id=bob, group_id=group, role="admin"))
+        assert reply.startswith("Only superusers may look at or delete someone else's memories")
+    assert len(await memories.of_owner("user", f"{P}:{alice}")) == 1
+
+
+async def test_a_superuser_inspects_and_deletes_anyones(app: App, memories: MemoryStore) -> None:
+    alice, group = next(_people), next(_groups)
+    await remember(memories, alice, "Alice's cat is called Mochi", group=group)
+    await remember(memories, alice, "Alice is moving to Berlin in March")
+    owner = int(SUPERUSER_ID)
+    reply = await reply_to(app, private_message(f"marsho.memory of {alice}", user_id=owner))
+    assert reply.startswith(f"What I remember about user {alice} (2):")
+    assert "Mochi" in reply and "Berlin" in reply
+    # in a group, even a superuser's listing leaves out what was told in private
+    reply = await reply_to(app, group_message(f"marsho.memory of {alice}", user_id=owner, group_id=group))
+    assert "Mochi" in reply and "Berlin" not in reply
+    reply = await reply_to(app, private_message(f"marsho.memory of {alice} forget 2", user_id=owner))
+    assert reply == "Forgotten: 2. Alice is moving to Berlin in March"
+    reply = await reply_to(app, private_message(f"marsho.memory of {alice} forget all", user_id=owner))
+    assert reply == "Forgotten: 1 memories."
+    assert await memories.of_owner("user", f"{P}:{alice}") == []
+
+
+async def test_anyone_in_a_group_lists_its_memories_and_only_admins_delete_them(
+        app: App, memories: MemoryStore) -> None:
+    member, admin, group, other = next(_people), next(_people), next(_groups), next(_groups)
+    await remember_group(memories, group, "This group plays Minecraft on Fridays")
+    await remember_group(memories, group, "The group's mascot is a red panda")
+    await remember_group(memories, other, "Another group's secret handshake")
+    reply = await reply_to(app, group_message("marsho.memory group", user_id=member, group_id=group))
+    assert reply.startswith(f"What I remember about this group ({group}, 2):")
+    assert "Minecraft" in reply and "red panda" in reply and "handshake" not in reply
+    reply = await reply_to(app, group_message("marsho.memory group forget 1", user_id=member, group_id=group))
+    assert reply == "Only group admins and owners may delete this group's memories."
+    assert len(await memories.of_owner("group", f"{P}:group:{group}")) == 2
+    reply = await reply_to(app, group_message("marsho.memory group forget 1", user_id=admin, group_id=group,
+                                              role="admin"))
+    assert reply == "Forgotten: 1. This group plays Minecraft on Fridays"
+    reply = await reply_to(app, group_message("marsho.memory group forget all", user_id=admin, group_id=group,
+                                              role="owner"))
+    assert reply == "Forgotten: 1 memories."
+    assert texts(await memories.of_owner("group", f"{P}:group:{other}")) == ["Another group's secret handshake"]
+
+
+async def test_group_memories_are_named_by_id_only_by_superusers(app: App, memories: MemoryStore) -> None:
+    member, group = next(_people), next(_groups)
+    await remember_group(memories, group, "This group plays Minecraft on Fridays")
+    reply = await reply_to(app, private_message("marsho.memory group", user_id=member))
+    assert reply == "marsho.memory group is about the group it is sent in; send it there."
+    reply = await reply_to(app, private_message(f"marsho.memory group {group}", user_id=member))
+    assert reply.startswith("Only superusers may look at or delete someone else's memories")
+    owner = int(SUPERUSER_ID)
+    reply = await reply_to(app, private_message(f"marsho.memory group {group}", user_id=owner))
+    assert "Minecraft" in reply
+    reply = await reply_to(app, private_message(f"marsho.memory group {group} forget all", user_id=owner))
+    assert reply == "Forgotten: 1 memories."
+    assert await memories.of_owner("group", f"{P}:group:{group}") == []
+
+
+async def test_the_help_names_the_memory_command(app: App, memories: MemoryStore) -> None:
+    reply = await reply_to(app, private_message("marsho.help", user_id=next(_people)))
+    assert "marsho.memory &#91;forget <n>|all&#93;  what I remember about you" in reply  # CQ-escaped
