@@ -16,7 +16,8 @@ from __future__ import annotations
 import re
 import time
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -34,9 +35,10 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..exceptions import StoreError
-from .sql import SqlStore, _describe, memories_table
+from .sql import SqlStore, _describe, _held_connection, memories_table
 
 About = Literal["user", "group"]
 
@@ -172,6 +174,18 @@ class MemoryStore:
     def dialect(self) -> str:
         return self.store.dialect
 
+    @asynccontextmanager
+    async def _connection(self, *, write: bool) -> AsyncIterator[AsyncConnection]:
+        """A connection of the pool's own, never the running turn's (PostgreSQL: the session
+        lock's): memory tools run in parallel inside a turn, and one connection serves one
+        statement at a time."""
+        token = _held_connection.set(None)
+        try:
+            async with self.store._connection(write=write) as conn:
+                yield conn
+        finally:
+            _held_connection.reset(token)
+
     async def add(self, about: About, owner: str, text_: str, *, learned_in: str, private: bool,
                   author: str, limit: int, per_chat: bool = False, days: int = 0,
                   now: float | None = None) -> Added:
@@ -184,7 +198,7 @@ class MemoryStore:
         m = memories_table.c
         of_owner = and_(m.about == about, m.owner == owner)
         try:
-            async with self.store._connection(write=True) as conn:
+            async with self._connection(write=True) as conn:
                 if days:
                     await conn.execute(delete(memories_table).where(of_owner, m.used_at < now - days * 86400))
                 rows = (await conn.execute(select(*_COLUMNS).where(of_owner))).all()
@@ -220,7 +234,7 @@ class MemoryStore:
             return []
         await self.store._ready()
         try:
-            async with self.store._connection(write=False) as conn:
+            async with self._connection(write=False) as conn:
                 rows = (await conn.execute(self._search_query(sight, terms, limit))).all()
         except SQLAlchemyError as error:
             raise StoreError(code="store.read", url=self.store.safe_url, detail=_describe(error)) from None
@@ -256,7 +270,7 @@ class MemoryStore:
             return
         await self.store._ready()
         try:
-            async with self.store._connection(write=True) as conn:
+            async with self._connection(write=True) as conn:
                 await conn.execute(update(memories_table).where(memories_table.c.id.in_(chosen))
                                    .values(used_at=time.time() if now is None else now))
         except SQLAlchemyError as error:
@@ -286,7 +300,7 @@ class MemoryStore:
             query = query.where(m.private == int(private))
         await self.store._ready()
         try:
-            async with self.store._connection(write=False) as conn:
+            async with self._connection(write=False) as conn:
                 return int((await conn.execute(query)).scalar_one())
         except SQLAlchemyError as error:
             raise StoreError(code="store.read", url=self.store.safe_url, detail=_describe(error)) from None
@@ -303,7 +317,7 @@ class MemoryStore:
             return 0
         await self.store._ready()
         try:
-            async with self.store._connection(write=True) as conn:
+            async with self._connection(write=True) as conn:
                 result = await conn.execute(delete(memories_table).where(memories_table.c.id.in_(chosen)))
         except SQLAlchemyError as error:
             raise StoreError(code="store.clear", url=self.store.safe_url, detail=_describe(error)) from None
@@ -317,7 +331,7 @@ class MemoryStore:
             query = query.where(m.private == int(private))
         await self.store._ready()
         try:
-            async with self.store._connection(write=True) as conn:
+            async with self._connection(write=True) as conn:
                 result = await conn.execute(query)
         except SQLAlchemyError as error:
             raise StoreError(code="store.clear", url=self.store.safe_url, detail=_describe(error)) from None
@@ -326,7 +340,7 @@ class MemoryStore:
     async def _read(self, query: Any) -> list[Memory]:
         await self.store._ready()
         try:
-            async with self.store._connection(write=False) as conn:
+            async with self._connection(write=False) as conn:
                 return [_row(row) for row in (await conn.execute(query)).all()]
         except SQLAlchemyError as error:
             raise StoreError(code="store.read", url=self.store.safe_url, detail=_describe(error)) from None
