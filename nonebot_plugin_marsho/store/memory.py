@@ -291,9 +291,10 @@ class MemoryStore:
         except SQLAlchemyError as error:
             raise StoreError(code="store.read", url=self.store.safe_url, detail=_describe(error)) from None
 
-    async def get(self, memory_id: int) -> Memory | None:
-        """One memory by its id."""
-        found = await self._read(select(*_COLUMNS).where(memories_table.c.id == memory_id))
+    async def get(self, memory_id: int, *, sight: Sight | None = None) -> Memory | None:
+        """One memory by its id (with `sight`: only if that turn may use it)."""
+        query = select(*_COLUMNS).where(memories_table.c.id == memory_id)
+        found = await self._read(query.where(sight.condition()) if sight is not None else query)
         return found[0] if found else None
 
     async def delete(self, ids: Iterable[int]) -> int:

@@ -27,10 +27,12 @@ SQLITE_SEARCH = [
     "CREATE TRIGGER marsho_memories_fts_insert AFTER INSERT ON marsho_memories BEGIN "
     "INSERT INTO marsho_memories_fts(rowid, terms) VALUES (new.id, new.terms); END",
     "CREATE TRIGGER marsho_memories_fts_delete AFTER DELETE ON marsho_memories BEGIN "
-    "INSERT INTO marsho_memories_fts(marsho_memories_fts, rowid, terms) VALUES ('delete', old.id, old.terms); "
+    "INSERT INTO marsho_memories_fts(marsho_memories_fts, rowid, terms) "
+    "VALUES ('delete', old.id, old.terms); "
     "END",
     "CREATE TRIGGER marsho_memories_fts_update AFTER UPDATE OF terms ON marsho_memories BEGIN "
-    "INSERT INTO marsho_memories_fts(marsho_memories_fts, rowid, terms) VALUES ('delete', old.id, old.terms); "
+    "INSERT INTO marsho_memories_fts(marsho_memories_fts, rowid, terms) "
+    "VALUES ('delete', old.id, old.terms); "
     "INSERT INTO marsho_memories_fts(rowid, terms) VALUES (new.id, new.terms); END",
 ]
 
