@@ -804,8 +804,8 @@ async def _chat(
             content = with_recent_chat(content, recent_chat_text(said, t, app.prompt.now().tzinfo))
     note = app.prompt.note(nickname=None if shared else nickname)
     if app.memory_book is not None:  # what it remembers of the asker (and the group) that the words touch
-        words = " ".join(said for said in (*(j.text for j in before), request.text, *(j.text for j in after))
-                         if said)
+        words = " ".join(part for part in (*(j.text for j in before), request.text, *(j.text for j in after))
+                         if part)
         note = "\n".join(part for part in (note, await app.memory_book.note(context, words)) if part)
     try:
         reply = await engine.chat(
