@@ -360,6 +360,8 @@ class Marsho:
             logger.error(f"marsho: toolkit {toolkit.name}: {problem}")
         else:
             toolset.add(toolkit)
+            toolset.toolkits.remove(toolkit)  # listed (marsho.tools) with the other built-in ones
+            toolset.toolkits.insert(sum(kit.source == "built-in" for kit in toolset.toolkits), toolkit)
             logger.info(f"marsho: toolkit {toolkit.name} ({toolkit.source}) loaded: "
                         + ", ".join(tool.name for tool in toolkit.tools))
         return book
