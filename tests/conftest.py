@@ -173,3 +173,22 @@ async def plugin_engine(marsho, tmp_path: Path):
     await marsho.chat_log.store.close()
     engine.history, marsho.nicknames, marsho.chat_log, marsho.personas = saved
     await store.close()
+
+
+@pytest.fixture
+async def book(marsho, plugin_engine, tmp_path: Path):
+    """The running bot's memory (MemoryBook), on an empty database of this test's own (a file: the
+    marks of use are written in the background, beside the handlers' reads); its settings, which a
+    test may change, restored after."""
+    from nonebot_plugin_marsho.store.memory import MemoryStore
+    from nonebot_plugin_marsho.store.sql import SqlStore
+
+    memory_book = marsho.memory_book
+    assert memory_book is not None
+    saved = dict(memory_book.__dict__)
+    store = SqlStore(f"sqlite:///{tmp_path / 'memory.db'}")
+    memory_book.store = MemoryStore(store)
+    yield memory_book
+    await memory_book.settled()
+    memory_book.__dict__.update(saved)
+    await store.close()

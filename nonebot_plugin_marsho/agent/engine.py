@@ -198,6 +198,24 @@ def hidden_result(name: str) -> str:
             "do not guess or repeat it]")
 
 
+NOT_KEPT = "[a result for that question only (memories recalled for its asker); not kept]"
+"""What history keeps of the result of a tool whose `keeps_result` is False."""
+
+
+def kept_results(messages: list[Message], toolset: Toolset) -> list[Message]:
+    """The turn's messages as history keeps them: the results of tools that keep none (memories
+    recalled for one asker) replaced by NOT_KEPT, so a later asker's request never carries them."""
+    names = {call.get("id"): (call.get("function") or {}).get("name", "")
+             for message in messages if message.get("role") == "assistant"
+             for call in message.get("tool_calls") or [] if isinstance(call, dict)}
+    kept: list[Message] = []
+    for message in messages:
+        name = names.get(message.get("tool_call_id"), "") if message.get("role") == "tool" else ""
+        tool = toolset.get(name) if name else None
+        kept.append(message if tool is None or tool.keeps_result else {**message, "content": NOT_KEPT})
+    return kept
+
+
 def visible_to(turns: list[Turn], toolset: Toolset, context: ToolContext | None) -> list[Turn]:
     """The history as this asker's request may carry it: in a shared conversation, the results of
     tools the asker may not use (a superuser's database query...) become a short placeholder, so
@@ -342,7 +360,7 @@ class Engine:
             )
             # nothing stored holds a secret, whoever wrote it (the model echoing one, a question)
             turn = [redacted(m) for m in (without_pictures(question, self.picture_placeholder),
-                                          *outcome.added)]
+                                          *kept_results(outcome.added, self.toolset))]
             if keep is not None and not keep(outcome.reply):
                 return dataclasses.replace(outcome.reply, declined=True)
             try:

@@ -22,6 +22,7 @@ from ..agent.chatlog import ChatLog
 from ..agent.engine import Engine
 from ..agent.gate import RequestGate
 from ..agent.llm import Fallback, LLMClient
+from ..agent.memory import MemoryBook
 from ..agent.metering import Limits, Meter
 from ..agent.persona import GroupPersonas, Nicknames, Prompt, clock
 from ..agent.praises import PraisesFile
@@ -87,6 +88,9 @@ class Marsho:
     memories: MemoryStore | None = None
     """What marsho remembers about people and groups (`marsho.memory`), kept even while
     MARSHO_MEMORY is off, so people can still see and delete it."""
+    memory_book: MemoryBook | None = None
+    """The memory tools and the memories recalled beside each question; None while MARSHO_MEMORY
+    is off."""
 
     def __post_init__(self) -> None:
         config = self.config
@@ -329,6 +333,7 @@ class Marsho:
             self.judge.meter = meter  # its requests are on the bill too
         self.meter = meter
         self.memories = MemoryStore(store)
+        self.memory_book = self.add_memory(toolset, self.memories) if config.marsho_memory else None
         self.engine = engine
         logger.info(f"marsho: ready, model {llm.model} at {llm.base_url}, {len(toolset.tools)} tools, "
                     f"history in {store.safe_url} ({engine.counter.name} token counts); "
@@ -336,6 +341,30 @@ class Marsho:
         for fallback in llm.endpoints[1:]:
             logger.info(f"marsho: {fallback.name}: model {fallback.model} at {fallback.base_url} "
                         f"({len(fallback.pool.keys)} key(s))")
+
+    def add_memory(self, toolset: Toolset, memories: MemoryStore) -> MemoryBook:
+        """The memory book on `memories`, its tools added to `toolset` (unless a toolkit of the
+        user's is already called "memory": it is kept, and the clash reported)."""
+        config = self.config
+        book = MemoryBook(memories, per_chat=config.marsho_memory_scope == "chat",
+                          per_user=config.marsho_memory_per_user, per_group=config.marsho_memory_per_group,
+                          chars=config.marsho_memory_chars, recall=config.marsho_memory_recall,
+                          days=config.marsho_memory_days, language=config.marsho_lang)
+        toolkit = book.toolkit()
+        clash = next((kit for kit in toolset.toolkits if kit.name == toolkit.name), None)
+        if clash is not None:
+            problem = LoadProblem(toolkit.name, clash.path or Path(toolkit.name),
+                                  f"a toolkit named {toolkit.name!r} is already loaded, so the built-in "
+                                  "memory tools are not; rename yours to use them")
+            toolset.problems.append(problem)
+            logger.error(f"marsho: toolkit {toolkit.name}: {problem}")
+        else:
+            toolset.add(toolkit)
+            toolset.toolkits.remove(toolkit)  # listed (marsho.tools) with the other built-in ones
+            toolset.toolkits.insert(sum(kit.source == "built-in" for kit in toolset.toolkits), toolkit)
+            logger.info(f"marsho: toolkit {toolkit.name} ({toolkit.source}) loaded: "
+                        + ", ".join(tool.name for tool in toolkit.tools))
+        return book
 
     async def start_mcp(self, toolset: Toolset, *, wait: float | None = None) -> McpManager | None:
         """Start the MCP servers of MARSHO_MCP_FILE (or the data folder's mcp.json), if any, and
@@ -376,7 +405,10 @@ class Marsho:
         if judge is not None:
             await judge.close()
         meter, self.meter = self.meter, None
+        book, self.memory_book = self.memory_book, None
         self.memories = None
+        if book is not None:
+            await book.settled()  # its marks of use, before the database closes
         self.problem, self.problem_brief = self.texts("problem.starting"), ""
         if chat_log is not None:
             await chat_log.close()

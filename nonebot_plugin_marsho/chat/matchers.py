@@ -806,13 +806,19 @@ async def _chat(
             said = said[:-1]
         if said:
             content = with_recent_chat(content, recent_chat_text(said, t, app.prompt.now().tzinfo))
+    note = app.prompt.note(nickname=None if shared else nickname)
+    if app.memory_book is not None:  # what it remembers of the asker (and the group) that the words touch
+        words = " ".join(part for part in (*(j.text for j in before), request.text, *(j.text for j in after))
+                         if part)
+        note = "\n".join(part for part in (note, await app.memory_book.note(context, words)) if part)
     try:
         reply = await engine.chat(
             key, content, context,
             system_prompt=app.prompt.system(shared=shared, group_persona=group_persona),
-            # the time and the nickname change from turn to turn: after the history, beside the
-            # question, so the start of the request stays the same (providers cache it)
-            note=app.prompt.note(nickname=None if shared else nickname),
+            # the time, the nickname and the memories change from turn to turn: after the
+            # history, beside the question, so the start of the request stays the same
+            # (providers cache it), and never into history
+            note=note,
             announce=_announcer(app, app.delivery()),
             keep=keep,
         )

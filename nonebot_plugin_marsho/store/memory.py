@@ -246,7 +246,8 @@ class MemoryStore:
     def _search_query(self, sight: Sight, terms: Sequence[str], limit: int) -> Any:
         m = memories_table.c
         if self.dialect == "sqlite":
-            match = " OR ".join(f'"{term}"' for term in terms)  # words only: no quote inside
+            # words only: no quote inside; a word also finds longer ones it begins (meet: meets)
+            match = " OR ".join(f'"{term}"*' if _prefix(term) else f'"{term}"' for term in terms)
             fts = text("SELECT rowid AS id, bm25(marsho_memories_fts) AS rank FROM marsho_memories_fts "
                        "WHERE marsho_memories_fts MATCH :match").bindparams(match=match)
             hits = fts.columns(literal_column("id"), literal_column("rank")).subquery("hits")
@@ -255,7 +256,8 @@ class MemoryStore:
         if self.dialect == "postgresql":
             vector = func.to_tsvector(literal_column("'simple'::regconfig"), m.terms)
             query = func.to_tsquery(literal_column("'simple'::regconfig"),
-                                    " | ".join(_pg_lexeme(term) for term in terms))
+                                    " | ".join(_pg_lexeme(term) + (":*" if _prefix(term) else "")
+                                               for term in terms))
             return (select(*_COLUMNS).where(sight.condition(), vector.op("@@")(query))
                     .order_by(func.ts_rank(vector, query).desc(), m.used_at.desc()).limit(limit))
         # another database: no full-text index; every word, by LIKE (slow, but right)
@@ -305,9 +307,10 @@ class MemoryStore:
         except SQLAlchemyError as error:
             raise StoreError(code="store.read", url=self.store.safe_url, detail=_describe(error)) from None
 
-    async def get(self, memory_id: int) -> Memory | None:
-        """One memory by its id."""
-        found = await self._read(select(*_COLUMNS).where(memories_table.c.id == memory_id))
+    async def get(self, memory_id: int, *, sight: Sight | None = None) -> Memory | None:
+        """One memory by its id (with `sight`: only if that turn may use it)."""
+        query = select(*_COLUMNS).where(memories_table.c.id == memory_id)
+        found = await self._read(query.where(sight.condition()) if sight is not None else query)
         return found[0] if found else None
 
     async def delete(self, ids: Iterable[int]) -> int:
@@ -348,6 +351,16 @@ class MemoryStore:
 
 def _with_used(memory: Memory, now: float) -> Memory:
     return Memory(**{**memory.__dict__, "used_at": now})
+
+
+PREFIX_CHARS = 3
+"""A question's word of at least this many letters finds the memories' words it begins (neither
+tokenizer stems: "meet" finds "meets", "cat" finds "cats"); Chinese, Japanese and Korean pairs
+match whole."""
+
+
+def _prefix(term: str) -> bool:
+    return len(term) >= PREFIX_CHARS and not _CJK_RUN.match(term)
 
 
 def _pg_lexeme(term: str) -> str:

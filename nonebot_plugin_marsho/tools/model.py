@@ -85,6 +85,9 @@ class Tool:
     presets: dict[str, Any] = field(default_factory=dict, repr=False)
     context_param: str | None = None
     arguments_model: Any = None
+    keeps_result: bool = True
+    """False: what the tool returned is for the turn that called it only; stored history keeps a
+    placeholder (memory__recall: a shared conversation's next asker may not see those memories)."""
 
     @property
     def summary(self) -> str:

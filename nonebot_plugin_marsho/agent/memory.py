@@ -1,0 +1,249 @@
+"""Long-term memory as the model uses it (issue 18): the built-in tools `memory__remember`,
+`memory__recall` and `memory__forget`, and the memories found for each question, which go beside
+it in the turn's note.
+
+Who may see what is store/memory.py's `Sight`; this module only decides who is asking and where
+(from the ToolContext), and who may write or delete: a person's memories are always the asker's
+own, and a group's may be forgotten by its admins or by whoever told it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Literal
+
+from ..exceptions import StoreError
+from ..i18n import Language, Texts
+from ..redaction import logger
+from ..store.memory import Memory, MemoryStore, Sight, query_terms
+from ..tools.model import ToolContext, Toolkit, ToolResponse
+from ..tools.schema import function_tool
+
+TOOLKIT = "memory"
+RECALL_LIMIT = 20
+"""Memories one memory__recall lists at most."""
+
+OUTSIDE_CHAT = ("Memory is kept only in chats: this call has no asker and no chat (the command line, "
+                "or a library call without them), so there is nothing to remember, recall or forget here.")
+STORE_FAILED = "The memory store is unavailable right now (the database failed); say so and try again later."
+ADMIN_ROLES = ("admin", "owner", "superuser")
+
+
+class MemoryBook:
+    """The memory tools and the recall beside each question, on one MemoryStore, with the
+    MARSHO_MEMORY_* settings."""
+
+    def __init__(self, store: MemoryStore, *, per_chat: bool = False, per_user: int = 50,
+                 per_group: int = 100, chars: int = 300, recall: int = 5, days: int = 0,
+                 language: Language = "zh-CN") -> None:
+        self.store = store
+        self.per_chat = per_chat
+        self.per_user = per_user
+        self.per_group = per_group
+        self.chars = chars
+        self.recall = recall
+        self.days = days
+        self.texts = Texts(language)
+        self._touching: set[asyncio.Task[None]] = set()
+
+    def sight(self, context: ToolContext | None) -> Sight | None:
+        """Which memories a turn asked with `context` may use; None outside a chat."""
+        if context is None or not context.platform or not context.chat_key or not context.user_id:
+            return None
+        return Sight(person=f"{context.platform}:{context.user_id}", chat=context.chat_key,
+                     group=context.chat_key if context.group_id else None, per_chat=self.per_chat)
+
+    # the tools
+
+    def toolkit(self) -> Toolkit:
+        """`memory__remember`, `memory__recall` and `memory__forget`, for everyone."""
+        chars = self.chars
+
+        async def remember(text: str, context: ToolContext,
+                           about: Literal["me", "group"] = "me") -> ToolResponse:
+            return await self.remember(context, text, about)
+
+        remember.__doc__ = f"""Keep a lasting fact for later conversations.
+
+        Use it when the person asking tells something lasting about themselves (their name,
+        preferences, birthday, what they work on...) or asks you to remember something, or, with
+        about="group", a lasting fact about the group (its rules, plans, running jokes). Write
+        one short, self-contained fact in the third person, in the conversation's language, at
+        most {chars} characters (e.g. "Likes green tea, not coffee"). Never keep secrets such as
+        passwords, keys or codes. A fact about a person is always about the person asking now:
+        nobody can write a memory about someone else.
+
+        Args:
+            text: The fact, short and self-contained, third person, at most {chars} characters.
+            about: "me": about the person asking (the default); "group": about this group (in a
+                group only).
+        """
+
+        async def recall(context: ToolContext, query: str = "") -> ToolResponse:
+            return await self.recall_text(context, query)
+
+        recall.__doc__ = """Look up what you remember about the person asking (and the group).
+
+        In a group, the group's own memories are searched too. The most relevant memories
+        already come with each message; use this to look further, with a few words of what you
+        need (e.g. "birthday", "favourite food"). An empty query lists the memories used most
+        recently. Each comes with its id (#12), for memory__forget.
+
+        Args:
+            query: Words to search for; empty lists the most recently used memories.
+        """
+
+        async def forget(memory_id: int, context: ToolContext) -> ToolResponse:
+            return await self.forget(context, memory_id)
+
+        forget.__doc__ = """Forget one memory, by the id memory__recall or memory__remember showed.
+
+        Use it when the person asking says a memory is wrong or asks you to forget it. A memory
+        about a person may be forgotten only by that person; a group's memory only by the group's
+        admins or by whoever told it.
+
+        Args:
+            memory_id: The memory's id (the number after #).
+        """
+        tools = [
+            function_tool(remember, name=f"{TOOLKIT}__remember", toolkit=TOOLKIT),
+            function_tool(recall, name=f"{TOOLKIT}__recall", toolkit=TOOLKIT),
+            function_tool(forget, name=f"{TOOLKIT}__forget", toolkit=TOOLKIT),
+        ]
+        for tool in tools[1:]:
+            # what they print is for this asker's turn: a shared conversation's history is read
+            # by the next asker, whose turn may not see these memories
+            tool.keeps_result = False
+        return Toolkit(name=TOOLKIT, source="built-in", tools=tools)
+
+    async def remember(self, context: ToolContext, text: str, about: str = "me") -> ToolResponse:
+        """Keep `text` about the asker (`about="me"`) or the group asked in (`"group"`)."""
+        sight = self.sight(context)
+        if sight is None:
+            return ToolResponse.error(OUTSIDE_CHAT)
+        fact = " ".join(text.split())
+        if not fact:
+            return ToolResponse.error("Nothing to remember: `text` is empty. Write the fact to keep.")
+        if len(fact) > self.chars:
+            return ToolResponse.error(
+                f"Too long: {len(fact)} characters, and a memory holds at most {self.chars} "
+                f"(MARSHO_MEMORY_CHARS). Say it in at most {self.chars} characters and call "
+                "memory__remember again (split it into several facts if they are separate).")
+        if about not in ("me", "group"):
+            return ToolResponse.error(f'`about` must be "me" or "group", not {about!r}.')
+        if about == "group" and sight.group is None:
+            return ToolResponse.error(
+                'about="group" works only in a group: this is a private chat. Remember it with '
+                'about="me" if it is about the person asking.')
+        try:
+            if about == "group":
+                assert sight.group is not None
+                added = await self.store.add("group", sight.group, fact, learned_in=sight.chat, private=False,
+                                             author=sight.person, limit=self.per_group, days=self.days)
+            else:
+                added = await self.store.add("user", sight.person, fact, learned_in=sight.chat,
+                                             private=sight.private, author=sight.person, limit=self.per_user,
+                                             per_chat=self.per_chat, days=self.days)
+        except StoreError as error:
+            logger.warning(f"marsho: memory__remember in {sight.chat} failed: {error}")
+            return ToolResponse.error(STORE_FAILED)
+        whom = "the group" if about == "group" else "the person asking"
+        if added.again:
+            answer = f"Already remembered as #{added.memory.id} (about {whom}); kept it fresh."
+        else:
+            answer = f"Remembered as #{added.memory.id} (about {whom})."
+        if added.evicted:
+            limit = self.per_group if about == "group" else self.per_user
+            ids = ", ".join(f"#{memory.id}" for memory in added.evicted)
+            answer += (f" To stay within {limit} memories about {whom}, the one(s) unused for "
+                       f"longest were forgotten: {ids}.")
+        return ToolResponse.success(answer)
+
+    async def recall_text(self, context: ToolContext, query: str = "") -> ToolResponse:
+        """The memories the turn may see that match `query` (all, most recently used first, when
+        it has no words to search by), each with its id."""
+        sight = self.sight(context)
+        if sight is None:
+            return ToolResponse.error(OUTSIDE_CHAT)
+        searched = bool(query_terms(query))
+        try:
+            found = (await self.store.search(sight, query, limit=RECALL_LIMIT) if searched
+                     else await self.store.visible(sight, limit=RECALL_LIMIT))
+        except StoreError as error:
+            logger.warning(f"marsho: memory__recall in {sight.chat} failed: {error}")
+            return ToolResponse.error(STORE_FAILED)
+        if not found:
+            nothing = "Nothing is remembered about the person asking or this chat yet."
+            return ToolResponse.success(f"No memory matches {query.strip()!r}." if searched else nothing)
+        heading = (f"Memories matching {query.strip()!r}, best first:" if searched
+                   else "Memories, most recently used first:")
+        lines = [f"#{memory.id} ({_about(memory)}): {memory.text}" for memory in found]
+        return ToolResponse.success("\n".join([heading, *lines]))
+
+    async def forget(self, context: ToolContext, memory_id: int) -> ToolResponse:
+        """Forget memory `memory_id` if the turn may see it and the asker may delete it."""
+        sight = self.sight(context)
+        if sight is None:
+            return ToolResponse.error(OUTSIDE_CHAT)
+        try:
+            memory = await self.store.get(memory_id, sight=sight)
+            if memory is None:  # absent and not to be seen here read the same: ids tell nothing
+                return ToolResponse.error(
+                    f"There is no memory #{memory_id} here (memory__recall lists the ones this chat "
+                    "can use, with their ids).")
+            if memory.about == "user" and memory.owner != sight.person:
+                return ToolResponse.error(
+                    f"Memory #{memory_id} is about someone else: only they can forget it.")
+            if memory.about == "group" and context.role not in ADMIN_ROLES and memory.author != sight.person:
+                return ToolResponse.error(
+                    f"Memory #{memory_id} belongs to the group: only the group's admins, or the member "
+                    "who told it, can forget it. Ask an admin.")
+            await self.store.delete([memory.id])
+        except StoreError as error:
+            logger.warning(f"marsho: memory__forget in {sight.chat} failed: {error}")
+            return ToolResponse.error(STORE_FAILED)
+        return ToolResponse.success(f"Forgot #{memory.id} ({_about(memory)}): {memory.text}")
+
+    # beside each question
+
+    async def note(self, context: ToolContext, question: str) -> str:
+        """The memories full-text search finds for `question` (at most MARSHO_MEMORY_RECALL),
+        as a labelled block for the turn's note; "" for none. One query; found memories are
+        marked used in the background. Never raises: a failure is logged and gives ""."""
+        sight = self.sight(context)
+        if sight is None or self.recall <= 0 or not query_terms(question):
+            return ""
+        try:
+            found = await self.store.search(sight, question, limit=self.recall, touch=False)
+        except Exception as error:  # the question goes on without its memories
+            logger.warning(f"marsho: memories for a question in {sight.chat} not read: {error}")
+            return ""
+        if not found:
+            return ""
+        self._touch_soon([memory.id for memory in found])
+        t = self.texts
+        lines = [t("memory.note_line", id=memory.id,
+                   about=t("memory.note_group") if memory.about == "group" else t("memory.note_asker"),
+                   text=memory.text) for memory in found]
+        return t("memory.note", memories="\n".join(lines))
+
+    def _touch_soon(self, ids: list[int]) -> None:
+        task = asyncio.get_running_loop().create_task(self._touch(ids))
+        self._touching.add(task)
+        task.add_done_callback(self._touching.discard)
+
+    async def _touch(self, ids: list[int]) -> None:
+        try:
+            await self.store.touch(ids)
+        except Exception as error:  # only the eviction order suffers
+            logger.warning(f"marsho: memories {ids} not marked as used: {error}")
+
+    async def settled(self) -> None:
+        """Wait for the background marks of use (before closing the database, and in tests)."""
+        while self._touching:
+            await asyncio.gather(*list(self._touching), return_exceptions=True)
+
+
+def _about(memory: Memory) -> str:
+    return "about the group" if memory.about == "group" else "about the person asking"
+
