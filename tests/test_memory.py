@@ -362,6 +362,63 @@ async def test_the_settings_reach_the_memory_book(assembled) -> None:
     assert "at most 40 characters" in " ".join(description.split())
 
 
+async def test_the_tool_settings_apply_to_the_memory_tools_as_to_any_toolkit(
+        app, fake: FakeOpenAI, assembled, caplog: Any) -> None:
+    bot = await assembled(marsho_disabled_tools=["memory__recall"],
+                          marsho_tool_permissions={"memory__forget": "admin"})
+    tools = bot.require_engine().toolset
+    assert "memory__recall" not in tools.tools and "memory__recall" in tools.disabled
+    assert tools.tools["memory__forget"].permission == "admin"
+    with running.using(bot):
+        asked = await ask(fake, onebot(), "group", "hello")
+        offered = {t["function"]["name"] for t in asked[0]["tools"]}
+        assert "memory__remember" in offered and "memory__forget" not in offered  # a member asks
+        asked = await ask(fake, onebot(), "group", "hello", role="admin")
+        assert "memory__forget" in {t["function"]["name"] for t in asked[0]["tools"]}
+    assert "no such tool" not in caplog.text and "names 'memory" not in caplog.text
+
+    off = await assembled(marsho_disabled_toolkits=["memory"])
+    assert not any(name.startswith("memory__") for name in off.require_engine().toolset.tools)
+    assert off.memory_book is not None  # what is kept still comes up beside questions
+
+
+async def test_a_question_from_someone_without_memories_costs_no_search(
+        app, fake: FakeOpenAI, book: MemoryBook, monkeypatch: pytest.MonkeyPatch) -> None:
+    searches: list[Sight] = []
+    search = book.store.search
+
+    async def counted(sight: Sight, *args: Any, **kwargs: Any) -> Any:
+        searches.append(sight)
+        return await search(sight, *args, **kwargs)
+
+    monkeypatch.setattr(book.store, "search", counted)
+    await ask(fake, onebot(), "private", "what is my cat called?")
+    assert searches == []
+    await ask(fake, onebot(), "private", "my cat is called Mochi", remember("Their cat is called Mochi"))
+    asked = await ask(fake, onebot(), "private", "what is my cat called?")  # at once: told here
+    assert "Mochi" in question_of(asked[0]) and len(searches) == 1
+    await ask(fake, onebot(GROUP_B), "group", "what is my cat called?", user_id=BOB)
+    assert len(searches) == 1  # Bob has none, nor has group B
+
+
+async def test_a_memory_kept_by_another_bot_process_comes_up_within_the_refresh(
+        app, fake: FakeOpenAI, book: MemoryBook, monkeypatch: pytest.MonkeyPatch) -> None:
+    from nonebot_plugin_marsho.agent import memory as memory_module
+
+    await ask(fake, onebot(), "private", "hello")  # who has memories is read: nobody
+    other_process = MemoryStore(book.store.store)
+    await other_process.add("user", f"OneBot V11:{ALICE}", "Their cat is called Mochi",
+                            learned_in=f"OneBot V11:private:{ALICE}", private=True,
+                            author=f"OneBot V11:{ALICE}", limit=50)
+    asked = await ask(fake, onebot(), "private", "what is my cat called?")
+    assert "Mochi" not in question_of(asked[0])  # not yet: the list is trusted for OWNERS_TTL
+    monkeypatch.setattr(memory_module, "OWNERS_TTL", 0.0)
+    await ask(fake, onebot(), "private", "what is my cat called?")  # the list is read again meanwhile
+    await book.settled()
+    asked = await ask(fake, onebot(), "private", "what is my cat called?")
+    assert "Mochi" in question_of(asked[0])
+
+
 # the store's full-text search, on SQLite and PostgreSQL -------------------------------------------------------
 
 

@@ -10,6 +10,7 @@ own, and a group's may be forgotten by its admins or by whoever told it.
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Literal
 
 from ..exceptions import StoreError
@@ -20,6 +21,7 @@ from ..tools.model import ToolContext, Toolkit, ToolResponse
 from ..tools.schema import function_tool
 
 TOOLKIT = "memory"
+MEMORY_TOOLS = (f"{TOOLKIT}__remember", f"{TOOLKIT}__recall", f"{TOOLKIT}__forget")
 RECALL_LIMIT = 20
 """Memories one memory__recall lists at most."""
 
@@ -27,6 +29,10 @@ OUTSIDE_CHAT = ("Memory is kept only in chats: this call has no asker and no cha
                 "or a library call without them), so there is nothing to remember, recall or forget here.")
 STORE_FAILED = "The memory store is unavailable right now (the database failed); say so and try again later."
 ADMIN_ROLES = ("admin", "owner", "superuser")
+OWNERS_TTL = 60.0
+"""Seconds the list of people and groups with memories is trusted before it is read again (in
+the background): a memory another bot process keeps (or `import-memory`) comes up beside
+questions within this long; this process's own at once."""
 
 
 class MemoryBook:
@@ -45,6 +51,11 @@ class MemoryBook:
         self.days = days
         self.texts = Texts(language)
         self._touching: set[asyncio.Task[None]] = set()
+        self._owners: set[tuple[str, str]] | None = None
+        """Who has memories: a question from someone without any (in a group without any)
+        costs no search. Read at the first question, again every OWNERS_TTL seconds."""
+        self._owners_read = 0.0
+        self._reading: asyncio.Task[None] | None = None
 
     def sight(self, context: ToolContext | None) -> Sight | None:
         """Which memories a turn asked with `context` may use; None outside a chat."""
@@ -147,6 +158,7 @@ class MemoryBook:
         except StoreError as error:
             logger.warning(f"marsho: memory__remember in {sight.chat} failed: {error}")
             return ToolResponse.error(STORE_FAILED)
+        self._kept("group" if about == "group" else "user", added.memory.owner)
         whom = "the group" if about == "group" else "the person asking"
         if added.again:
             answer = f"Already remembered as #{added.memory.id} (about {whom}); kept it fresh."
@@ -214,6 +226,8 @@ class MemoryBook:
         if sight is None or self.recall <= 0 or not query_terms(question):
             return ""
         try:
+            if not await self._may_have(sight):
+                return ""
             found = await self.store.search(sight, question, limit=self.recall, touch=False)
         except Exception as error:  # the question goes on without its memories
             logger.warning(f"marsho: memories for a question in {sight.chat} not read: {error}")
@@ -227,6 +241,33 @@ class MemoryBook:
                    text=memory.text) for memory in found]
         return t("memory.note", memories="\n".join(lines))
 
+    async def _may_have(self, sight: Sight) -> bool:
+        """Whether the asker, or the group asked in, may have memories (False: surely none)."""
+        if self._owners is None:
+            await self._read_owners()
+        elif time.monotonic() - self._owners_read > OWNERS_TTL and self._reading is None:
+            self._reading = asyncio.get_running_loop().create_task(self._read_owners())
+        owners = self._owners or set()
+        group = sight.group is not None and ("group", sight.group) in owners
+        return ("user", sight.person) in owners or group
+
+    async def _read_owners(self) -> None:
+        background = self._owners is not None
+        try:
+            self._owners, self._owners_read = await self.store.owners(), time.monotonic()
+        except Exception as error:
+            if not background:
+                raise
+            logger.warning(f"marsho: who has memories not read again: {error}")  # kept as it was
+            self._owners_read = time.monotonic()
+        finally:
+            self._reading = None
+
+    def _kept(self, about: str, owner: str) -> None:
+        """`owner` has a memory now: it is searched from the next question on."""
+        if self._owners is not None:
+            self._owners.add((about, owner))
+
     def _touch_soon(self, ids: list[int]) -> None:
         task = asyncio.get_running_loop().create_task(self._touch(ids))
         self._touching.add(task)
@@ -239,9 +280,11 @@ class MemoryBook:
             logger.warning(f"marsho: memories {ids} not marked as used: {error}")
 
     async def settled(self) -> None:
-        """Wait for the background marks of use (before closing the database, and in tests)."""
-        while self._touching:
-            await asyncio.gather(*list(self._touching), return_exceptions=True)
+        """Wait for the background marks of use and reads (before closing the database, and in
+        tests)."""
+        while self._touching or self._reading is not None:
+            reading = [self._reading] if self._reading is not None else []
+            await asyncio.gather(*self._touching, *reading, return_exceptions=True)
 
 
 def _about(memory: Memory) -> str:

@@ -22,7 +22,7 @@ from ..agent.chatlog import ChatLog
 from ..agent.engine import Engine
 from ..agent.gate import RequestGate
 from ..agent.llm import Fallback, LLMClient
-from ..agent.memory import MemoryBook
+from ..agent.memory import MEMORY_TOOLS, TOOLKIT, MemoryBook
 from ..agent.metering import Limits, Meter
 from ..agent.persona import GroupPersonas, Nicknames, Prompt, clock
 from ..agent.praises import PraisesFile
@@ -35,6 +35,7 @@ from ..store.sql import SqlStore
 from ..store.usage import UsageStore
 from ..tools import BUILTIN_TOOLSET, LoadProblem, ToolRunner, Toolset, ToolsetSource, load_toolset
 from ..tools.runner import SECRET_PRESET
+from ..tools.schema import ToolDefinitionError, check_permission
 from ..tools.webservices import load_webservices
 from .active import ActiveReplies
 from .debounce import Debounce
@@ -205,10 +206,12 @@ class Marsho:
             logger.warning(f"marsho: MARSHO_ENABLED_TOOLKITS names {name!r}, which did not load")
         for name in sorted(set(config.marsho_toolkit_settings) - loaded):
             logger.warning(f"marsho: MARSHO_TOOLKIT_SETTINGS names toolkit {name!r}, which is not loaded")
-        known = set(toolset.tools) | loaded | set(toolset.disabled)
+        # the memory tools join later (add_memory), and these settings apply to them too
+        memory = {TOOLKIT, *MEMORY_TOOLS} if config.marsho_memory else set()
+        known = set(toolset.tools) | loaded | set(toolset.disabled) | memory
         for name in sorted(set(config.marsho_tool_permissions) - known):
             logger.warning(f"marsho: MARSHO_TOOL_PERMISSIONS names {name!r}: no such tool or toolkit")
-        for name in sorted(set(config.marsho_disabled_tools) - set(toolset.disabled)):
+        for name in sorted(set(config.marsho_disabled_tools) - set(toolset.disabled) - memory):
             logger.warning(f"marsho: MARSHO_DISABLED_TOOLS names {name!r}: no such tool")
 
     def database_url(self) -> str:
@@ -351,8 +354,25 @@ class Marsho:
                           chars=config.marsho_memory_chars, recall=config.marsho_memory_recall,
                           days=config.marsho_memory_days, language=config.marsho_lang)
         toolkit = book.toolkit()
+        # MARSHO_DISABLED_TOOLS, MARSHO_TOOL_PERMISSIONS and MARSHO_DISABLED_TOOLKITS apply as to
+        # any toolkit (`memory__forget` for admins only...)
+        off = set(config.marsho_disabled_tools)
+        toolset.disabled.extend(tool.name for tool in toolkit.tools if tool.name in off)
+        toolkit.tools = [tool for tool in toolkit.tools if tool.name not in off]
+        for tool in toolkit.tools:
+            override = (config.marsho_tool_permissions.get(tool.name)
+                        or config.marsho_tool_permissions.get(toolkit.name))
+            try:
+                if override:
+                    tool.permission = check_permission(override, tool.name)
+            except ToolDefinitionError as error:  # the tool keeps its own
+                logger.warning(f"marsho: toolkit {toolkit.name}: MARSHO_TOOL_PERMISSIONS: {error}")
         clash = next((kit for kit in toolset.toolkits if kit.name == toolkit.name), None)
-        if clash is not None:
+        if toolkit.name in config.marsho_disabled_toolkits:
+            toolset.disabled.append(toolkit.name)
+            logger.info(f"marsho: the memory tools are off (MARSHO_DISABLED_TOOLKITS names "
+                        f"{toolkit.name!r}); the memories that fit each question are still recalled")
+        elif clash is not None:
             problem = LoadProblem(toolkit.name, clash.path or Path(toolkit.name),
                                   f"a toolkit named {toolkit.name!r} is already loaded, so the built-in "
                                   "memory tools are not; rename yours to use them")

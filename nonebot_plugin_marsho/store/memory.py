@@ -307,6 +307,17 @@ class MemoryStore:
         except SQLAlchemyError as error:
             raise StoreError(code="store.read", url=self.store.safe_url, detail=_describe(error)) from None
 
+    async def owners(self) -> set[tuple[str, str]]:
+        """Every (about, owner) with at least one memory."""
+        m = memories_table.c
+        await self.store._ready()
+        try:
+            async with self._connection(write=False) as conn:
+                return {(row.about, row.owner) for row in
+                        (await conn.execute(select(m.about, m.owner).distinct())).all()}
+        except SQLAlchemyError as error:
+            raise StoreError(code="store.read", url=self.store.safe_url, detail=_describe(error)) from None
+
     async def get(self, memory_id: int, *, sight: Sight | None = None) -> Memory | None:
         """One memory by its id (with `sight`: only if that turn may use it)."""
         query = select(*_COLUMNS).where(memories_table.c.id == memory_id)
