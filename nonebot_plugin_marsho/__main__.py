@@ -267,6 +267,8 @@ MARSHOAI_MEMORY_FILE = "memory.json"
 def read_marshoai_memories(path: Path) -> tuple[dict[str, list[str]], list[str]]:
     """The memories of marshoai's memory.json (or of the folder holding it), by user id, and what
     could not be read (each naming where); raises ValueError when the file as a whole cannot be."""
+    from nonebot_plugin_marsho.tools.runner import clean_text
+
     if path.is_dir():
         path = path / MARSHOAI_MEMORY_FILE
     try:
@@ -276,6 +278,8 @@ def read_marshoai_memories(path: Path) -> tuple[dict[str, list[str]], list[str]]
                          "data folder)") from None
     except UnicodeDecodeError as error:
         raise ValueError(f"{path}: not UTF-8 text ({error.reason} at byte {error.start})") from None
+    except RecursionError:
+        raise ValueError(f"{path}: nested too deeply to be marshoai's memory file") from None
     except json.JSONDecodeError as error:
         raise ValueError(f"{path}: not JSON: {error.msg} at line {error.lineno}, "
                          f"column {error.colno}") from None
@@ -287,8 +291,8 @@ def read_marshoai_memories(path: Path) -> tuple[dict[str, list[str]], list[str]]
     found: dict[str, list[str]] = {}
     problems: list[str] = []
     for user_id, memories in data.items():
-        user = str(user_id).strip()
-        if not user or len(user) > 64 or any(c.isspace() for c in user):
+        user = clean_text(str(user_id)).strip()
+        if not user or len(user) > 64 or any(c.isspace() or c in ":/\x00" for c in user):
             problems.append(f"{path}: {user_id!r} is not a user id; its memories were skipped")
             continue
         if isinstance(memories, str):
@@ -298,10 +302,12 @@ def read_marshoai_memories(path: Path) -> tuple[dict[str, list[str]], list[str]]
                             f"{type(memories).__name__}; skipped")
             continue
         for index, memory in enumerate(memories):
-            if not isinstance(memory, str) or not memory.strip():
+            if isinstance(memory, str):  # no NUL (PostgreSQL refuses it), no lone surrogate
+                memory = " ".join(clean_text(memory).replace("\x00", " ").split())
+            if not isinstance(memory, str) or not memory:
                 problems.append(f"{path}: {user_id!r}[{index}]: not a text; skipped")
                 continue
-            found.setdefault(user, []).append(memory.strip())
+            found.setdefault(user, []).append(memory)
     return found, problems
 
 
@@ -359,7 +365,11 @@ async def command_import_memory(app: Any, path: Path, platform: str, from_groups
         + (f"; {again} were already kept" if again else "")
         + (f"; {cut} cut to MARSHO_MEMORY_CHARS={chars} characters" if cut else "")
         + (f"; {left_out} older ones left out by MARSHO_MEMORY_PER_USER={limit}" if left_out else "") + ".")
-    if from_groups:
+    if from_groups and config.marsho_memory_scope == "chat":
+        say("! MARSHO_MEMORY_SCOPE=chat uses a memory only in the chat it was learned in, and marshoai "
+            "did not record one: these are unused until the scope is `user` (or import them without "
+            "--from-groups, for each person's private chat).", file=sys.stderr)
+    elif from_groups:
         say("They are used in the groups of each person and in their private chat (--from-groups).")
     else:
         say("They are used only in each person's private chat: marshoai did not record where it learned "

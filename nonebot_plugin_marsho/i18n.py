@@ -122,7 +122,7 @@ EN: dict[str, str] = {
     ),
     "usage.quota": "{name}.quota [user|group <id> <tokens|off|default>]  daily token quotas (superusers)",
     "usage.memory": (
-        "{name}.memory [forget <n>|all]  what I remember about you, and forgetting it (group: this "
+        "{name}.memory [forget <number>|all]  what I remember about you, and forgetting it (group: this "
         "group's; group admins may delete them)"
     ),
     # marsho.tools
@@ -307,8 +307,10 @@ EN: dict[str, str] = {
     ),
     "memory.group_only": "{name}.memory group is about the group it is sent in; send it there.",
     "memory.admins": "Only group admins and owners may delete this group's memories.",
-    "memory.no_number": "There is no memory {number}: the list has {count} ({name}.memory shows it).",
-    "memory.forgot_one": "Forgotten: {number}. {text}",
+    "memory.no_number": (
+        "There is no memory #{number} in the list ({name}.memory shows it, each with its number)."
+    ),
+    "memory.forgot_one": "Forgotten: #{number} {text}",
     "memory.forgot_all": "Forgotten: {count} memories.",
     "memory.nothing": "There was nothing to forget.",
     "memory.head_own": "What I remember about you ({count}):",
@@ -321,14 +323,16 @@ EN: dict[str, str] = {
     "memory.head_group_empty": "I remember nothing about this group ({id}).",
     "memory.more": "… and {count} more (deleted by number just the same).",
     "memory.how_to_forget": (
-        "Delete one: {name}.memory{group}{of} forget <n>; all: {name}.memory{group}{of} forget all."
+        "Delete one: {name}.memory{group}{of} forget <number>; all: {name}.memory{group}{of} forget all."
     ),
     "memory.private_elsewhere": (
-        "{count} more were told in a private chat; they are listed and deleted only there "
-        "(send {name}.memory to me privately)."
+        "{count} more are not listed here (told in a private chat, or kept for another chat): "
+        "send {name}.memory to me privately to see and delete them."
     ),
     "memory.in_private": "told in a private chat, {day}",
     "memory.in_group": "told in {group}, {day}",
+    "memory.in_this_group": "told in this group, {day}",
+    "memory.in_another_group": "told in another group, {day}",
     "memory.imported": "imported, {day}",
     "seconds": "{n} s",
     "list.separator": ", ",
@@ -518,7 +522,7 @@ ZH: dict[str, str] = {
     ),
     "usage.quota": "{name}.quota [user|group <id> <token数|off|default>]  每日 token 配额（仅超级用户）",
     "usage.memory": (
-        "{name}.memory [forget <序号>|all]  我记得的关于你的事，以及让我忘掉"
+        "{name}.memory [forget <编号>|all]  我记得的关于你的事，以及让我忘掉"
         "（group：本群的，群管理员可删除）"
     ),
     "tools.loaded": "已加载的工具包（{toolkits} 个，共 {tools} 个工具）：",
@@ -676,8 +680,8 @@ ZH: dict[str, str] = {
     ),
     "memory.group_only": "{name}.memory group 说的是发送它的那个群，请在群里发送。",
     "memory.admins": "只有群管理员和群主可以删除本群的记忆。",
-    "memory.no_number": "没有第 {number} 条记忆：列表里共有 {count} 条（{name}.memory 可查看）。",
-    "memory.forgot_one": "已忘掉：{number}. {text}",
+    "memory.no_number": "列表里没有 #{number} 这条记忆（{name}.memory 可查看，每条都有编号）。",
+    "memory.forgot_one": "已忘掉：#{number} {text}",
     "memory.forgot_all": "已忘掉 {count} 条记忆。",
     "memory.nothing": "没有可以忘掉的。",
     "memory.head_own": "我记得的关于你的事（{count} 条）：",
@@ -688,13 +692,15 @@ ZH: dict[str, str] = {
     "memory.head_group_empty": "我不记得关于本群（{id}）的任何事。",
     "memory.more": "……还有 {count} 条（同样可以按序号删除）。",
     "memory.how_to_forget": (
-        "删除一条：{name}.memory{group}{of} forget <序号>；全部：{name}.memory{group}{of} forget all。"
+        "删除一条：{name}.memory{group}{of} forget <编号>；全部：{name}.memory{group}{of} forget all。"
     ),
     "memory.private_elsewhere": (
-        "还有 {count} 条是在私聊里说的，只能在私聊中查看和删除（私聊我发送 {name}.memory）。"
+        "还有 {count} 条没有在这里列出（在私聊中说的，或属于别的聊天）：私聊我发送 {name}.memory 查看和删除。"
     ),
     "memory.in_private": "私聊中告诉我的，{day}",
     "memory.in_group": "在 {group} 告诉我的，{day}",
+    "memory.in_this_group": "在本群告诉我的，{day}",
+    "memory.in_another_group": "在另一个群告诉我的，{day}",
     "memory.imported": "导入的，{day}",
     "seconds": "{n} 秒",
     "list.separator": "、",

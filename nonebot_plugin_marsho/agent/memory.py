@@ -18,6 +18,7 @@ from ..i18n import Language, Texts
 from ..redaction import logger
 from ..store.memory import Memory, MemoryStore, Sight, query_terms
 from ..tools.model import ToolContext, Toolkit, ToolResponse
+from ..tools.runner import clean_text
 from ..tools.schema import function_tool
 
 TOOLKIT = "memory"
@@ -56,13 +57,18 @@ class MemoryBook:
         costs no search. Read at the first question, again every OWNERS_TTL seconds."""
         self._owners_read = 0.0
         self._reading: asyncio.Task[None] | None = None
+        self._kept_meanwhile: set[tuple[str, str]] | None = None
+        """Owners given a memory while the list is being read (the read may predate them)."""
 
     def sight(self, context: ToolContext | None) -> Sight | None:
         """Which memories a turn asked with `context` may use; None outside a chat."""
         if context is None or not context.platform or not context.chat_key or not context.user_id:
             return None
-        return Sight(person=f"{context.platform}:{context.user_id}", chat=context.chat_key,
-                     group=context.chat_key if context.group_id else None, per_chat=self.per_chat)
+        # not the asker's own turn (an unsolicited reply, an anonymous sender): no person's
+        fresh_after = time.time() - self.days * 86400 if self.days else 0.0
+        return Sight(person=f"{context.platform}:{context.user_id}" if context.personal else "",
+                     chat=context.chat_key, group=context.chat_key if context.group_id else None,
+                     per_chat=self.per_chat, fresh_after=fresh_after)
 
     # the tools
 
@@ -132,7 +138,12 @@ class MemoryBook:
         sight = self.sight(context)
         if sight is None:
             return ToolResponse.error(OUTSIDE_CHAT)
-        fact = " ".join(text.split())
+        # no NUL (PostgreSQL refuses it), no lone surrogate (nothing can store it)
+        fact = " ".join(clean_text(text).replace("\x00", " ").split())
+        if about == "me" and not sight.person:
+            return ToolResponse.error(
+                "Nothing is remembered about this person here: the message was not addressed to you "
+                "(you chose to answer it), or its sender is anonymous. Remember nothing about them.")
         if not fact:
             return ToolResponse.error("Nothing to remember: `text` is empty. Write the fact to keep.")
         if len(fact) > self.chars:
@@ -253,8 +264,12 @@ class MemoryBook:
 
     async def _read_owners(self) -> None:
         background = self._owners is not None
+        self._kept_meanwhile = set()
         try:
-            self._owners, self._owners_read = await self.store.owners(), time.monotonic()
+            if self.days:  # the unused for MARSHO_MEMORY_DAYS go (searches already skip them)
+                await self.store.expire(self.days)
+            owners = await self.store.owners()
+            self._owners, self._owners_read = owners | self._kept_meanwhile, time.monotonic()
         except Exception as error:
             if not background:
                 raise
@@ -262,11 +277,14 @@ class MemoryBook:
             self._owners_read = time.monotonic()
         finally:
             self._reading = None
+            self._kept_meanwhile = None
 
     def _kept(self, about: str, owner: str) -> None:
         """`owner` has a memory now: it is searched from the next question on."""
         if self._owners is not None:
             self._owners.add((about, owner))
+        if self._kept_meanwhile is not None:
+            self._kept_meanwhile.add((about, owner))
 
     def _touch_soon(self, ids: list[int]) -> None:
         task = asyncio.get_running_loop().create_task(self._touch(ids))

@@ -795,7 +795,9 @@ async def _chat(
     context = ToolContext(session_key=key, user_id=user_id, group_id=where.group_id, role=role,
                           bot=bot, event=event, platform=where.platform,
                           chat_key=session_key(where.platform, group_id=where.group_id, user_id=user_id,
-                                               channel=where.kind == "channel"))
+                                               channel=where.kind == "channel"),
+                          # an unsolicited reply: the speaker asked nothing of marsho
+                          personal=observed is None and not where.anonymous)
     group_persona, unread = await _group_side(app, where, key)
     content = question.content()
     if unread is not None:

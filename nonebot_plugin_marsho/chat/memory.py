@@ -10,10 +10,12 @@
 
 from __future__ import annotations
 
+import unicodedata
+from collections.abc import Callable
 from datetime import datetime
 
 from ..i18n import Texts
-from ..store.memory import About, Memory, MemoryStore
+from ..store.memory import About, Memory
 from ..store.session import session_key
 from ..tools.model import Role
 from .app import Marsho
@@ -30,10 +32,14 @@ MAX_SHOWN = 50
 """Memories one listing shows (the rest are counted, and deleted by number just the same)."""
 
 
-def _private_filter(where: Where, about: About) -> bool | None:
-    """Which of an owner's memories a listing here shows: in a group, a person's told outside
-    private chats only (False); else all (None)."""
-    return False if about == "user" and where.shared else None
+def _shown_here(where: Where, about: About, per_chat: bool) -> Callable[[Memory], bool]:
+    """Which of an owner's memories a listing here shows (and `forget all` here deletes): in a
+    group, a person's told outside private chats, and under MARSHO_MEMORY_SCOPE=chat only those
+    told in this group (the group reads the reply); elsewhere all."""
+    if about == "group" or not where.shared:
+        return lambda memory: True
+    here = group_key(where)
+    return lambda memory: not memory.private and (not per_chat or memory.learned_in == here)
 
 
 async def memory_command(app: Marsho, where: Where, role: Role, text: str) -> str:
@@ -41,7 +47,9 @@ async def memory_command(app: Marsho, where: Where, role: Role, text: str) -> st
     t, memories, name = app.texts, app.memories, app.config.marsho_name
     if memories is None:
         return t("memory.unavailable")
-    words = text.split()
+    if app.config.marsho_memory_days:  # what has not been used for that long is gone
+        await memories.expire(app.config.marsho_memory_days)
+    words = unicodedata.normalize("NFKC", text).split()  # full-width digits: "forget ２"
     about: About = "user"
     owner = where.person
     whose = "own"
@@ -64,32 +72,38 @@ async def memory_command(app: Marsho, where: Where, role: Role, text: str) -> st
         else:
             return t("memory.group_only", name=name)
         whose = "group"
-    private_filter = _private_filter(where, about)
+    shown = _shown_here(where, about, app.config.marsho_memory_scope == "chat")
+    kept = await memories.of_owner(about, owner)
+    listed = [memory for memory in kept if shown(memory)]
+    hidden = len(kept) - len(listed)
+    here = group_key(where) if where.shared else None
     if not words:
-        return await _listing(t, memories, about, owner, private_filter, whose, shown_id, name)
+        return _listing(t, listed, hidden, about, whose, shown_id, name, here)
     if words[0].casefold() not in FORGET_WORDS or len(words) != 2:
         return t("memory.bad", name=name)
     if about == "group" and whose == "group" and role == "member":
         return t("memory.admins", name=name)
     target = words[1].casefold()
     if target in ALL_WORDS:
-        gone = await memories.delete_owner(about, owner, private=private_filter)
-        return _after_forget(t, gone, await _hidden(memories, about, owner, private_filter), name)
-    if not (target.isascii() and target.isdigit()):
+        gone = await memories.delete([memory.id for memory in listed])
+        lines = [t("memory.forgot_all", count=gone) if gone else t("memory.nothing")]
+        if hidden:
+            lines.append(t("memory.private_elsewhere", count=hidden, name=name))
+        return "\n".join(lines)
+    target = target.removeprefix("#")
+    if not (target.isascii() and target.isdigit() and len(target) <= 18):
         return t("memory.bad", name=name)
-    listed = await memories.of_owner(about, owner, private=private_filter)
-    number = int(target)
-    if not 1 <= number <= len(listed):
-        return t("memory.no_number", number=number, count=len(listed), name=name)
-    chosen = listed[number - 1]
+    # the number the listing shows is the memory's own: it stays the same when others come
+    # and go, so the one deleted is the one read
+    chosen = next((memory for memory in listed if memory.id == int(target)), None)
+    if chosen is None:
+        return t("memory.no_number", number=int(target), name=name)
     await memories.delete([chosen.id])
-    return t("memory.forgot_one", number=number, text=_short(chosen.text))
+    return t("memory.forgot_one", number=chosen.id, text=_short(chosen.text))
 
 
-async def _listing(t: Texts, memories: MemoryStore, about: About, owner: str, private_filter: bool | None,
-                   whose: str, shown_id: str, name: str) -> str:
-    listed = await memories.of_owner(about, owner, private=private_filter)
-    hidden = await _hidden(memories, about, owner, private_filter)
+def _listing(t: Texts, listed: list[Memory], hidden: int, about: About, whose: str, shown_id: str,
+             name: str, here: str | None) -> str:
     if not listed:
         empty = {"own": t("memory.head_own_empty", name=name),
                  "user": t("memory.head_user_empty", id=shown_id),
@@ -100,8 +114,8 @@ async def _listing(t: Texts, memories: MemoryStore, about: About, owner: str, pr
                 "user": t("memory.head_user", id=shown_id, count=len(listed)),
                 "group": t("memory.head_group", id=shown_id, count=len(listed))}
         lines = [head[whose]]
-        lines += [f"{number}. {_short(memory.text)}  ({_where_text(t, memory)})"
-                  for number, memory in enumerate(listed[:MAX_SHOWN], start=1)]
+        lines += [f"#{memory.id} {_short(memory.text)}  ({_where_text(t, memory, here)})"
+                  for memory in listed[:MAX_SHOWN]]
         if len(listed) > MAX_SHOWN:
             lines.append(t("memory.more", count=len(listed) - MAX_SHOWN))
         lines.append(t("memory.how_to_forget", name=name, group=" group" if about == "group" else "",
@@ -111,27 +125,17 @@ async def _listing(t: Texts, memories: MemoryStore, about: About, owner: str, pr
     return "\n".join(lines)
 
 
-async def _hidden(memories: MemoryStore, about: About, owner: str, private_filter: bool | None) -> int:
-    """How many memories the listing here leaves out (told in private chats, listed in one)."""
-    if private_filter is None:
-        return 0
-    return await memories.count(about, owner, private=not private_filter)
-
-
-def _after_forget(t: Texts, gone: int, hidden: int, name: str) -> str:
-    lines = [t("memory.forgot_all", count=gone) if gone else t("memory.nothing")]
-    if hidden:
-        lines.append(t("memory.private_elsewhere", count=hidden, name=name))
-    return "\n".join(lines)
-
-
-def _where_text(t: Texts, memory: Memory) -> str:
-    """Where and when a memory was told: "private chat, 2026-12-01" or "group 123, ..."."""
+def _where_text(t: Texts, memory: Memory, here: str | None) -> str:
+    """Where and when a memory was told: "told in a private chat, 2026-12-01", "told in 123, ...";
+    listed in a group (`here`), another group is not named: the group reads the reply."""
     day = datetime.fromtimestamp(memory.created_at).strftime("%Y-%m-%d")
     if memory.learned_in == "import":
         return t("memory.imported", day=day)
     if memory.private:
         return t("memory.in_private", day=day)
+    if here is not None:
+        return t("memory.in_this_group", day=day) if memory.learned_in == here else t(
+            "memory.in_another_group", day=day)
     chat = memory.learned_in.split(":", 2)[-1]
     return t("memory.in_group", group=chat, day=day)
 

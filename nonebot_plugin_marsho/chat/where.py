@@ -66,6 +66,9 @@ class Where:
     channel_id: str | None = None
     guessed: bool = False
     """uninfo could not tell (an API call failed): the chat was read off the event's own ids."""
+    anonymous: bool = False
+    """The sender hid who they are (a OneBot v11 anonymous group message: every anonymous member
+    has the same id), so nothing is remembered about, or recalled for, "them"."""
 
     @property
     def shared(self) -> bool:
@@ -107,7 +110,9 @@ def platform_name(bot: Bot) -> str:
 
 
 def _onebot_v11(bot: Bot, event: Event) -> Where:
-    group_id = getattr(event, "group_id", None)
+    # a temporary chat started from a group (NapCat, LLOneBot: message_type "private", sub_type
+    # "group") carries that group's id, and is a private chat all the same
+    group_id = None if looks_private(event) else getattr(event, "group_id", None)
     user_id = str(getattr(event, "user_id", "") or "")
     sender = getattr(event, "sender", None)
     name = str(getattr(sender, "card", None) or getattr(sender, "nickname", None) or "")
@@ -119,6 +124,7 @@ def _onebot_v11(bot: Bot, event: Event) -> Where:
         user_id=user_id,
         name=name,
         role=role if role in ("owner", "admin") else "member",
+        anonymous=getattr(event, "anonymous", None) is not None,
     )
 
 

@@ -38,7 +38,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..exceptions import StoreError
-from .sql import SqlStore, _describe, _held_connection, memories_table
+from .sql import SqlStore, _describe, _held_connection, _lock_id, memories_table
 
 About = Literal["user", "group"]
 
@@ -50,7 +50,13 @@ OWNER_CHARS = 255
 
 _CJK = (r"\u2e80-\u2fdf\u3040-\u30ff\u3100-\u312f\u3190-\u31ff\u3400-\u4dbf\u4e00-\u9fff"
         r"\uac00-\ud7af\uf900-\ufaff\U00020000-\U0003134f")
-_RUN = re.compile(rf"[{_CJK}]+|[^\W_{_CJK}]+", re.UNICODE)
+_MARKS = (r"\u0300-\u036f\u0483-\u0489\u0591-\u05c7\u0610-\u061a\u064b-\u065f\u0670\u06d6-\u06ed"
+          r"\u0900-\u0dff\u0e31-\u0e3a\u0e47-\u0e4e\u0eb1-\u0ebc\u0ec8-\u0ecd\u0f18-\u0fbc"
+          r"\u102b-\u109d\u17b4-\u17d3\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20f0\ufe20-\ufe2f")
+r"""Combining marks that belong inside words (Devanagari and the other Indic scripts, Thai, Lao,
+Tibetan, Myanmar, Khmer vowel signs; Hebrew and Arabic points; accents NFKC leaves apart): `\w`
+leaves them out, which would split "है" into letters that match unrelated words."""
+_RUN = re.compile(rf"[{_CJK}]+|(?:[^\W_{_CJK}]|[{_MARKS}])+", re.UNICODE)
 _CJK_RUN = re.compile(rf"[{_CJK}]+")
 
 STOPWORDS = frozenset(
@@ -127,6 +133,8 @@ class Sight:
     """The group's key when asked in a group or channel; None in a private chat."""
     per_chat: bool = False
     """MARSHO_MEMORY_SCOPE=chat: a person's memories only in the chat they were learned in."""
+    fresh_after: float = 0.0
+    """Memories last used before this time (MARSHO_MEMORY_DAYS) are as good as gone."""
 
     @property
     def private(self) -> bool:
@@ -135,13 +143,15 @@ class Sight:
     def condition(self) -> ColumnElement[bool]:
         """The memories this turn may use, as a WHERE clause."""
         m = memories_table.c
-        mine = and_(m.about == "user", m.owner == self.person)
+        # no person (an unsolicited reply, an anonymous sender): nobody's memories
+        mine: ColumnElement[bool] = (and_(m.about == "user", m.owner == self.person) if self.person
+                                     else false())
         if self.per_chat:
             mine = and_(mine, m.learned_in == self.chat)
-        if self.group is None:
-            return mine
-        mine = and_(mine, m.private == 0)  # what was said in private stays there
-        return or_(mine, and_(m.about == "group", m.owner == self.group))
+        if self.group is not None:
+            mine = and_(mine, m.private == 0)  # what was said in private stays there
+            mine = or_(mine, and_(m.about == "group", m.owner == self.group))
+        return and_(mine, m.used_at >= self.fresh_after) if self.fresh_after else mine
 
 
 def _row(row: Any) -> Memory:
@@ -199,6 +209,10 @@ class MemoryStore:
         of_owner = and_(m.about == about, m.owner == owner)
         try:
             async with self._connection(write=True) as conn:
+                if self.store.shared:  # one add per owner at a time, in every bot process:
+                    # READ COMMITTED would let parallel adds each see room and each insert
+                    await conn.execute(text("SELECT pg_advisory_xact_lock(:id)"),
+                                       {"id": _lock_id(f"marsho:memory:{about}:{owner}")})
                 if days:
                     await conn.execute(delete(memories_table).where(of_owner, m.used_at < now - days * 86400))
                 rows = (await conn.execute(select(*_COLUMNS).where(of_owner))).all()
@@ -306,6 +320,17 @@ class MemoryStore:
                 return int((await conn.execute(query)).scalar_one())
         except SQLAlchemyError as error:
             raise StoreError(code="store.read", url=self.store.safe_url, detail=_describe(error)) from None
+
+    async def expire(self, days: int, *, now: float | None = None) -> int:
+        """Forget every memory unused for `days` days; returns how many went."""
+        cutoff = (time.time() if now is None else now) - days * 86400
+        await self.store._ready()
+        try:
+            async with self._connection(write=True) as conn:
+                result = await conn.execute(delete(memories_table).where(memories_table.c.used_at < cutoff))
+        except SQLAlchemyError as error:
+            raise StoreError(code="store.clear", url=self.store.safe_url, detail=_describe(error)) from None
+        return int(result.rowcount or 0)
 
     async def owners(self) -> set[tuple[str, str]]:
         """Every (about, owner) with at least one memory."""

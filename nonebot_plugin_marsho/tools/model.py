@@ -154,6 +154,10 @@ class ToolContext:
     chat_key: str = ""
     """The chat asked in: the group's (or guild channel's) key, or the private chat's
     (`X:private:<user>`), whatever MARSHO_SESSION_SCOPE; "" outside a chat."""
+    personal: bool = True
+    """False when the turn is not the asker's own: an unsolicited reply to a message not
+    addressed to marsho, or an anonymous sender (who cannot be told apart). Nothing about the
+    person is then remembered or recalled (memory)."""
 
     def may_use(self, tool: Tool) -> bool:
         """True when the asker's role reaches the tool's permission."""
