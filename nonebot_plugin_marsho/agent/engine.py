@@ -349,8 +349,8 @@ class Engine:
         prompt = self.system_prompt if system_prompt is None else system_prompt
         system = self._system(prompt, summary.text if summary is not None else "")
         _, room = self._layout(system, [asked], tools)
-        first, gap = self._unfolded(history, summary)
-        if not gap and self._start(history, key, room, summary) <= first:
+        first, gap = self._unfolded(key, history, summary)
+        if gap is None and self._start(history, key, room, summary) <= first:
             return summary  # no trim: the common case costs the summary's read alone
         # the new summary may be longer than the one sent so far: trim as if it were as long as
         # it may be, so the turn's requests carry it without trimming again
@@ -359,8 +359,8 @@ class Engine:
         room = max(0, room - max(0, self.summarizer.reserve() - block))
         start = self._start(history, key, room, summary)
         turns = history[first:start]
-        if gap and summary is not None:
-            turns = [*await self._gap(key, summary.through_turn, history[0].id), *turns]
+        if gap is not None:
+            turns = [*await self._gap(key, gap, history[0].id, with_first=summary is None), *turns]
         if not turns:
             return summary
         previous = summary.text if summary is not None else ""
@@ -380,23 +380,26 @@ class Engine:
             logger.warning(f"marsho: session {key}: the summary could not be saved: {error}")
         return new
 
-    @staticmethod
-    def _unfolded(history: list[Turn], summary: Summary | None) -> tuple[int, bool]:
-        """(first, gap): the window's turns from `first` on are not in the summary; with `gap`,
-        neither are stored turns older than the window (the summary's newest is not in it)."""
+    def _unfolded(self, key: str, history: list[Turn], summary: Summary | None) -> tuple[int, str | None]:
+        """(first, gap): the window's turns from `first` on are not in the summary, nor, when
+        `gap` is a turn's id, the stored turns from there to the window (the summary's newest
+        turn, not included; with no summary yet, the oldest turn the session's last request
+        sent, included): a big turn can push several turns out of the store's window at once."""
         if summary is None:
-            return 0, False  # turns older than the window were left out before summaries
+            remembered = self._starts.get(key)
+            # turns older than a start not remembered (a restart) were left out before summaries
+            return 0, remembered if remembered and _index_of(history, remembered) is None else None
         folded = _index_of(history, summary.through_turn)
-        return (0, True) if folded is None else (folded + 1, False)
+        return (0, summary.through_turn) if folded is None else (folded + 1, None)
 
-    async def _gap(self, key: str, after: str, before: str) -> list[Turn]:
-        """The stored turns between the summary's newest and the window's oldest: a big turn can
-        push several out of the store's window at once."""
+    async def _gap(self, key: str, after: str, before: str, *, with_first: bool) -> list[Turn]:
+        """The stored turns between `after` (included `with_first`) and the window's oldest."""
         between = getattr(self.history, "turns_between", None)
         if between is None:
             return []
         try:
-            return list(await between(key, after, before, max_messages=SUMMARY_GAP_MESSAGES))
+            return list(await between(key, after, before, max_messages=SUMMARY_GAP_MESSAGES,
+                                      with_after=with_first))
         except StoreError as error:
             logger.warning(f"marsho: session {key}: could not read the turns to summarise: {error}")
             return []

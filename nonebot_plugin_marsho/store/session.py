@@ -80,9 +80,10 @@ class History(Protocol):
         """Forget the session (and its summary); returns how many turns were dropped."""
         ...
 
-    async def turns_between(self, key: str, after: str, before: str, *, max_messages: int) -> list[Turn]:
-        """The whole turns stored after turn `after` and before turn `before`, oldest first: the
-        newest of them within `max_messages` messages."""
+    async def turns_between(self, key: str, after: str, before: str, *, max_messages: int,
+                            with_after: bool = False) -> list[Turn]:
+        """The whole turns stored after turn `after` (and `after` itself, `with_after`) and before
+        turn `before`, oldest first: the newest of them within `max_messages` messages."""
         ...
 
     async def get_summary(self, key: str) -> Summary | None:

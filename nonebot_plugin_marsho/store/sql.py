@@ -457,10 +457,11 @@ class SqlStore:
             raise StoreError(code="store.clear", url=self.safe_url, detail=_describe(error)) from None
         return int(count)
 
-    async def turns_between(self, key: str, after: str, before: str, *, max_messages: int) -> list[Turn]:
-        """The whole turns stored after turn `after` and before turn `before` (by message order),
-        oldest first: the newest of them within `max_messages` messages; none when either turn
-        is not stored."""
+    async def turns_between(self, key: str, after: str, before: str, *, max_messages: int,
+                            with_after: bool = False) -> list[Turn]:
+        """The whole turns stored after turn `after` (and `after` itself, `with_after`) and before
+        turn `before` (by message order), oldest first: the newest of them within `max_messages`
+        messages; none when either turn is not stored."""
         await self._ready()
         messages = messages_table.c
         try:
@@ -475,7 +476,8 @@ class SqlStore:
                     return []
                 rows = (await conn.execute(
                     select(messages.turn_id, messages.data, messages.tokens)
-                    .where(messages.session_key == key, messages.id > ids[after][1],
+                    .where(messages.session_key == key,
+                           messages.id >= ids[after][0] if with_after else messages.id > ids[after][1],
                            messages.id < ids[before][0])
                     .order_by(messages.id.desc())
                     .limit(max_messages + 1)
