@@ -374,7 +374,7 @@ class Engine:
             text = previous
         new = Summary(text, turns[-1].id, covered, self.counter.count_text(text))
         try:
-            await self.history.save_summary(key, new.text, through_turn=new.through_turn,  # type: ignore[attr-defined]
+            await self.history.save_summary(key, new.text, through_turn=new.through_turn,
                                             turns=new.turns, tokens=new.tokens)
         except StoreError as error:  # this turn still carries it; the next one folds them again
             logger.warning(f"marsho: session {key}: the summary could not be saved: {error}")
