@@ -341,3 +341,40 @@ async def test_history_shows_the_summary_and_reset_clears_it(app: App, plugin_en
         ctx.should_call_api(*reply_call(event, "Done: I forgot this conversation (1 turn)."),
                             result={"message_id": 2})
     assert await store.get_summary(GROUP_KEY) is None
+
+
+# the store --------------------------------------------------------------------------------------
+
+
+async def check_summary_store(store: SqlStore) -> None:
+    """What the engine relies on, on any database: one summary per session, replaced; whole turns
+    between two turns, bounded; clear forgets the summary with the turns."""
+    for number in range(6):
+        await store.append_turn(KEY, [{"role": "user", "content": f"q{number}"},
+                                      {"role": "assistant", "content": f"a{number}"}], [3, 3])
+    await store.append_turn("another", [{"role": "user", "content": "elsewhere"}], [3])
+    ids = [turn.id for turn in await store.recent_turns(KEY, max_messages=100, max_tokens=10**6)]
+    assert await store.get_summary(KEY) is None
+    await store.save_summary(KEY, "first", through_turn=ids[0], turns=1, tokens=1)
+    await store.save_summary(KEY, "second", through_turn=ids[2], turns=3, tokens=2)
+    summary = await store.get_summary(KEY)
+    assert summary is not None and (summary.text, summary.through_turn, summary.turns) == ("second", ids[2], 3)
+
+    def questions(turns: list[Turn]) -> list[str]:
+        return [turn.messages[0]["content"] for turn in turns]
+
+    assert questions(await store.turns_between(KEY, ids[0], ids[5], max_messages=100)) == ["q1", "q2", "q3", "q4"]
+    assert questions(await store.turns_between(KEY, ids[0], ids[5], max_messages=100, with_after=True)) == [
+        "q0", "q1", "q2", "q3", "q4"]
+    assert questions(await store.turns_between(KEY, ids[0], ids[5], max_messages=5)) == ["q3", "q4"]  # whole
+    assert await store.turns_between(KEY, "0" * 32, ids[5], max_messages=100) == []
+    assert await store.clear(KEY) == 6
+    assert await store.get_summary(KEY) is None
+
+
+async def test_the_summary_store_on_sqlite(tmp_path: Path) -> None:
+    store = SqlStore(f"sqlite:///{tmp_path / 'marsho.db'}")
+    try:
+        await check_summary_store(store)
+    finally:
+        await store.close()
