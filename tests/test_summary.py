@@ -310,7 +310,7 @@ def test_marsho_summary_false_builds_no_summarizer(fake: FakeOpenAI, tmp_path: P
 GROUP_KEY = "OneBot V11:group:20001"
 
 
-async def test_history_shows_the_summary_and_reset_clears_it(app: App, plugin_engine: Engine) -> None:
+async def test_history_and_export_show_the_summary_and_reset_clears_it(app: App, plugin_engine: Engine) -> None:
     store = plugin_engine.history
     assert isinstance(store, SqlStore)
     await store.append_turn(GROUP_KEY, [{"role": "user", "content": "hi"},
@@ -334,6 +334,16 @@ async def test_history_shows_the_summary_and_reset_clears_it(app: App, plugin_en
         ctx.should_call_api(api, {**data, "message": Captured()}, result={"message_id": 1})
     assert "Summary of 7 turns trimmed earlier" in captured[-1]
     assert "Alice said her cat is called Mochi." in captured[-1]
+    event = group_message("marsho.export", user_id=int(SUPERUSER_ID))
+    api, data = reply_call(event, "")
+    async with app.test_matcher() as ctx:
+        bot = onebot_bot(ctx)
+        ctx.receive_event(bot, event)
+        ctx.should_call_api(api, {**data, "message": Captured()}, result={"message_id": 3})
+    found = re.match(r"\d+ messages exported to (.+?\.json)\n", captured[-1])
+    assert found is not None
+    exported = json.loads(Path(found.group(1)).read_text(encoding="utf-8"))
+    assert exported["summary"]["text"] == "Alice said her cat is called Mochi." and exported["summary"]["turns"] == 7
     event = group_message("marsho.reset", user_id=int(SUPERUSER_ID))
     async with app.test_matcher() as ctx:
         bot = onebot_bot(ctx)
