@@ -9,7 +9,7 @@ from typing import Any
 
 from ..exceptions import MarshoError
 from ..i18n import Language, text
-from ..redaction import logger
+from ..redaction import logger, redact
 from ..store.session import Message, Turn
 from .llm import LLMClient
 from .tokens import TokenCounter
@@ -127,7 +127,8 @@ class Summarizer:
             completion = await self.llm.complete(self.prompt(previous, turns), None)
         except MarshoError as error:
             raise SummaryError(f"the summary request failed: {error}") from error
-        summary = (completion.content or "").strip()
+        # stored like history: without any of the bot's secrets, whoever wrote them
+        summary = redact(completion.content or "").strip()
         if not summary:
             raise SummaryError("the model answered the summary request with nothing")
         return self.counter().truncate(summary, self.max_tokens)
