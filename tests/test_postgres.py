@@ -520,3 +520,13 @@ async def test_a_process_killed_mid_turn_frees_the_session_and_leaves_no_half_tu
         await close_engine(engine)
         await store.close()
 
+
+
+async def test_summaries_on_postgres(pg_url: str) -> None:
+    from tests.test_summary import check_summary_store
+
+    store = SqlStore(pg_url)
+    try:
+        await check_summary_store(store)
+    finally:
+        await store.close()

@@ -10,12 +10,13 @@ from typing import Any
 
 from ..exceptions import BudgetError, StoreError
 from ..redaction import logger, redact
-from ..store.session import History, Message, Turn
+from ..store.session import History, Message, Summary, Turn
 from ..tools.model import ToolCall, ToolContext, ToolResult, Toolset
 from ..tools.runner import ToolRunner, clean_text
 from .budget import fit_current, fit_history, history_start
 from .llm import LLMClient, Route
 from .persona import with_turn_note
+from .summary import SUMMARY_GAP_MESSAGES, Summarizer
 from .tokens import TokenCounter, load_counter
 
 
@@ -192,6 +193,11 @@ def _redacted_call(call: Any) -> Any:
     return {**call, "function": {**function, "arguments": redact(str(function.get("arguments", "")))}}
 
 
+def _index_of(history: list[Turn], turn_id: str) -> int | None:
+    """Where the turn with this id is in `history`, if it is."""
+    return next((i for i, turn in enumerate(history) if turn.id and turn.id == turn_id), None)
+
+
 def hidden_result(name: str) -> str:
     """What the model reads in place of a result the asker may not see."""
     return (f"[the result of {name} is hidden: the person asking now may not use that tool; "
@@ -257,6 +263,7 @@ class Engine:
         max_tokens: int = 8000,
         counter: TokenCounter | None = None,
         picture_placeholder: str = "[picture]",
+        summarizer: Summarizer | None = None,
     ) -> None:
         self.llm = llm
         self.toolset = toolset
@@ -269,6 +276,8 @@ class Engine:
         self.counter = counter or TokenCounter()
         self.picture_placeholder = picture_placeholder
         """What history keeps of a picture, and what a picture that does not fit becomes."""
+        self.summarizer = summarizer
+        """Folds the turns a trim leaves out into the session's summary (MARSHO_SUMMARY); None: off."""
         self._tools_token_cache: dict[tuple[str, ...], tuple[TokenCounter, int]] = {}
         self._starts: dict[str, str] = {}
         """Per session, the id of the oldest turn its last request sent: the history is trimmed
@@ -282,6 +291,45 @@ class Engine:
             cached = self._tools_token_cache[names] = (self.counter, self.counter.count_tools(tools))
         return cached[1]
 
+    def _system(self, prompt: str, summary: str) -> list[Message]:
+        """The request's one system message (some providers refuse a second): the system prompt,
+        then the session's summary."""
+        block = self.summarizer.block(summary) if summary and self.summarizer is not None else ""
+        content = "\n\n".join(part for part in (prompt, block) if part)
+        return [{"role": "system", "content": content}] if content else []
+
+    def _layout(self, system: list[Message], current: list[Message],
+                tools: list[dict[str, Any]]) -> tuple[list[Message], int]:
+        """The running turn cut to fit beside the fixed part (system message, tool schemas), and
+        the tokens left for history."""
+        fixed = sum(map(self.counter.count_message, system)) + self._tools_tokens(tools)
+        if fixed >= self.max_tokens * 0.9:
+            raise BudgetError(code="budget.fixed", tokens=fixed, budget=self.max_tokens)
+        current = fit_current(current, self.counter, self.max_tokens - fixed,
+                              placeholder=self.picture_placeholder)
+        return current, max(0, self.max_tokens - fixed - sum(map(self.counter.count_message, current)))
+
+    def _start(self, history: list[Turn], key: str, room: int, summary: Summary | None) -> int:
+        """Where the session's history sent begins (budget.history_start from where its previous
+        request's began), not remembered yet. Never at or before the summary's newest turn: those
+        are in the summary (this also keeps the start across a restart)."""
+        remembered = self._starts.get(key)
+        # not found: the store already left that turn out (MARSHO_MAX_HISTORY), so trim
+        found = next((i for i, turn in enumerate(history) if turn.id and turn.id == remembered),
+                     0 if remembered is None else None)
+        folded = _index_of(history, summary.through_turn) if summary is not None else None
+        if folded is not None and (remembered is None or (found is not None and found <= folded)):
+            found = folded + 1
+        return history_start(history, found, max_messages=self.max_history, max_tokens=room)
+
+    def _remember(self, key: str, history: list[Turn], start: int) -> None:
+        if start < len(history) and history[start].id:
+            if len(self._starts) >= REMEMBERED_STARTS and key not in self._starts:
+                self._starts.clear()
+            self._starts[key] = history[start].id
+        else:  # nothing to keep it by (a store without turn ids): as if never trimmed
+            self._starts.pop(key, None)
+
     def request_messages(
         self,
         history: list[Turn],
@@ -289,34 +337,90 @@ class Engine:
         tools: list[dict[str, Any]],
         system_prompt: str | None = None,
         key: str | None = None,
+        summary: Summary | None = None,
     ) -> list[Message]:
-        """System prompt, the history that fits, and the running turn, within MARSHO_MAX_HISTORY
-        messages and MARSHO_HISTORY_TOKENS tokens (tool schemas counted too); with the session's
-        `key`, the history starts where its previous request's did until it must be trimmed,
-        and is then trimmed by a step (budget.TRIM_KEEP)."""
+        """System prompt (and the session's `summary` after it), the history that fits, and the
+        running turn, within MARSHO_MAX_HISTORY messages and MARSHO_HISTORY_TOKENS tokens (tool
+        schemas counted too); with the session's `key`, the history starts where its previous
+        request's did until it must be trimmed, and is then trimmed by a step (budget.TRIM_KEEP)."""
         prompt = self.system_prompt if system_prompt is None else system_prompt
-        system: list[Message] = [{"role": "system", "content": prompt}] if prompt else []
-        fixed = sum(map(self.counter.count_message, system)) + self._tools_tokens(tools)
-        if fixed >= self.max_tokens * 0.9:
-            raise BudgetError(code="budget.fixed", tokens=fixed, budget=self.max_tokens)
-        current = fit_current(current, self.counter, self.max_tokens - fixed,
-                              placeholder=self.picture_placeholder)
-        room = self.max_tokens - fixed - sum(map(self.counter.count_message, current))
+        system = self._system(prompt, summary.text if summary is not None else "")
+        current, room = self._layout(system, current, tools)
         start = 0
         if key is not None:
-            remembered = self._starts.get(key)
-            # not found: the store already left that turn out (MARSHO_MAX_HISTORY), so trim
-            found = next((i for i, turn in enumerate(history) if turn.id and turn.id == remembered),
-                         0 if remembered is None else None)
-            start = history_start(history, found, max_messages=self.max_history, max_tokens=max(0, room))
-            if start < len(history) and history[start].id:
-                if len(self._starts) >= REMEMBERED_STARTS and key not in self._starts:
-                    self._starts.clear()
-                self._starts[key] = history[start].id
-            else:  # nothing to keep it by (a store without turn ids): as if never trimmed
-                self._starts.pop(key, None)
-        earlier = fit_history(history[start:], max_messages=self.max_history, max_tokens=max(0, room))
+            start = self._start(history, key, room, summary)
+            self._remember(key, history, start)
+        earlier = fit_history(history[start:], max_messages=self.max_history, max_tokens=room)
         return [*system, *earlier, *current]
+
+    async def _summary_for_turn(self, key: str, history: list[Turn], asked: Message,
+                                tools: list[dict[str, Any]], system_prompt: str | None) -> Summary | None:
+        """The session's summary for this turn's requests. When the turn's first request would
+        trim the history, the turns it leaves out (with any left out before that the summary has
+        not folded) are folded into it first, so the trimming request already carries it: the
+        request's start changes once per trim. A failed summary leaves them out, as without
+        summaries, and is not retried; it never fails the question."""
+        get_summary = getattr(self.history, "get_summary", None)
+        if self.summarizer is None or get_summary is None or not history or not history[-1].id:
+            return None
+        summary: Summary | None = await get_summary(key)
+        prompt = self.system_prompt if system_prompt is None else system_prompt
+        system = self._system(prompt, summary.text if summary is not None else "")
+        _, room = self._layout(system, [asked], tools)
+        first, gap = self._unfolded(key, history, summary)
+        if gap is None and self._start(history, key, room, summary) <= first:
+            return summary  # no trim: the common case costs the summary's read alone
+        # the new summary may be longer than the one sent so far: trim as if it were as long as
+        # it may be, so the turn's requests carry it without trimming again
+        block = (sum(map(self.counter.count_message, system))
+                 - sum(map(self.counter.count_message, self._system(prompt, ""))))
+        room = max(0, room - max(0, self.summarizer.reserve() - block))
+        start = self._start(history, key, room, summary)
+        turns = history[first:start]
+        if gap is not None:
+            turns = [*await self._gap(key, gap, history[0].id, with_first=summary is None), *turns]
+        if not turns:
+            return summary
+        previous = summary.text if summary is not None else ""
+        covered = summary.turns if summary is not None else 0
+        try:
+            text = await self.summarizer.fold(previous, turns)
+            covered += len(turns)
+        except Exception as error:  # the turns are left out, as without summaries
+            logger.warning(f"marsho: session {key}: {len(turns)} trimmed turns were left out without a "
+                           f"summary: {error}")
+            text = previous
+        new = Summary(text, turns[-1].id, covered, self.counter.count_text(text))
+        try:
+            await self.history.save_summary(key, new.text, through_turn=new.through_turn,
+                                            turns=new.turns, tokens=new.tokens)
+        except StoreError as error:  # this turn still carries it; the next one folds them again
+            logger.warning(f"marsho: session {key}: the summary could not be saved: {error}")
+        return new
+
+    def _unfolded(self, key: str, history: list[Turn], summary: Summary | None) -> tuple[int, str | None]:
+        """(first, gap): the window's turns from `first` on are not in the summary, nor, when
+        `gap` is a turn's id, the stored turns from there to the window (the summary's newest
+        turn, not included; with no summary yet, the oldest turn the session's last request
+        sent, included): a big turn can push several turns out of the store's window at once."""
+        if summary is None:
+            remembered = self._starts.get(key)
+            # turns older than a start not remembered (a restart) were left out before summaries
+            return 0, remembered if remembered and _index_of(history, remembered) is None else None
+        folded = _index_of(history, summary.through_turn)
+        return (0, summary.through_turn) if folded is None else (folded + 1, None)
+
+    async def _gap(self, key: str, after: str, before: str, *, with_first: bool) -> list[Turn]:
+        """The stored turns between `after` (included `with_first`) and the window's oldest."""
+        between = getattr(self.history, "turns_between", None)
+        if between is None:
+            return []
+        try:
+            return list(await between(key, after, before, max_messages=SUMMARY_GAP_MESSAGES,
+                                      with_after=with_first))
+        except StoreError as error:
+            logger.warning(f"marsho: session {key}: could not read the turns to summarise: {error}")
+            return []
 
     async def chat(
         self,
@@ -352,9 +456,11 @@ class Engine:
             question: Message = {"role": "user", "content": content}
             asked: Message = {"role": "user", "content": with_turn_note(content, note)}
             tools = self.toolset.schemas(context)
+            summary = await self._summary_for_turn(key, history, asked, tools, system_prompt)
             outcome = await answer(
                 self.llm, self.runner,
-                lambda added: self.request_messages(history, [asked, *added], tools, system_prompt, key),
+                lambda added: self.request_messages(history, [asked, *added], tools, system_prompt, key,
+                                                    summary),
                 tools, context=context, max_tool_rounds=self.max_tool_rounds, progress=progress,
                 announce=announce,
             )
@@ -392,8 +498,16 @@ class Engine:
         if close is not None:
             await close()
 
+    async def summary(self, key: str) -> Summary | None:
+        """The session's summary of its trimmed turns; None when it has none or summaries are off."""
+        get_summary = getattr(self.history, "get_summary", None)
+        if self.summarizer is None or get_summary is None:
+            return None
+        summary: Summary | None = await get_summary(key)
+        return summary
+
     async def reset(self, key: str) -> int:
-        """Forget the session's history (after any turn that is running)."""
+        """Forget the session's history and its summary (after any turn that is running)."""
         async with self.history.lock(key):
             return await self.history.clear(key)
 

@@ -26,6 +26,7 @@ from ..agent.memory import MEMORY_TOOLS, TOOLKIT, MemoryBook
 from ..agent.metering import Limits, Meter
 from ..agent.persona import GroupPersonas, Nicknames, Prompt, clock
 from ..agent.praises import PraisesFile
+from ..agent.summary import Summarizer
 from ..config import Config
 from ..exceptions import NotReadyError, StoreError
 from ..i18n import Texts
@@ -92,6 +93,9 @@ class Marsho:
     memory_book: MemoryBook | None = None
     """The memory tools and the memories recalled beside each question; None while MARSHO_MEMORY
     is off."""
+    summary_llm: LLMClient | None = None
+    """The model that writes summaries of trimmed history, when it is not the chat model
+    (MARSHO_SUMMARY_MODEL)."""
 
     def __post_init__(self) -> None:
         config = self.config
@@ -299,6 +303,7 @@ class Marsho:
                 max_tokens=config.marsho_history_tokens,
                 picture_placeholder=t("image.placeholder"),
             )
+            engine.summarizer = self.build_summarizer(engine)
             await store.start()
             await engine.restore_model()
             chat_log = ChatLog(store, size=config.marsho_group_context, ttl=config.marsho_group_context_ttl,
@@ -312,12 +317,17 @@ class Marsho:
                               all=config.marsho_daily_tokens),
                 retention_days=config.marsho_usage_retention_days)
             llm.meter = meter
+            if self.summary_llm is not None:
+                self.summary_llm.meter = meter  # its requests are on the bill too
             await meter.roll_up()
         except StoreError as error:
             self.problem = t("problem.database", error=error_text(t, error))
             self.problem_brief = "brief.database"
             logger.error(f"marsho: cannot use the database: {error}. Check MARSHO_DATABASE_URL.")
             await llm.close()
+            if self.summary_llm is not None:
+                await self.summary_llm.close()
+                self.summary_llm = None
             runner.close()
             if store is not None:
                 await store.close()
@@ -386,6 +396,28 @@ class Marsho:
                         + ", ".join(tool.name for tool in toolkit.tools))
         return book
 
+    def build_summarizer(self, engine: Engine) -> Summarizer | None:
+        """What folds trimmed history into summaries (MARSHO_SUMMARY): MARSHO_SUMMARY_MODEL on the
+        chat model's endpoint, keys and gate (made here, closed in `stop`), else the chat model
+        itself (its fallbacks too)."""
+        config = self.config
+        if not config.marsho_summary:
+            return None
+        llm = engine.llm
+        if config.marsho_summary_model:
+            llm = self.summary_llm = LLMClient(
+                base_url=config.marsho_base_url, api_key=config.marsho_api_key,
+                api_keys=config.marsho_api_keys, model=config.marsho_summary_model,
+                timeout=config.marsho_timeout, gate=engine.llm.gate, retries=config.marsho_retries,
+                retry_budget=config.marsho_retry_budget,
+                max_response_bytes=config.marsho_max_response_bytes,
+                quirks={pattern: given.fields() for pattern, given in config.marsho_model_quirks.items()})
+        # a summary never takes more than a quarter of the history's tokens, so a long one
+        # cannot leave a request no room (MARSHO_SUMMARY_TOKENS may be set above that)
+        longest = min(config.marsho_summary_tokens, config.marsho_history_tokens // 4)
+        return Summarizer(llm, max_tokens=longest, counter=lambda: engine.counter,
+                          language=config.marsho_lang)
+
     async def start_mcp(self, toolset: Toolset, *, wait: float | None = None) -> McpManager | None:
         """Start the MCP servers of MARSHO_MCP_FILE (or the data folder's mcp.json), if any, and
         wait `wait` seconds (default: McpManager.start_wait) for their first attempts. `start`
@@ -424,6 +456,9 @@ class Marsho:
         judge, self.judge = self.judge, None
         if judge is not None:
             await judge.close()
+        summary_llm, self.summary_llm = self.summary_llm, None
+        if summary_llm is not None:
+            await summary_llm.close()
         meter, self.meter = self.meter, None
         book, self.memory_book = self.memory_book, None
         self.memories = None

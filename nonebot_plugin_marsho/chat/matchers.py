@@ -399,7 +399,8 @@ async def _command(app: Marsho, engine: Engine, request: Request, key: str, role
         return calls_text(t, await engine.last_calls(key, asker), app.config.marsho_calls_chars)
     if request.command == "history":
         turns, messages, tokens = await engine.history.stats(key)
-        return history_text(t, turns, messages, tokens, engine.max_tokens, engine.counter.name)
+        return history_text(t, turns, messages, tokens, engine.max_tokens, engine.counter.name,
+                            await engine.summary(key))
     if role != "superuser":
         return t("command.superusers", command=f"{app.config.marsho_name}.{request.command}")
     if request.command == "export":
@@ -420,7 +421,11 @@ async def bill_command(app: Marsho, request: Request, where: Where, role: Role) 
 
 async def export_session(app: Marsho, engine: Engine, key: str) -> str:
     """Save the session as JSON in the data folder; the reply says where (and shows it if short)."""
-    data = {"session": key, "messages": await engine.history.export(key)}
+    data: dict[str, Any] = {"session": key, "messages": await engine.history.export(key)}
+    summary = await engine.summary(key)
+    if summary is not None:
+        data["summary"] = {"text": summary.text, "turns": summary.turns, "through_turn": summary.through_turn,
+                           "time": summary.updated_at}
     text = redact(json.dumps(data, ensure_ascii=False, indent=1))
     folder = app.data_dir / "exports"
     folder.mkdir(parents=True, exist_ok=True)

@@ -12,6 +12,7 @@ from ..agent.engine import Reply
 from ..agent.providers import EndpointStatus
 from ..exceptions import BudgetError, MarshoError, StoreError, join_hint
 from ..i18n import Texts
+from ..store.session import Summary
 from ..tools.model import Toolset
 
 HELP_ORDER = ("reset", "tools", "calls", "history", "nickname", "memory", "context", "forget", "persona",
@@ -129,13 +130,25 @@ def _cut(t: Texts, text: str, max_chars: int) -> str:
     return text if len(text) <= max_chars else text[:max_chars] + t("calls.cut", chars=len(text))
 
 
-def history_text(t: Texts, turns: int, messages: int, tokens: int, budget: int, counting: str) -> str:
-    """What `marsho.history` answers."""
+SUMMARY_SHOWN_CHARS = 600
+"""Characters of the session's summary `marsho.history` shows (the rest is cut with "…")."""
+
+
+def history_text(t: Texts, turns: int, messages: int, tokens: int, budget: int, counting: str,
+                 summary: Summary | None = None) -> str:
+    """What `marsho.history` answers: the stored turns, and the summary of those trimmed earlier."""
     if not turns:
         return t("history.empty")
-    return t("history.stats", turns_text=t.plural("count.turns", turns),
-             messages_text=t.plural("count.messages", messages), tokens=tokens, counting=counting,
-             budget=budget)
+    stats = t("history.stats", turns_text=t.plural("count.turns", turns),
+              messages_text=t.plural("count.messages", messages), tokens=tokens, counting=counting,
+              budget=budget)
+    if summary is None or not summary.text:
+        return stats
+    text = summary.text
+    if len(text) > SUMMARY_SHOWN_CHARS:
+        text = text[:SUMMARY_SHOWN_CHARS] + "…"
+    covered = t.plural("count.turns", summary.turns)
+    return stats + "\n" + t("history.summary", turns_text=covered, summary=text)
 
 
 def error_text(t: Texts, error: MarshoError) -> str:

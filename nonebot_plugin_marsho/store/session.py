@@ -43,6 +43,20 @@ class Turn:
         return sum(self.tokens)
 
 
+@dataclass(frozen=True)
+class Summary:
+    """A session's running summary of the turns trimmed off the start of its history."""
+
+    text: str
+    """"" when nothing could be summarised yet (the summary request failed)."""
+    through_turn: str
+    """The id of the newest turn folded in (or dropped, when its summary failed)."""
+    turns: int
+    """How many turns the text covers in all."""
+    tokens: int
+    updated_at: float = 0.0
+
+
 class History(Protocol):
     """Where the finished turns of each session are kept."""
 
@@ -63,7 +77,21 @@ class History(Protocol):
         ...
 
     async def clear(self, key: str) -> int:
-        """Forget the session; returns how many turns were dropped."""
+        """Forget the session (and its summary); returns how many turns were dropped."""
+        ...
+
+    async def turns_between(self, key: str, after: str, before: str, *, max_messages: int,
+                            with_after: bool = False) -> list[Turn]:
+        """The whole turns stored after turn `after` (and `after` itself, `with_after`) and before
+        turn `before`, oldest first: the newest of them within `max_messages` messages."""
+        ...
+
+    async def get_summary(self, key: str) -> Summary | None:
+        """The session's summary of its trimmed turns (MARSHO_SUMMARY), if it has one."""
+        ...
+
+    async def save_summary(self, key: str, text: str, *, through_turn: str, turns: int, tokens: int) -> None:
+        """Keep the session's summary, replacing the one before."""
         ...
 
     async def stats(self, key: str) -> tuple[int, int, int]:

@@ -39,7 +39,7 @@ from sqlalchemy.pool import StaticPool
 from ..exceptions import StoreError
 from ..redaction import logger
 from . import migrations
-from .session import Message, SessionLocks, Turn
+from .session import Message, SessionLocks, Summary, Turn
 
 _held_connection: ContextVar[tuple[SqlStore, AsyncConnection] | None] = ContextVar(
     "marsho_turn_connection", default=None
@@ -452,9 +452,71 @@ class SqlStore:
                     .where(messages_table.c.session_key == key)
                 )).scalar_one()
                 await conn.execute(delete(messages_table).where(messages_table.c.session_key == key))
+                await conn.execute(delete(summaries_table).where(summaries_table.c.session_key == key))
         except SQLAlchemyError as error:
             raise StoreError(code="store.clear", url=self.safe_url, detail=_describe(error)) from None
         return int(count)
+
+    async def turns_between(self, key: str, after: str, before: str, *, max_messages: int,
+                            with_after: bool = False) -> list[Turn]:
+        """The whole turns stored after turn `after` (and `after` itself, `with_after`) and before
+        turn `before` (by message order), oldest first: the newest of them within `max_messages`
+        messages; none when either turn is not stored."""
+        await self._ready()
+        messages = messages_table.c
+        try:
+            async with self._connection(write=False) as conn:
+                bounds = (await conn.execute(
+                    select(messages.turn_id, func.min(messages.id), func.max(messages.id))
+                    .where(messages.session_key == key, messages.turn_id.in_([after, before]))
+                    .group_by(messages.turn_id)
+                )).all()
+                ids = {row[0]: (row[1], row[2]) for row in bounds}
+                if after not in ids or before not in ids:
+                    return []
+                rows = (await conn.execute(
+                    select(messages.turn_id, messages.data, messages.tokens)
+                    .where(messages.session_key == key,
+                           messages.id >= ids[after][0] if with_after else messages.id > ids[after][1],
+                           messages.id < ids[before][0])
+                    .order_by(messages.id.desc())
+                    .limit(max_messages + 1)
+                )).all()
+        except SQLAlchemyError as error:
+            raise StoreError(code="store.read_history", url=self.safe_url, detail=_describe(error)) from None
+        turns = _group_turns(rows)
+        if len(rows) > max_messages and turns:
+            turns = turns[:-1]  # the oldest one was cut by LIMIT
+        return turns[::-1]
+
+    async def get_summary(self, key: str) -> Summary | None:
+        """The session's summary of its trimmed turns, if it has one (one read by primary key)."""
+        await self._ready()
+        summaries = summaries_table.c
+        try:
+            async with self._connection(write=False) as conn:
+                row = (await conn.execute(
+                    select(summaries.text, summaries.through_turn, summaries.turns, summaries.tokens,
+                           summaries.updated_at)
+                    .where(summaries.session_key == key)
+                )).first()
+        except SQLAlchemyError as error:
+            raise StoreError(code="store.read", url=self.safe_url, detail=_describe(error)) from None
+        if row is None:
+            return None
+        return Summary(row.text, row.through_turn, row.turns, row.tokens, row.updated_at)
+
+    async def save_summary(self, key: str, text: str, *, through_turn: str, turns: int, tokens: int) -> None:
+        """Keep the session's summary, replacing the one before."""
+        await self._ready()
+        try:
+            async with self._connection(write=True) as conn:
+                await conn.execute(delete(summaries_table).where(summaries_table.c.session_key == key))
+                await conn.execute(insert(summaries_table).values(
+                    session_key=key, text=text, through_turn=through_turn, turns=turns, tokens=tokens,
+                    updated_at=time.time()))
+        except SQLAlchemyError as error:
+            raise StoreError(code="store.save", url=self.safe_url, detail=_describe(error)) from None
 
     async def stats(self, key: str) -> tuple[int, int, int]:
         """(turns, messages, tokens) stored for the session."""
