@@ -188,6 +188,7 @@ async def book(marsho, plugin_engine, tmp_path: Path):
     saved = dict(memory_book.__dict__)
     store = SqlStore(f"sqlite:///{tmp_path / 'memory.db'}")
     memory_book.store = MemoryStore(store)
+    memory_book._owners = None  # who has memories: in this store, not in another test's
     yield memory_book
     await memory_book.settled()
     memory_book.__dict__.update(saved)

@@ -19,6 +19,7 @@ from nonebot.message import handle_event
 from nonebug import App
 
 from nonebot_plugin_marsho.agent.gate import RequestGate, current_lane, lane
+from nonebot_plugin_marsho.agent.summary import SUMMARY_PROMPT
 from nonebot_plugin_marsho.chat.fairuse import FairUse, Notices, UserQueue
 from tests.conftest import CHAT_TOOLSET, SUPERUSER_ID, configured, llm_client
 from tests.fake_openai import Answer, FakeOpenAI, text
@@ -404,9 +405,15 @@ async def test_a_flood_of_2000_messages_costs_a_handful_and_another_group_is_ans
     flood_ids = {event["message_id"] for event in events}
     to_flood: list[Action] = [a for a in sim.actions if a.reply_id in flood_ids]
     answers = [a for a in to_flood if a.text != QUEUE_FULL]
-    flood_requests = [b for b in endpoint.requests if "flood" in str(b["messages"][-1]["content"])]
+    flood = [b for b in endpoint.requests if "flood" in str(b["messages"][-1]["content"])]
+    # the flood's turns fill the history, which is trimmed and summarised (MARSHO_SUMMARY): one
+    # request per trim, beside the answers
+    summaries = [b for b in flood if str(b["messages"][0]["content"]).startswith(SUMMARY_PROMPT[:40])]
+    flood_requests = [b for b in flood if b not in summaries]
+    assert len(summaries) <= len(flood_requests) // 2, len(summaries)
     summary = (f"{FLOOD} messages pushed in {pushed:.2f} s: {len(to_flood)} replies "
-               f"({len(answers)} answers), {len(flood_requests)} endpoint requests; the other "
+               f"({len(answers)} answers), {len(flood_requests)} endpoint requests and "
+               f"{len(summaries)} summary requests; the other "
                f"group answered in {other_latency:.2f} s (the endpoint takes {LATENCY:g} s)")
     print(summary)
     assert [a.text for a in to_flood].count(QUEUE_FULL) == 1, summary
