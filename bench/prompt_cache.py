@@ -27,6 +27,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import CHAT_TOOLSET, SELF_ID, FakeOpenAI, run  # noqa: E402
+from nonebot_plugin_marsho.agent.summary import SUMMARY_PROMPT  # noqa: E402
 from tests.fake_openai import Answer, text  # noqa: E402
 from tests.onebot_sim import BotProcess  # noqa: E402
 
@@ -100,11 +101,20 @@ def trims(bodies: list[dict[str, Any]]) -> int:
                if start(before) and start(after) != start(before))
 
 
+def is_summary(body: dict[str, Any]) -> bool:
+    """A request that folds trimmed turns into the conversation's summary (MARSHO_SUMMARY)."""
+    messages = body.get("messages") or []
+    return bool(messages) and str(messages[0].get("content", "")).startswith(SUMMARY_PROMPT.split(".")[0])
+
+
 async def main() -> None:
     fake = FakeOpenAI().start()
     replies = iter(range(10**6))
+    summaries = iter(range(1, 10**6))
 
     def respond(body: dict[str, Any]) -> Answer:
+        if is_summary(body):  # its own answers: the questions' numbering stays the ideal's
+            return text(f"Summary {next(summaries)}: Alice and Bob asked about tides, bread, the sky and go.")
         return text(answer(next(replies)))
 
     fake.responder = respond
@@ -120,7 +130,10 @@ async def main() -> None:
                 await sim.reply_to(event, timeout=30)
     finally:
         fake.stop()
-    bodies = [body for body in fake.requests if body.get("messages")]
+    everything = [body for body in fake.requests if body.get("messages")]
+    # the summary requests are billed too, but are not the conversation's requests: reported apart
+    folds = [body for body in everything if is_summary(body)]
+    bodies = [body for body in everything if not is_summary(body)]
     assert len(bodies) == TURNS, f"{len(bodies)} requests for {TURNS} questions"
     cached, total = cached_share([layout(b.get("tools") or [], b["messages"]) for b in bodies])
     ideal_cached, ideal_total = cached_share(append_only(bodies))
@@ -132,6 +145,9 @@ async def main() -> None:
     print(f"append-only, never trimmed (ideal): {ideal_cached} of {ideal_total} = {ideal:.1%}")
     verdict = "meets" if ratio >= TARGET else "MISSES"
     print(f"share / ideal: {ratio:.3f}  (target >= {TARGET:g}: {verdict})")
+    all_cached, all_total = cached_share([layout(b.get("tools") or [], b["messages"]) for b in everything])
+    print(f"summary requests: {len(folds)}, {all_total - total} prompt characters; with them, in order: "
+          f"{all_cached} of {all_total} = {all_cached / all_total:.1%} repeat an earlier start")
 
 
 if __name__ == "__main__":

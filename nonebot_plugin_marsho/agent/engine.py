@@ -16,7 +16,7 @@ from ..tools.runner import ToolRunner, clean_text
 from .budget import fit_current, fit_history, history_start
 from .llm import LLMClient, Route
 from .persona import with_turn_note
-from .summary import SUMMARY_GAP_MESSAGES, Summarizer
+from .summary import RESERVE_MARGIN, SUMMARY_GAP_MESSAGES, Summarizer
 from .tokens import TokenCounter, load_counter
 
 
@@ -64,6 +64,14 @@ KEPT_CALLS_FACTOR = 4
 REMEMBERED_STARTS = 4096
 """Sessions whose history start (the oldest turn their last request sent) is remembered; past
 this many the memory starts over (a session then trims once more than it needed to)."""
+
+SUMMARY_SHARE = 0.75
+"""The share of MARSHO_HISTORY_TOKENS the system prompt, the tool schemas and the summary may
+take together: the summary gets what the other two leave of it, so the question and some history
+always have room (and the budget error stays the system prompt's and the tools' alone)."""
+
+MIN_SUMMARY_TOKENS = 32
+"""A summary cut to fewer tokens than this is left out instead."""
 
 MODEL_SETTING = "model"
 """The model chosen with `marsho.model`, kept in the database across restarts."""
@@ -291,10 +299,25 @@ class Engine:
             cached = self._tools_token_cache[names] = (self.counter, self.counter.count_tools(tools))
         return cached[1]
 
-    def _system(self, prompt: str, summary: str) -> list[Message]:
+    def _summary_room(self, prompt: str, tools: list[dict[str, Any]]) -> int:
+        """Tokens the summary's block may take beside the system prompt and the tool schemas:
+        whatever they leave of SUMMARY_SHARE of the budget (a big persona, a superuser's many
+        tools), so a summary never makes a question fail for want of room."""
+        system = [{"role": "system", "content": prompt}] if prompt else []
+        fixed = sum(map(self.counter.count_message, system)) + self._tools_tokens(tools)
+        return max(0, int(self.max_tokens * SUMMARY_SHARE) - fixed)
+
+    def _system(self, prompt: str, summary: str, tools: list[dict[str, Any]]) -> list[Message]:
         """The request's one system message (some providers refuse a second): the system prompt,
-        then the session's summary."""
-        block = self.summarizer.block(summary) if summary and self.summarizer is not None else ""
+        then the session's summary, cut to the room it has (left out when that is too little)."""
+        block = ""
+        if summary and self.summarizer is not None:
+            block = self.summarizer.block(summary)
+            room = self._summary_room(prompt, tools)
+            if self.counter.count_text(block) > room:
+                label = self.counter.count_text(self.summarizer.block("")) + RESERVE_MARGIN
+                block = (self.summarizer.block(self.counter.truncate(summary, room - label))
+                         if room - label >= MIN_SUMMARY_TOKENS else "")
         content = "\n\n".join(part for part in (prompt, block) if part)
         return [{"role": "system", "content": content}] if content else []
 
@@ -318,7 +341,9 @@ class Engine:
         found = next((i for i, turn in enumerate(history) if turn.id and turn.id == remembered),
                      0 if remembered is None else None)
         folded = _index_of(history, summary.through_turn) if summary is not None else None
-        if folded is not None and (remembered is None or (found is not None and found <= folded)):
+        # a start not remembered, or gone from the window (another process trimmed, the window
+        # slid): right after the summary, not trimmed again from scratch into what it holds
+        if folded is not None and (found is None or remembered is None or found <= folded):
             found = folded + 1
         return history_start(history, found, max_messages=self.max_history, max_tokens=room)
 
@@ -338,18 +363,23 @@ class Engine:
         system_prompt: str | None = None,
         key: str | None = None,
         summary: Summary | None = None,
+        *,
+        remember: bool = True,
     ) -> list[Message]:
         """System prompt (and the session's `summary` after it), the history that fits, and the
         running turn, within MARSHO_MAX_HISTORY messages and MARSHO_HISTORY_TOKENS tokens (tool
         schemas counted too); with the session's `key`, the history starts where its previous
-        request's did until it must be trimmed, and is then trimmed by a step (budget.TRIM_KEEP)."""
+        request's did until it must be trimmed, and is then trimmed by a step (budget.TRIM_KEEP).
+        `remember` False (a turn's later tool rounds): a trim for this request only, the next turn
+        starts from where this turn's first request did (and summarises what it must leave out)."""
         prompt = self.system_prompt if system_prompt is None else system_prompt
-        system = self._system(prompt, summary.text if summary is not None else "")
+        system = self._system(prompt, summary.text if summary is not None else "", tools)
         current, room = self._layout(system, current, tools)
         start = 0
         if key is not None:
             start = self._start(history, key, room, summary)
-            self._remember(key, history, start)
+            if remember:
+                self._remember(key, history, start)
         earlier = fit_history(history[start:], max_messages=self.max_history, max_tokens=room)
         return [*system, *earlier, *current]
 
@@ -365,7 +395,7 @@ class Engine:
             return None
         summary: Summary | None = await get_summary(key)
         prompt = self.system_prompt if system_prompt is None else system_prompt
-        system = self._system(prompt, summary.text if summary is not None else "")
+        system = self._system(prompt, summary.text if summary is not None else "", tools)
         _, room = self._layout(system, [asked], tools)
         first, gap = self._unfolded(key, history, summary)
         if gap is None and self._start(history, key, room, summary) <= first:
@@ -373,8 +403,9 @@ class Engine:
         # the new summary may be longer than the one sent so far: trim as if it were as long as
         # it may be, so the turn's requests carry it without trimming again
         block = (sum(map(self.counter.count_message, system))
-                 - sum(map(self.counter.count_message, self._system(prompt, ""))))
-        room = max(0, room - max(0, self.summarizer.reserve() - block))
+                 - sum(map(self.counter.count_message, self._system(prompt, "", tools))))
+        longest = min(self.summarizer.reserve(), self._summary_room(prompt, tools))
+        room = max(0, room - max(0, longest - block))
         start = self._start(history, key, room, summary)
         turns = history[first:start]
         if gap is not None:
@@ -459,8 +490,10 @@ class Engine:
             summary = await self._summary_for_turn(key, history, asked, tools, system_prompt)
             outcome = await answer(
                 self.llm, self.runner,
+                # only the first request places the history's start: a trim a tool round needs is
+                # for that request, and the next turn summarises what it must leave out
                 lambda added: self.request_messages(history, [asked, *added], tools, system_prompt, key,
-                                                    summary),
+                                                    summary, remember=not added),
                 tools, context=context, max_tool_rounds=self.max_tool_rounds, progress=progress,
                 announce=announce,
             )

@@ -415,8 +415,9 @@ class Marsho:
         # a summary never takes more than a quarter of the history's tokens, so a long one
         # cannot leave a request no room (MARSHO_SUMMARY_TOKENS may be set above that)
         longest = min(config.marsho_summary_tokens, config.marsho_history_tokens // 4)
+        # one trim's turns fold in one request (more take several, oldest first)
         return Summarizer(llm, max_tokens=longest, counter=lambda: engine.counter,
-                          language=config.marsho_lang)
+                          language=config.marsho_lang, max_input_tokens=config.marsho_history_tokens)
 
     async def start_mcp(self, toolset: Toolset, *, wait: float | None = None) -> McpManager | None:
         """Start the MCP servers of MARSHO_MCP_FILE (or the data folder's mcp.json), if any, and
