@@ -530,3 +530,24 @@ async def test_summaries_on_postgres(pg_url: str) -> None:
         await check_summary_store(store)
     finally:
         await store.close()
+
+
+async def test_a_summary_another_bot_process_wrote_is_used_at_once(pg_url: str, fake: Any) -> None:
+    from tests.test_summary import KEY as SUMMARY_KEY
+    from tests.test_summary import chat_requests, make_engine
+
+    fake.responder = lambda body: text("ok")
+    engine = make_engine(fake)
+    engine.history = store = SqlStore(pg_url)
+    other = SqlStore(pg_url)  # the other bot process
+    try:
+        await engine.chat(SUMMARY_KEY, "hello")
+        [turn] = await store.recent_turns(SUMMARY_KEY, max_messages=10, max_tokens=10**6)
+        await other.save_summary(SUMMARY_KEY, "fact: the other process wrote this", through_turn=turn.id,
+                                 turns=1, tokens=8)
+        await engine.chat(SUMMARY_KEY, "and now?")
+        assert "fact: the other process wrote this" in chat_requests(fake)[-1]["messages"][0]["content"]
+    finally:
+        await engine.llm.close()
+        await store.close()
+        await other.close()

@@ -290,6 +290,11 @@ class Engine:
         self._starts: dict[str, str] = {}
         """Per session, the id of the oldest turn its last request sent: the history is trimmed
         in steps from there (budget.history_start), so the request's start stays still."""
+        self._summaries: dict[str, Summary | None] = {}
+        """Per session, its summary as last read or written, when this process is the history's
+        only writer (SQLite): a question costs no read of it. On a store several bot processes
+        share (PostgreSQL) it is read each turn, since another may have changed it."""
+        self._summaries_of: object = history
 
     def _tools_tokens(self, tools: list[dict[str, Any]]) -> int:
         """Tokens of the tool schemas, counted once per set of tools (they rarely change)."""
@@ -393,7 +398,7 @@ class Engine:
         get_summary = getattr(self.history, "get_summary", None)
         if self.summarizer is None or get_summary is None or not history or not history[-1].id:
             return None
-        summary: Summary | None = await get_summary(key)
+        summary = await self._summary_of(key, get_summary)
         prompt = self.system_prompt if system_prompt is None else system_prompt
         system = self._system(prompt, summary.text if summary is not None else "", tools)
         _, room = self._layout(system, [asked], tools)
@@ -425,9 +430,28 @@ class Engine:
         try:
             await self.history.save_summary(key, new.text, through_turn=new.through_turn,
                                             turns=new.turns, tokens=new.tokens)
+            self._keep_summary(key, new)
         except StoreError as error:  # this turn still carries it; the next one folds them again
+            self._summaries.pop(key, None)
             logger.warning(f"marsho: session {key}: the summary could not be saved: {error}")
         return new
+
+    async def _summary_of(self, key: str, get_summary: Callable[[str], Awaitable[Summary | None]]
+                          ) -> Summary | None:
+        if self._summaries_of is not self.history:  # another store (a test's own): nothing known
+            self._summaries, self._summaries_of = {}, self.history
+        if key in self._summaries:
+            return self._summaries[key]
+        summary = await get_summary(key)
+        self._keep_summary(key, summary)
+        return summary
+
+    def _keep_summary(self, key: str, summary: Summary | None) -> None:
+        if getattr(self.history, "shared", True):  # another process may change it: read each time
+            return
+        if len(self._summaries) >= REMEMBERED_STARTS and key not in self._summaries:
+            self._summaries.clear()
+        self._summaries[key] = summary
 
     def _unfolded(self, key: str, history: list[Turn], summary: Summary | None) -> tuple[int, str | None]:
         """(first, gap): the window's turns from `first` on are not in the summary, nor, when
@@ -542,6 +566,7 @@ class Engine:
     async def reset(self, key: str) -> int:
         """Forget the session's history and its summary (after any turn that is running)."""
         async with self.history.lock(key):
+            self._summaries.pop(key, None)
             return await self.history.clear(key)
 
     async def last_calls(self, key: str, context: ToolContext | None = None) -> list[dict[str, Any]]:
