@@ -542,7 +542,8 @@ async def test_a_summary_another_bot_process_wrote_is_used_at_once(pg_url: str, 
     other = SqlStore(pg_url)  # the other bot process
     try:
         await engine.chat(SUMMARY_KEY, "hello")
-        [turn] = await store.recent_turns(SUMMARY_KEY, max_messages=10, max_tokens=10**6)
+        await engine.chat(SUMMARY_KEY, "hello again")  # its summary read: none yet
+        turn = (await store.recent_turns(SUMMARY_KEY, max_messages=10, max_tokens=10**6))[0]
         await other.save_summary(SUMMARY_KEY, "fact: the other process wrote this", through_turn=turn.id,
                                  turns=1, tokens=8)
         await engine.chat(SUMMARY_KEY, "and now?")
