@@ -70,6 +70,9 @@ SUMMARY_SHARE = 0.75
 take together: the summary gets what the other two leave of it, so the question and some history
 always have room (and the budget error stays the system prompt's and the tools' alone)."""
 
+PROMPTS_COUNTED = 256
+"""System prompts (one per group persona) whose tokens are remembered; past it they start over."""
+
 MIN_SUMMARY_TOKENS = 32
 """A summary cut to fewer tokens than this is left out instead."""
 
@@ -287,6 +290,7 @@ class Engine:
         self.summarizer = summarizer
         """Folds the turns a trim leaves out into the session's summary (MARSHO_SUMMARY); None: off."""
         self._tools_token_cache: dict[tuple[str, ...], tuple[TokenCounter, int]] = {}
+        self._prompt_token_cache: dict[str, tuple[TokenCounter, int]] = {}
         self._starts: dict[str, str] = {}
         """Per session, the id of the oldest turn its last request sent: the history is trimmed
         in steps from there (budget.history_start), so the request's start stays still."""
@@ -308,9 +312,18 @@ class Engine:
         """Tokens the summary's block may take beside the system prompt and the tool schemas:
         whatever they leave of SUMMARY_SHARE of the budget (a big persona, a superuser's many
         tools), so a summary never makes a question fail for want of room."""
-        system = [{"role": "system", "content": prompt}] if prompt else []
-        fixed = sum(map(self.counter.count_message, system)) + self._tools_tokens(tools)
+        fixed = self._prompt_tokens(prompt) + self._tools_tokens(tools)
         return max(0, int(self.max_tokens * SUMMARY_SHARE) - fixed)
+
+    def _prompt_tokens(self, prompt: str) -> int:
+        """Tokens of a system message of `prompt`, counted once per prompt (they rarely change)."""
+        cached = self._prompt_token_cache.get(prompt)
+        if cached is None or cached[0] is not self.counter:
+            if len(self._prompt_token_cache) >= PROMPTS_COUNTED:
+                self._prompt_token_cache.clear()
+            count = self.counter.count_message({"role": "system", "content": prompt}) if prompt else 0
+            cached = self._prompt_token_cache[prompt] = (self.counter, count)
+        return cached[1]
 
     def _system(self, prompt: str, summary: str, tools: list[dict[str, Any]]) -> list[Message]:
         """The request's one system message (some providers refuse a second): the system prompt,
@@ -458,12 +471,20 @@ class Engine:
         `gap` is a turn's id, the stored turns from there to the window (the summary's newest
         turn, not included; with no summary yet, the oldest turn the session's last request
         sent, included): a big turn can push several turns out of the store's window at once."""
+        remembered = self._starts.get(key)
+        at = _index_of(history, remembered) if remembered else None
         if summary is None:
-            remembered = self._starts.get(key)
             # turns older than a start not remembered (a restart) were left out before summaries
-            return 0, remembered if remembered and _index_of(history, remembered) is None else None
+            return 0, remembered if remembered and at is None else None
         folded = _index_of(history, summary.through_turn)
-        return (0, summary.through_turn) if folded is None else (folded + 1, None)
+        if folded is not None:
+            return folded + 1, None
+        if at is not None:
+            # the summary's newest turn has left the window, but the start this process placed
+            # after it is still there: each trim folds what it leaves out, so what comes before
+            # that start is in the summary (no read of the turns between)
+            return at, None
+        return 0, summary.through_turn
 
     async def _gap(self, key: str, after: str, before: str, *, with_first: bool) -> list[Turn]:
         """The stored turns between `after` (included `with_first`) and the window's oldest."""
