@@ -315,7 +315,13 @@ async def command_import_memory(app: Any, path: Path, platform: str, from_groups
     """Import marshoai's memories into marsho's memory, once: a memory already kept is not kept
     twice, so running it again changes nothing."""
     from nonebot_plugin_marsho.exceptions import MarshoError
+    from nonebot_plugin_marsho.store.memory import IMPORTED, same_text
 
+    if app.config_error:  # the database, the limits: whatever .env says is what the bot will use
+        say(f"error: {app.config_error}. Fix .env first: nothing was imported.", file=sys.stderr)
+        return 1
+    if path.is_dir():
+        path = path / MARSHOAI_MEMORY_FILE
     try:
         found, problems = read_marshoai_memories(path)
     except ValueError as error:
@@ -328,7 +334,7 @@ async def command_import_memory(app: Any, path: Path, platform: str, from_groups
 
     config = app.config
     limit, chars = config.marsho_memory_per_user, config.marsho_memory_chars
-    kept = again = cut = left_out = 0
+    kept = again = cut = left_out = moved = 0
     store = None
     try:
         store = SqlStore(app.database_url())  # the bot's own database; no endpoint is needed
@@ -339,11 +345,16 @@ async def command_import_memory(app: Any, path: Path, platform: str, from_groups
             # the newest `limit` (the older ones would only push each other out, and running
             # the import again would bring them back in turn)
             left_out += max(0, len(texts) - limit)
+            # imported before without --from-groups: that private copy becomes this one
+            private_copies = [m for m in await memories.of_owner("user", owner, private=True)
+                              if m.author == IMPORTED] if from_groups else []
             for text in texts[-limit:]:
                 if len(text) > chars:
                     text, cut = text[:chars - 1] + "…", cut + 1
+                copies = [m.id for m in private_copies if same_text(m.text, text)]
+                moved += await memories.delete(copies) > 0
                 added = await memories.add("user", owner, text, learned_in=learned_in,
-                                           private=not from_groups, author=owner, limit=limit)
+                                           private=not from_groups, author=IMPORTED, limit=limit)
                 again += added.again
                 kept += not added.again
     except MarshoError as error:
@@ -361,8 +372,10 @@ async def command_import_memory(app: Any, path: Path, platform: str, from_groups
     finally:
         if store is not None:
             await store.close()
-    say(f"Imported {kept} memories of {len(found)} people on {platform} from {path}"
-        + (f"; {again} were already kept" if again else "")
+    say(f"Imported {_count(kept, 'memory', 'memories')} of {_count(len(found), 'person', 'people')} "
+        f"on {platform} from {path}"
+        + (f"; {again} {'was' if again == 1 else 'were'} already kept" if again else "")
+        + (f"; {moved} imported before for private chats only now used in groups too" if moved else "")
         + (f"; {cut} cut to MARSHO_MEMORY_CHARS={chars} characters" if cut else "")
         + (f"; {left_out} older ones left out by MARSHO_MEMORY_PER_USER={limit}" if left_out else "") + ".")
     if from_groups and config.marsho_memory_scope == "chat":
@@ -376,6 +389,10 @@ async def command_import_memory(app: Any, path: Path, platform: str, from_groups
             "them, and what was told in private must never reach a group (--from-groups if your bot "
             "only ever talked in groups).")
     return 1 if problems else 0
+
+
+def _count(number: int, one: str, many: str) -> str:
+    return f"{number} {one if number == 1 else many}"
 
 
 def main(argv: list[str] | None = None) -> int:

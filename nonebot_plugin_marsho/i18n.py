@@ -307,8 +307,8 @@ EN: dict[str, str] = {
         "Only superusers may look at or delete someone else's memories ({name}.memory)."
     ),
     "memory.bad": (
-        "Write {name}.memory, {name}.memory forget <n> or {name}.memory forget all; "
-        "{name}.memory group [forget <n>|all] for this group's."
+        "Write {name}.memory, {name}.memory forget <number> or {name}.memory forget all; "
+        "{name}.memory group [forget <number>|all] for this group's."
     ),
     "memory.group_only": "{name}.memory group is about the group it is sent in; send it there.",
     "memory.admins": "Only group admins and owners may delete this group's memories.",
@@ -316,7 +316,7 @@ EN: dict[str, str] = {
         "There is no memory #{number} in the list ({name}.memory shows it, each with its number)."
     ),
     "memory.forgot_one": "Forgotten: #{number} {text}",
-    "memory.forgot_all": "Forgotten: {count} memories.",
+    "memory.forgot_all": "Forgotten: {count_text}.",
     "memory.nothing": "There was nothing to forget.",
     "memory.head_own": "What I remember about you ({count}):",
     "memory.head_own_empty": (
@@ -326,25 +326,29 @@ EN: dict[str, str] = {
     "memory.head_user_empty": "I remember nothing about user {id} here.",
     "memory.head_group": "What I remember about this group ({id}, {count}):",
     "memory.head_group_empty": "I remember nothing about this group ({id}).",
+    "memory.head_other_group": "What I remember about group {id} ({count}):",
+    "memory.head_other_group_empty": "I remember nothing about group {id}.",
     "memory.more": "… and {count} more (deleted by number just the same).",
     "memory.how_to_forget": (
-        "Delete one: {name}.memory{group}{of} forget <number>; all: {name}.memory{group}{of} forget all."
+        "Delete one: {command} forget <number>; all: {command} forget all."
     ),
     "memory.private_elsewhere": (
         "{count} more are not listed here (told in a private chat, or kept for another chat): "
-        "send {name}.memory to me privately to see and delete them."
+        "send {command} to me privately to see and delete them."
     ),
     "memory.in_private": "told in a private chat, {day}",
-    "memory.in_group": "told in {group}, {day}",
+    "memory.in_group": "told in group {group}, {day}",
     "memory.in_this_group": "told in this group, {day}",
     "memory.in_another_group": "told in another group, {day}",
     "memory.imported": "imported, {day}",
+    "memory.line": "#{id} {text}  ({where})",
     "seconds": "{n} s",
     "list.separator": ", ",
     # counts: "singular|plural" (Texts.plural picks one); a language without plurals has one form
     "count.turns": "{n} turn|{n} turns",
     "count.requests": "{n} request|{n} requests",
     "count.messages": "{n} message|{n} messages",
+    "count.memories": "{n} memory|{n} memories",
     "count.pictures": "{n} picture|{n} pictures",
     "config.broken": "marsho is not configured correctly: {error}. Fix .env and restart the bot.",
     "config.invalid": "invalid settings in .env: {problems}",
@@ -684,14 +688,14 @@ ZH: dict[str, str] = {
     "memory.unavailable": "记忆不可用：数据库没有打开。",
     "memory.superusers_only": "只有超级用户可以查看或删除别人的记忆（{name}.memory）。",
     "memory.bad": (
-        "请写 {name}.memory、{name}.memory forget <序号> 或 {name}.memory forget all；"
-        "本群的记忆：{name}.memory group [forget <序号>|all]。"
+        "请写 {name}.memory、{name}.memory forget <编号> 或 {name}.memory forget all；"
+        "本群的记忆：{name}.memory group [forget <编号>|all]。"
     ),
     "memory.group_only": "{name}.memory group 说的是发送它的那个群，请在群里发送。",
     "memory.admins": "只有群管理员和群主可以删除本群的记忆。",
     "memory.no_number": "列表里没有 #{number} 这条记忆（{name}.memory 可查看，每条都有编号）。",
     "memory.forgot_one": "已忘掉：#{number} {text}",
-    "memory.forgot_all": "已忘掉 {count} 条记忆。",
+    "memory.forgot_all": "已忘掉 {count_text}。",
     "memory.nothing": "没有可以忘掉的。",
     "memory.head_own": "我记得的关于你的事（{count} 条）：",
     "memory.head_own_empty": "在这里我还不记得关于你的任何事。（告诉我一些事并让我记住吧。）",
@@ -699,23 +703,27 @@ ZH: dict[str, str] = {
     "memory.head_user_empty": "在这里我不记得关于用户 {id} 的任何事。",
     "memory.head_group": "我记得的关于本群（{id}）的事（{count} 条）：",
     "memory.head_group_empty": "我不记得关于本群（{id}）的任何事。",
-    "memory.more": "……还有 {count} 条（同样可以按序号删除）。",
+    "memory.head_other_group": "我记得的关于群 {id} 的事（{count} 条）：",
+    "memory.head_other_group_empty": "我不记得关于群 {id} 的任何事。",
+    "memory.more": "……还有 {count} 条（同样可以按编号删除）。",
     "memory.how_to_forget": (
-        "删除一条：{name}.memory{group}{of} forget <编号>；全部：{name}.memory{group}{of} forget all。"
+        "删除一条：{command} forget <编号>；全部：{command} forget all。"
     ),
     "memory.private_elsewhere": (
-        "还有 {count} 条没有在这里列出（在私聊中说的，或属于别的聊天）：私聊我发送 {name}.memory 查看和删除。"
+        "还有 {count} 条没有在这里列出（在私聊中说的，或属于别的聊天）：私聊我发送 {command} 查看和删除。"
     ),
     "memory.in_private": "私聊中告诉我的，{day}",
-    "memory.in_group": "在 {group} 告诉我的，{day}",
+    "memory.in_group": "在群 {group} 中告诉我的，{day}",
     "memory.in_this_group": "在本群告诉我的，{day}",
     "memory.in_another_group": "在另一个群告诉我的，{day}",
     "memory.imported": "导入的，{day}",
+    "memory.line": "#{id} {text}（{where}）",
     "seconds": "{n} 秒",
     "list.separator": "、",
     "count.turns": "{n} 轮",
     "count.requests": "{n} 次请求",
     "count.messages": "{n} 条消息",
+    "count.memories": "{n} 条记忆",
     "count.pictures": "{n} 张图片",
     "config.broken": "marsho 的配置有误：{error}。请修改 .env 并重启机器人。",
     "config.invalid": ".env 中的设置无效：{problems}",

@@ -129,7 +129,7 @@ async def test_a_person_lists_and_deletes_what_is_kept_and_it_survives_a_restart
             _, reply = await again.ask("marsho.memory", private=True, user_id=person)
             assert "Lives in Hangzhou" in reply.text and "cello" not in reply.text
             _, reply = await again.ask("marsho.memory forget all", private=True, user_id=person)
-            assert reply.text == "Forgotten: 1 memories."
+            assert reply.text == "Forgotten: 1 memory."
             _, reply = await again.ask("marsho.memory", private=True, user_id=person)
             assert reply.text.startswith("I remember nothing about you here.")
 

@@ -63,8 +63,8 @@ async def test_importing_again_keeps_nothing_twice(tmp_path: Path) -> None:
     assert marsho(folder, "import-memory", "marshoai-data").returncode == 0  # the folder holding it
     again = marsho(folder, "import-memory", "marshoai-data")
     assert again.returncode == 0, again.stderr
-    assert again.stdout.startswith("Imported 0 memories of 2 people on OneBot V11 from marshoai-data; "
-                                   "3 were already kept.")
+    assert again.stdout.startswith("Imported 0 memories of 2 people on OneBot V11 from "
+                                   "marshoai-data/memory.json; 3 were already kept.")
     memories = await kept(folder)
     try:
         assert await memories.count("user", f"{P}:10001") == 2
@@ -93,7 +93,7 @@ async def test_limits_apply_to_imports_the_newest_are_kept_and_long_ones_cut(tmp
     done = marsho(folder, "import-memory", "marshoai-data/memory.json", "--platform", "Telegram")
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith(
-        "Imported 3 memories of 1 people on Telegram from marshoai-data/memory.json; 1 cut to "
+        "Imported 3 memories of 1 person on Telegram from marshoai-data/memory.json; 1 cut to "
         "MARSHO_MEMORY_CHARS=40 characters; 3 older ones left out by MARSHO_MEMORY_PER_USER=3.")
     memories = await kept(folder)
     try:
@@ -107,7 +107,7 @@ async def test_what_cannot_be_read_is_named_and_the_rest_imported(tmp_path: Path
     folder = bot_folder(tmp_path, {"10001": ["ok", 5, ""], "not an id": ["x"], "10003": {"a": 1}})
     done = marsho(folder, "import-memory", "marshoai-data/memory.json")
     assert done.returncode == 1
-    assert done.stdout.startswith("Imported 1 memories of 1 people")
+    assert done.stdout.startswith("Imported 1 memory of 1 person")
     problems = [line for line in done.stderr.splitlines() if line.startswith("! ")]
     assert problems == [
         "! marshoai-data/memory.json: '10001'[1]: not a text; skipped",
@@ -132,3 +132,26 @@ async def test_a_file_that_is_not_marshoais_is_refused_with_where_and_why(tmp_pa
         assert error in done.stderr, done.stderr
         assert done.stdout == ""
     assert not (folder / "data" / "nonebot_plugin_marsho" / "marsho.db").exists()  # nothing was opened
+
+
+async def test_from_groups_after_a_private_import_moves_the_memories_not_copies_them(tmp_path: Path) -> None:
+    folder = bot_folder(tmp_path)
+    assert marsho(folder, "import-memory", "marshoai-data").returncode == 0
+    done = marsho(folder, "import-memory", "marshoai-data", "--from-groups")
+    assert done.returncode == 0, done.stderr
+    assert "3 imported before for private chats only now used in groups too" in done.stdout
+    memories = await kept(folder)
+    try:
+        alice = await memories.of_owner("user", f"{P}:10001")
+        assert [(m.text, m.private) for m in alice] == [("[2025-01-02] [preference] 喜欢吃鱼", False),
+                                                        ("Has a cat named Mochi", False)]
+    finally:
+        await memories.store.close()
+
+
+def test_a_broken_env_imports_nothing_and_says_why(tmp_path: Path) -> None:
+    folder = bot_folder(tmp_path, MARSHO_MEMORY_SCOPE="foo")
+    done = marsho(folder, "import-memory", "marshoai-data")
+    assert done.returncode == 1
+    assert "MARSHO_MEMORY_SCOPE" in done.stderr and "Fix .env first: nothing was imported." in done.stderr
+    assert not (folder / "data" / "nonebot_plugin_marsho" / "marsho.db").exists()

@@ -205,6 +205,9 @@ async def test_forget_is_for_the_owner_and_for_group_memories_admins_or_the_tell
                        "Forgot #1 (about the person asking): They like jazz"]
     assert await book.store.count("group", f"OneBot V11:group:{GROUP_A}") == 0
     assert await book.store.count("user", f"OneBot V11:{ALICE}") == 0
+    # an id no database can hold is as absent as any other (not a crash, not "the database failed")
+    results = _results(await ask(fake, group, "group", "forget it", forget(99999999999999999999), forget(0)))
+    assert all(result.startswith("Error: There is no memory #") for result in results), results
 
 
 # limits -----------------------------------------------------------------------------------------

@@ -81,7 +81,7 @@ async def test_in_a_private_chat_a_person_sees_everything_kept_about_them_number
     berlin = await remember(memories, alice, "Alice is moving to Berlin in March")
     reply = await reply_to(app, private_message("marsho.memory", user_id=alice))
     assert reply.startswith("What I remember about you (2):")
-    assert f"\n#{cat} Alice's cat is called Mochi  (told in {group}," in reply
+    assert f"\n#{cat} Alice's cat is called Mochi  (told in group {group}," in reply
     assert f"\n#{berlin} Alice is moving to Berlin in March  (told in a private chat," in reply
     assert "marsho.memory forget <number>" in reply
 
@@ -120,7 +120,7 @@ async def test_forget_all_in_a_group_leaves_the_private_ones_to_a_private_chat(
     assert "1 more are not listed here (told in a private chat" in reply
     assert texts(await memories.of_owner("user", f"{P}:{alice}")) == ["Alice is moving to Berlin in March"]
     reply = await reply_to(app, private_message("marsho.memory forget all", user_id=alice))
-    assert reply == "Forgotten: 1 memories."
+    assert reply == "Forgotten: 1 memory."
     assert await memories.of_owner("user", f"{P}:{alice}") == []
     reply = await reply_to(app, private_message("marsho.memory", user_id=alice))
     assert reply.startswith("I remember nothing about you here.")
@@ -141,7 +141,7 @@ async def test_a_number_not_in_the_list_is_refused_and_nothing_is_deleted(app: A
     for bad in ("marsho.memory forget two", "marsho.memory forget", "marsho.memory wipe 1",
                 "marsho.memory forget -1", "marsho.memory forget " + "9" * 30):
         reply = await reply_to(app, private_message(bad, user_id=alice))
-        assert reply.startswith("Write marsho.memory, marsho.memory forget <n>"), bad
+        assert reply.startswith("Write marsho.memory, marsho.memory forget <number>"), bad
     assert len(await memories.of_owner("user", f"{P}:{alice}")) == 2
 
 
@@ -172,7 +172,7 @@ async def test_a_superuser_inspects_and_deletes_anyones(app: App, memories: Memo
     reply = await reply_to(app, private_message(f"marsho.memory of {alice} forget {berlin}", user_id=owner))
     assert reply == f"Forgotten: #{berlin} Alice is moving to Berlin in March"
     reply = await reply_to(app, private_message(f"marsho.memory of {alice} forget all", user_id=owner))
-    assert reply == "Forgotten: 1 memories."
+    assert reply == "Forgotten: 1 memory."
     assert await memories.of_owner("user", f"{P}:{alice}") == []
 
 
@@ -193,7 +193,7 @@ async def test_anyone_in_a_group_lists_its_memories_and_only_admins_delete_them(
     assert reply == f"Forgotten: #{minecraft} This group plays Minecraft on Fridays"
     reply = await reply_to(app, group_message("marsho.memory group forget all", user_id=admin, group_id=group,
                                               role="owner"))
-    assert reply == "Forgotten: 1 memories."
+    assert reply == "Forgotten: 1 memory."
     assert texts(await memories.of_owner("group", f"{P}:group:{other}")) == ["Another group's secret handshake"]
 
 
@@ -206,9 +206,11 @@ async def test_group_memories_are_named_by_id_only_by_superusers(app: App, memor
     assert reply.startswith("Only superusers may look at or delete someone else's memories")
     owner = int(SUPERUSER_ID)
     reply = await reply_to(app, private_message(f"marsho.memory group {group}", user_id=owner))
-    assert "Minecraft" in reply
+    assert reply.startswith(f"What I remember about group {group} (1):")
+    assert f"This group plays Minecraft on Fridays  (told in group {group}," in reply
+    assert f"Delete one: marsho.memory group {group} forget <number>;" in reply  # the command that works
     reply = await reply_to(app, private_message(f"marsho.memory group {group} forget all", user_id=owner))
-    assert reply == "Forgotten: 1 memories."
+    assert reply == "Forgotten: 1 memory."
     assert await memories.of_owner("group", f"{P}:group:{group}") == []
 
 
@@ -246,3 +248,13 @@ async def test_memories_unused_for_memory_days_are_gone_from_the_listing(
         reply = await reply_to(app, private_message("marsho.memory", user_id=alice))
     assert "a fresh fact" in reply and "an old fact" not in reply
     assert texts(await memories.of_owner("user", f"{P}:{alice}")) == ["a fresh fact"]
+
+
+async def test_imported_memories_say_so_in_the_listing(app: App, memories: MemoryStore) -> None:
+    from nonebot_plugin_marsho.store.memory import IMPORTED
+
+    alice = next(_people)
+    await memories.add("user", f"{P}:{alice}", "likes rain", learned_in=f"{P}:private:{alice}", private=True,
+                       author=IMPORTED, limit=50)
+    reply = await reply_to(app, private_message("marsho.memory", user_id=alice))
+    assert "likes rain  (imported, " in reply

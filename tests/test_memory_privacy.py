@@ -130,7 +130,7 @@ async def test_under_scope_chat_a_group_listing_shows_only_what_was_told_in_that
         assert "cello" in reply and "job hunting" not in reply
         assert "1 more are not listed here" in reply
         reply = await reply_to(app, group_message("marsho.memory forget all", user_id=50001, group_id=2))
-        assert reply.startswith("Forgotten: 1 memories.")
+        assert reply.startswith("Forgotten: 1 memory.")
     assert [m.text for m in await memories.of_owner("user", f"{P}:50001")] == [
         "Is job hunting, do not tell the boss"]
 
@@ -220,7 +220,7 @@ async def test_a_memory_kept_while_the_list_of_owners_is_read_is_not_lost(
 def test_words_keep_their_combining_marks() -> None:
     # Devanagari vowel signs are not \\w: "है" must not become letters that match other words
     assert search_terms("उसे चाय पसंद है") == "उसे चाय पसंद है"
-    assert search_terms("我的猫叫Mochi café") == "我的 的猫 猫叫 mochi café"
+    assert search_terms("我的猫叫Mochi café") == "我的 的猫 猫叫 我 的 猫 叫 mochi café"
 
 
 def test_hostile_import_files_are_named_not_crashed_on(tmp_path: Path) -> None:
@@ -234,4 +234,13 @@ def test_hostile_import_files_are_named_not_crashed_on(tmp_path: Path) -> None:
     done = marsho(folder, "import-memory", "odd.json")
     assert done.returncode == 1
     assert "'OneBot V11:group:1' is not a user id" in done.stderr
-    assert done.stdout.startswith("Imported 2 memories of 1 people")
+    assert done.stdout.startswith("Imported 2 memories of 1 person")
+
+
+async def test_a_word_of_one_chinese_character_finds_its_memory(store: MemoryStore) -> None:
+    owner, chat = f"{P}:{ALICE}", f"{P}:private:{ALICE}"
+    await store.add("user", owner, "养了一只猫叫年糕", learned_in=chat, private=True, author=owner, limit=50)
+    sight = Sight(owner, chat)
+    for query in ("猫", "我的猫呢", "年糕"):
+        assert [m.text for m in await store.search(sight, query, limit=5)] == ["养了一只猫叫年糕"], query
+    assert await store.search(sight, "狗", limit=5) == []

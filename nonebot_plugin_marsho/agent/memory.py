@@ -208,6 +208,10 @@ class MemoryBook:
         sight = self.sight(context)
         if sight is None:
             return ToolResponse.error(OUTSIDE_CHAT)
+        if not 1 <= memory_id < 2**63:  # no database holds it: as absent as any other
+            return ToolResponse.error(
+                f"There is no memory #{memory_id} here (memory__recall lists the ones this chat "
+                "can use, with their ids).")
         try:
             memory = await self.store.get(memory_id, sight=sight)
             if memory is None:  # absent and not to be seen here read the same: ids tell nothing

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from datetime import datetime
 
 from ..i18n import Texts
-from ..store.memory import About, Memory
+from ..store.memory import IMPORTED, About, Memory
 from ..store.session import session_key
 from ..tools.model import Role
 from .app import Marsho
@@ -67,28 +67,33 @@ async def memory_command(app: Marsho, where: Where, role: Role, text: str) -> st
                 return t("memory.superusers_only", name=name)
             shown_id, words = words[0], words[1:]
             owner = session_key(where.platform, group_id=shown_id, user_id="", channel="/" in shown_id)
+            whose = "group" if where.shared and owner == group_key(where) else "other_group"
         elif where.shared:
-            owner, shown_id = group_key(where), where.chat_id
+            owner, shown_id, whose = group_key(where), where.chat_id, "group"
         else:
             return t("memory.group_only", name=name)
-        whose = "group"
     shown = _shown_here(where, about, app.config.marsho_memory_scope == "chat")
     kept = await memories.of_owner(about, owner)
     listed = [memory for memory in kept if shown(memory)]
     hidden = len(kept) - len(listed)
-    here = group_key(where) if where.shared else None
+    # the group a listing is read in, named "this group" (None: every group by its id)
+    here = (None if whose == "other_group" else owner if about == "group"
+            else group_key(where) if where.shared else None)
+    command = f"{name}.memory" + {"own": "", "user": f" of {shown_id}", "group": " group",
+                                  "other_group": f" group {shown_id}"}[whose]
     if not words:
-        return _listing(t, listed, hidden, about, whose, shown_id, name, here)
+        return _listing(t, listed, hidden, whose, shown_id, command, name, here)
     if words[0].casefold() not in FORGET_WORDS or len(words) != 2:
         return t("memory.bad", name=name)
-    if about == "group" and whose == "group" and role == "member":
+    if about == "group" and role == "member":
         return t("memory.admins", name=name)
     target = words[1].casefold()
     if target in ALL_WORDS:
         gone = await memories.delete([memory.id for memory in listed])
-        lines = [t("memory.forgot_all", count=gone) if gone else t("memory.nothing")]
+        lines = [t("memory.forgot_all", count_text=t.plural("count.memories", gone)) if gone
+                 else t("memory.nothing")]
         if hidden:
-            lines.append(t("memory.private_elsewhere", count=hidden, name=name))
+            lines.append(t("memory.private_elsewhere", count=hidden, command=command))
         return "\n".join(lines)
     target = target.removeprefix("#")
     if not (target.isascii() and target.isdigit() and len(target) <= 18):
@@ -102,26 +107,27 @@ async def memory_command(app: Marsho, where: Where, role: Role, text: str) -> st
     return t("memory.forgot_one", number=chosen.id, text=_short(chosen.text))
 
 
-def _listing(t: Texts, listed: list[Memory], hidden: int, about: About, whose: str, shown_id: str,
+def _listing(t: Texts, listed: list[Memory], hidden: int, whose: str, shown_id: str, command: str,
              name: str, here: str | None) -> str:
     if not listed:
         empty = {"own": t("memory.head_own_empty", name=name),
                  "user": t("memory.head_user_empty", id=shown_id),
-                 "group": t("memory.head_group_empty", id=shown_id)}
+                 "group": t("memory.head_group_empty", id=shown_id),
+                 "other_group": t("memory.head_other_group_empty", id=shown_id)}
         lines = [empty[whose]]
     else:
         head = {"own": t("memory.head_own", count=len(listed)),
                 "user": t("memory.head_user", id=shown_id, count=len(listed)),
-                "group": t("memory.head_group", id=shown_id, count=len(listed))}
+                "group": t("memory.head_group", id=shown_id, count=len(listed)),
+                "other_group": t("memory.head_other_group", id=shown_id, count=len(listed))}
         lines = [head[whose]]
-        lines += [f"#{memory.id} {_short(memory.text)}  ({_where_text(t, memory, here)})"
+        lines += [t("memory.line", id=memory.id, text=_short(memory.text), where=_where_text(t, memory, here))
                   for memory in listed[:MAX_SHOWN]]
         if len(listed) > MAX_SHOWN:
             lines.append(t("memory.more", count=len(listed) - MAX_SHOWN))
-        lines.append(t("memory.how_to_forget", name=name, group=" group" if about == "group" else "",
-                       of=f" of {shown_id}" if whose == "user" else ""))
+        lines.append(t("memory.how_to_forget", command=command))
     if hidden:
-        lines.append(t("memory.private_elsewhere", count=hidden, name=name))
+        lines.append(t("memory.private_elsewhere", count=hidden, command=command))
     return "\n".join(lines)
 
 
@@ -129,7 +135,7 @@ def _where_text(t: Texts, memory: Memory, here: str | None) -> str:
     """Where and when a memory was told: "told in a private chat, 2026-12-01", "told in 123, ...";
     listed in a group (`here`), another group is not named: the group reads the reply."""
     day = datetime.fromtimestamp(memory.created_at).strftime("%Y-%m-%d")
-    if memory.learned_in == "import":
+    if memory.author == IMPORTED or memory.learned_in == "import":
         return t("memory.imported", day=day)
     if memory.private:
         return t("memory.in_private", day=day)

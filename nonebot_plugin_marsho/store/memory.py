@@ -45,6 +45,9 @@ About = Literal["user", "group"]
 MAX_QUERY_TERMS = 32
 """Search terms taken from a question (the first ones): a long question is not a long query."""
 
+IMPORTED = "import:marshoai"
+"""The `author` of memories `import-memory` brought from nonebot-plugin-marshoai."""
+
 OWNER_CHARS = 255
 """The length of the owner, learned_in and author columns."""
 
@@ -64,19 +67,22 @@ STOPWORDS = frozenset(
     "or our so that the their them they this to was we were what when where which who why will "
     "with you your yours can could would should about just not no yes".split()
     + "的 了 是 我 你 他 她 它 们 吗 呢 吧 啊 呀 在 有 和 就 都 也 还 这 那 个".split()
-    + "什么 怎么 一个 我们 你们 不是".split()
+    + "一 不 人 要 会 说 想 去 来 到 上 下 很 么 什 怎 没 对 好 多 能 让 把 被 给 得 地 着 过".split()
+    + "什么 怎么 一个 我们 你们 不是 我的 你的".split()
 )
 """Words too common to find anything by (in questions only: memories keep every word)."""
 
 
 def _words(text: str) -> list[str]:
     """The text's words as the index keeps them: NFKC, case folded; a run of Chinese, Japanese or
-    Korean characters (written without spaces) as its overlapping pairs, a lone one as itself."""
+    Korean characters (written without spaces) as its overlapping pairs and its characters (a
+    word of one character, 猫 or 茶, is common)."""
     folded = unicodedata.normalize("NFKC", text).casefold()
     words: list[str] = []
     for run in _RUN.findall(folded):
         if _CJK_RUN.fullmatch(run):
-            words.extend([run] if len(run) == 1 else [run[i:i + 2] for i in range(len(run) - 1)])
+            words.extend(run[i:i + 2] for i in range(len(run) - 1))
+            words.extend(run)
         else:
             words.append(run)
     return words
@@ -91,7 +97,9 @@ def query_terms(text: str) -> list[str]:
     """The words of a question to look memories up by: without the commonest, each once, at most
     MAX_QUERY_TERMS."""
     seen: dict[str, None] = {}
-    for word in _words(text):
+    words = _words(text)
+    # the pairs (and words) first: a long question keeps its most telling terms
+    for word in sorted(words, key=lambda word: len(word) == 1 and bool(_CJK_RUN.fullmatch(word))):
         if word not in STOPWORDS and not (len(word) == 1 and word.isascii()):
             seen.setdefault(word, None)
     return list(seen)[:MAX_QUERY_TERMS]
