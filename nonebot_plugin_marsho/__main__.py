@@ -81,7 +81,7 @@ def _print_toolset(toolset: Any, skip: Collection[str] = (), schemas: bool = Fal
     for toolkit in toolset.toolkits:
         if toolkit.name in skip:  # MCP servers: listed by _print_mcp
             continue
-        say(f"✓ {toolkit.name}  ({toolkit.source}: {toolkit.path})")
+        say(f"✓ {toolkit.name}  ({toolkit.source}" + (f": {toolkit.path})" if toolkit.path else ")"))
         _print_tools(toolkit.tools, schemas)
     for name in toolset.disabled:
         say(f"- {name}  (disabled in .env)")
@@ -144,12 +144,29 @@ def _print_mcp(path: Path, problems: list[str], manager: Any, wait: float,
     return errors, warnings
 
 
+def _with_memory(app: Any, toolset: Any) -> Any:
+    """The built-in memory tools added to `toolset` as the bot adds them (MARSHO_MEMORY), on the
+    bot's database, which is opened only if a tool is called; returns that store, to close."""
+    if not app.config.marsho_memory:
+        return None
+    from nonebot_plugin_marsho.store.memory import MemoryStore
+    from nonebot_plugin_marsho.store.sql import SqlStore
+
+    try:
+        store = SqlStore(app.database_url())
+    except Exception:  # a URL SQLAlchemy cannot read: the tools are listed all the same
+        store = SqlStore("sqlite://")
+    app.add_memory(toolset, MemoryStore(store))
+    return store
+
+
 async def command_tools(app: Any, wait: float = MCP_WAIT, schemas: bool = False) -> int:
     """List and check every toolkit and MCP server; non-zero when any failed to load or start."""
     from nonebot_plugin_marsho.chat.app import held_secrets
     from nonebot_plugin_marsho.redaction import SECRETS
 
     toolset = app.load_toolset()
+    memory = _with_memory(app, toolset)
     path, servers, problems = _mcp_servers(app)
     manager = await _start_mcp(app, servers, toolset, wait) if servers else None
     SECRETS.add(*held_secrets(app.config, toolset, manager))
@@ -162,6 +179,8 @@ async def command_tools(app: Any, wait: float = MCP_WAIT, schemas: bool = False)
     finally:
         if manager is not None:
             await manager.stop()
+        if memory is not None:
+            await memory.close()
     return 1 if errors else 0
 
 
@@ -204,6 +223,7 @@ async def command_call(app: Any, name: str, arguments: str, wait: float = MCP_WA
 
     config = app.config
     toolset = app.load_toolset()
+    memory = _with_memory(app, toolset)
     manager, problem = None, ""
     if name not in toolset.tools:
         manager, problem = await _start_server_of(app, name, toolset, wait)
@@ -222,6 +242,8 @@ async def command_call(app: Any, name: str, arguments: str, wait: float = MCP_WA
         runner.close()
         if manager is not None:
             await manager.stop()
+        if memory is not None:
+            await memory.close()
     say(result.content)
     say(f"[{result.status} in {result.seconds:.2f} s]", file=sys.stderr)
     return 0 if result.ok else 1

@@ -155,3 +155,15 @@ def test_a_broken_env_imports_nothing_and_says_why(tmp_path: Path) -> None:
     assert done.returncode == 1
     assert "MARSHO_MEMORY_SCOPE" in done.stderr and "Fix .env first: nothing was imported." in done.stderr
     assert not (folder / "data" / "nonebot_plugin_marsho" / "marsho.db").exists()
+
+
+def test_the_cli_checks_the_memory_tools_as_the_bot_offers_them(tmp_path: Path) -> None:
+    folder = bot_folder(tmp_path)
+    done = marsho(folder, "tools")
+    assert done.returncode == 0, done.stderr
+    assert "✓ memory  (built-in)\n    memory__remember: Keep a lasting fact for later conversations." in done.stdout
+    called = marsho(folder, "call", "memory__recall", "{}")
+    assert called.returncode == 1
+    assert called.stdout.startswith("Error: Memory is kept only in chats")
+    off = bot_folder(tmp_path / "off", MARSHO_MEMORY="false")
+    assert "memory__remember" not in marsho(off, "tools").stdout
