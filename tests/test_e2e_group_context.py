@@ -31,10 +31,11 @@ def last_question(body: dict[str, Any]) -> str:
     return [m["content"] for m in body["messages"] if m["role"] == "user"][-1]
 
 
-def new_bot(endpoint: FakeOpenAI, data_dir: Path) -> BotProcess:
+def new_bot(endpoint: FakeOpenAI, data_dir: Path, **env: str) -> BotProcess:
+    """bot.py keeping its data in `data_dir`, with `env`'s settings."""
     return BotProcess(base_url=endpoint.base_url, env={
         "LOCALSTORE_DATA_DIR": str(data_dir), "MARSHO_TIMEOUT": "15",
-        "SUPERUSERS": json.dumps(["10099"]),
+        "SUPERUSERS": json.dumps(["10099"]), **env,
     })
 
 

@@ -9,67 +9,37 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from nonebot_plugin_marsho.agent.summary import SUMMARY_PROMPT
 from tests.fake_openai import FakeOpenAI, text, tool_calls
-from tests.onebot_sim import BotProcess, OneBotSim, output_if_failed
+from tests.onebot_sim import BotProcess, OneBotSim
+from tests.test_e2e_group_context import (  # noqa: F401 - fixtures: one bot.py for the module
+    SELF_ID,
+    _clean,
+    bot,
+    data_dir,
+    last_question,
+    new_bot,
+    sim,
+)
 
-SELF_ID = 2233445577
 ALICE, BOB = 10501, 10502
 _groups = itertools.count(81001)
 _calls = itertools.count(1)
 LABEL = "[What you remember that may bear on this message"
 
 
-def new_bot(endpoint: FakeOpenAI, data_dir: Path, **env: str) -> BotProcess:
-    return BotProcess(base_url=endpoint.base_url, env={
-        "LOCALSTORE_DATA_DIR": str(data_dir), "MARSHO_TIMEOUT": "15", "SUPERUSERS": json.dumps(["10099"]),
-        **env})
-
-
-@pytest.fixture(scope="module")
-def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("marsho-memory") / "data"
-
-
-@pytest.fixture(scope="module")
-def bot(endpoint: FakeOpenAI, data_dir: Path, request: pytest.FixtureRequest) -> Iterator[BotProcess]:
-    process = new_bot(endpoint, data_dir)
-    with process, output_if_failed(process, request):
-        yield process
-
-
-@pytest.fixture(scope="module")
-async def sim(bot: BotProcess) -> AsyncIterator[OneBotSim]:
-    async with bot.simulator(self_id=SELF_ID) as simulator:
-        yield simulator
-
-
-@pytest.fixture(autouse=True)
-def _clean(endpoint: FakeOpenAI) -> Iterator[None]:
-    endpoint.reset()
-    yield
-    endpoint.reset()
-
-
 def remember(fact: str, about: str = "me") -> Any:
     return tool_calls(("memory__remember", {"text": fact, "about": about}, f"m{next(_calls)}"))
-
-
-def question(body: dict[str, Any]) -> str:
-    return [m["content"] for m in body["messages"] if m["role"] == "user"][-1]
 
 
 def everything(endpoint: FakeOpenAI) -> str:
     return json.dumps(endpoint.requests, ensure_ascii=False)
 
 
-async def test_a_fact_follows_its_teller_and_nobody_else(endpoint: FakeOpenAI, sim: OneBotSim) -> None:
+async def test_a_fact_follows_its_teller_and_nobody_else(endpoint: FakeOpenAI, sim: OneBotSim) -> None:  # noqa: F811 - the fixtures
     group, other = next(_groups), next(_groups)
     endpoint.push(remember("Their cat is called Mochi"), text("Noted!"))
     _, reply = await sim.ask("marsho my cat is called Mochi, remember it", group_id=group, user_id=ALICE)
@@ -78,12 +48,12 @@ async def test_a_fact_follows_its_teller_and_nobody_else(endpoint: FakeOpenAI, s
     endpoint.reset()
     endpoint.push(text("Mochi!"))
     _, reply = await sim.ask("marsho what is my cat called?", group_id=other, user_id=ALICE)
-    assert LABEL in question(endpoint.requests[0]) and "Their cat is called Mochi" in question(endpoint.requests[0])
+    assert LABEL in last_question(endpoint.requests[0]) and "Their cat is called Mochi" in last_question(endpoint.requests[0])
 
     endpoint.reset()
     endpoint.push(text("Mochi!"))
     await sim.ask("marsho what is my cat called?", private=True, user_id=ALICE)
-    assert "Their cat is called Mochi" in question(endpoint.requests[0])
+    assert "Their cat is called Mochi" in last_question(endpoint.requests[0])
 
     endpoint.reset()
     endpoint.push(text("I don't know."))
@@ -95,7 +65,7 @@ async def test_a_fact_follows_its_teller_and_nobody_else(endpoint: FakeOpenAI, s
     assert "Mochi" not in everything(endpoint)
 
 
-async def test_what_is_told_in_private_never_reaches_a_group(endpoint: FakeOpenAI, sim: OneBotSim) -> None:
+async def test_what_is_told_in_private_never_reaches_a_group(endpoint: FakeOpenAI, sim: OneBotSim) -> None:  # noqa: F811 - the fixtures
     group = next(_groups)
     endpoint.push(remember("They are job hunting, secretly"), text("Your secret is safe."))
     await sim.ask("marsho I am job hunting, keep it secret", private=True, user_id=ALICE)
@@ -109,7 +79,7 @@ async def test_what_is_told_in_private_never_reaches_a_group(endpoint: FakeOpenA
 
 
 async def test_a_person_lists_and_deletes_what_is_kept_and_it_survives_a_restart(
-        endpoint: FakeOpenAI, data_dir: Path, bot: BotProcess, sim: OneBotSim) -> None:
+        endpoint: FakeOpenAI, data_dir: Path, bot: BotProcess, sim: OneBotSim) -> None:  # noqa: F811 - the fixtures
     person = 10577
     endpoint.push(remember("Plays the cello"), text("Lovely."))
     await sim.ask("marsho I play the cello", private=True, user_id=person)

@@ -28,8 +28,7 @@ from nonebot_plugin_marsho.store.sql import SqlStore
 from nonebot_plugin_marsho.tools.model import OWNER_CONTEXT, ToolContext, Toolkit, Toolset
 from tests.fake_openai import FakeOpenAI, text, tool_calls
 from tests.platforms import PLATFORMS, Chat, forget_uninfo_sessions
-from tests.postgres_server import PostgresServer
-from tests.test_postgres import start_postgres
+from tests.test_group_context import postgres, store_url  # noqa: F401 - fixtures
 
 ALICE, BOB, ADA = "10401", "10402", "10403"
 GROUP_A, GROUP_B = "20401", "20402"
@@ -425,24 +424,10 @@ async def test_a_memory_kept_by_another_bot_process_comes_up_within_the_refresh(
 # the store's full-text search, on SQLite and PostgreSQL -------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def postgres() -> Iterator[PostgresServer]:
-    server = start_postgres()
-    yield server
-    server.stop()
-
-
-_databases = itertools.count(1)
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-async def memories(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[MemoryStore]:
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'marsho.db'}"
-    else:
-        server: PostgresServer = request.getfixturevalue("postgres")
-        url = server.create_database(f"marsho_memory_{next(_databases)}")
-    store = SqlStore(url)
+@pytest.fixture
+async def memories(store_url: str) -> AsyncIterator[MemoryStore]:  # noqa: F811 - the fixture
+    """A memory store on SQLite and on PostgreSQL (tests/test_group_context.py's `store_url`)."""
+    store = SqlStore(store_url)
     yield MemoryStore(store)
     await store.close()
 

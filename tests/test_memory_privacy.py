@@ -21,8 +21,8 @@ from nonebot_plugin_marsho.store.sql import SqlStore
 from tests.conftest import configured
 from tests.fake_openai import FakeOpenAI, text
 from tests.onebot import group_message
-from tests.postgres_server import PostgresServer
 from tests.test_cli import make_project, marsho
+from tests.test_group_context import postgres, store_url  # noqa: F401 - fixtures
 from tests.test_memory import (  # noqa: F401 - _fresh_uninfo: an autouse fixture
     ALICE,
     BOB,
@@ -39,7 +39,6 @@ from tests.test_memory import (  # noqa: F401 - _fresh_uninfo: an autouse fixtur
 )
 from tests.test_memory_command import memories, reply_to  # noqa: F401 - a fixture
 from tests.test_platforms import say
-from tests.test_postgres import start_postgres
 
 P = "OneBot V11"
 
@@ -138,21 +137,10 @@ async def test_under_scope_chat_a_group_listing_shows_only_what_was_told_in_that
 # the store under pressure ---------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def postgres() -> Any:
-    server = start_postgres()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[MemoryStore]:
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'memory.db'}"
-    else:
-        server: PostgresServer = request.getfixturevalue("postgres")
-        url = server.create_database(f"memory_{time.time_ns()}")
-    sql = SqlStore(url)
+@pytest.fixture
+async def store(store_url: str) -> AsyncIterator[MemoryStore]:  # noqa: F811 - the fixture
+    """A memory store on SQLite and on PostgreSQL (tests/test_group_context.py's `store_url`)."""
+    sql = SqlStore(store_url)
     yield MemoryStore(sql)
     await sql.close()
 
