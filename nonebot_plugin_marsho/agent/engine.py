@@ -420,8 +420,7 @@ class Engine:
             return summary  # no trim: the common case costs the summary's read alone
         # the new summary may be longer than the one sent so far: trim as if it were as long as
         # it may be, so the turn's requests carry it without trimming again
-        block = (sum(map(self.counter.count_message, system))
-                 - sum(map(self.counter.count_message, self._system(prompt, "", tools))))
+        block = sum(map(self.counter.count_message, system)) - self._prompt_tokens(prompt)
         longest = min(self.summarizer.reserve(), self._summary_room(prompt, tools))
         room = max(0, room - max(0, longest - block))
         start = self._start(history, key, room, summary)

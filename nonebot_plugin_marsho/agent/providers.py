@@ -62,30 +62,19 @@ Kind = Literal["ok", "rate", "server", "timeout", "dropped", "refused", "empty",
 RETRYABLE: frozenset[Kind] = frozenset({"rate", "server", "timeout", "dropped", "empty"})
 
 
+KINDS: dict[str, Kind] = {
+    "endpoint.429": "rate", "endpoint.5xx": "server", "endpoint.401": "auth", "endpoint.403": "auth",
+    "endpoint.404": "not_found", "endpoint.timeout": "timeout", "endpoint.empty_body": "empty",
+    "endpoint.too_large": "too_large", "endpoint.no_key": "no_key", "endpoint.4xx": "request",
+}
+"""The kind of each EndpointError code (endpoint.unreachable: refused or dropped, see kind_of)."""
+
+
 def kind_of(error: EndpointError) -> Kind:
     """The kind of failure an EndpointError is."""
-    code = error.code
-    if code == "endpoint.429":
-        return "rate"
-    if code == "endpoint.5xx":
-        return "server"
-    if code in ("endpoint.401", "endpoint.403"):
-        return "auth"
-    if code == "endpoint.404":
-        return "not_found"
-    if code == "endpoint.timeout":
-        return "timeout"
-    if code == "endpoint.unreachable":
+    if error.code == "endpoint.unreachable":
         return "refused" if error.refused else "dropped"
-    if code == "endpoint.empty_body":
-        return "empty"
-    if code == "endpoint.too_large":
-        return "too_large"
-    if code == "endpoint.no_key":
-        return "no_key"
-    if code == "endpoint.4xx":
-        return "request"
-    return "unreadable"
+    return KINDS.get(error.code, "unreadable")
 
 
 def retryable(error: EndpointError) -> bool:

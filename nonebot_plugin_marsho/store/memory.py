@@ -48,9 +48,6 @@ MAX_QUERY_TERMS = 32
 IMPORTED = "import:marshoai"
 """The `author` of memories `import-memory` brought from nonebot-plugin-marshoai."""
 
-OWNER_CHARS = 255
-"""The length of the owner, learned_in and author columns."""
-
 _CJK = (r"\u2e80-\u2fdf\u3040-\u30ff\u3100-\u312f\u3190-\u31ff\u3400-\u4dbf\u4e00-\u9fff"
         r"\uac00-\ud7af\uf900-\ufaff\U00020000-\U0003134f")
 _MARKS = (r"\u0300-\u036f\u0483-\u0489\u0591-\u05c7\u0610-\u061a\u064b-\u065f\u0670\u06d6-\u06ed"
@@ -316,12 +313,10 @@ class MemoryStore:
             query = query.where(m.private == int(private))
         return await self._read(query.order_by(m.created_at, m.id))
 
-    async def count(self, about: About, owner: str, *, private: bool | None = None) -> int:
-        """How many memories about `owner` are kept (`private` as in `of_owner`)."""
+    async def count(self, about: About, owner: str) -> int:
+        """How many memories about `owner` are kept."""
         m = memories_table.c
         query = select(func.count()).where(m.about == about, m.owner == owner)
-        if private is not None:
-            query = query.where(m.private == int(private))
         await self.store._ready()
         try:
             async with self._connection(write=False) as conn:
@@ -366,20 +361,6 @@ class MemoryStore:
         try:
             async with self._connection(write=True) as conn:
                 result = await conn.execute(delete(memories_table).where(memories_table.c.id.in_(chosen)))
-        except SQLAlchemyError as error:
-            raise StoreError(code="store.clear", url=self.store.safe_url, detail=_describe(error)) from None
-        return int(result.rowcount or 0)
-
-    async def delete_owner(self, about: About, owner: str, *, private: bool | None = None) -> int:
-        """Forget every memory about `owner` (`private` as in `of_owner`); returns how many went."""
-        m = memories_table.c
-        query = delete(memories_table).where(m.about == about, m.owner == owner)
-        if private is not None:
-            query = query.where(m.private == int(private))
-        await self.store._ready()
-        try:
-            async with self._connection(write=True) as conn:
-                result = await conn.execute(query)
         except SQLAlchemyError as error:
             raise StoreError(code="store.clear", url=self.store.safe_url, detail=_describe(error)) from None
         return int(result.rowcount or 0)
