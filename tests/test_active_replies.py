@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from datetime import datetime
 from types import SimpleNamespace
 from typing import Any
@@ -261,12 +262,11 @@ async def test_the_choice_is_kept_in_the_database(fake: FakeOpenAI, active: Any,
     assert json.loads((await store.group_settings("active_keywords"))[group]) == ["tea"]
 
 
-async def test_an_unsolicited_reply_goes_on_the_bill_and_none_comes_once_the_quota_is_used_up(
-    fake: FakeOpenAI, plugin_engine: Any, chat: Chat, tmp_path: Any
-) -> None:
+@asynccontextmanager
+async def quota_of_100(tmp_path: Any) -> AsyncIterator[tuple[Any, Any]]:
+    """Handlers use a bot whose members have 100 tokens a day, billed in a database of its own."""
     from nonebot_plugin_marsho.store.sql import SqlStore
-    from tests.fake_openai import with_usage
-    from tests.test_usage import OPENAI_USAGE, meter_on, stored_rows
+    from tests.test_usage import meter_on
 
     store = SqlStore(f"sqlite:///{tmp_path / 'bill.db'}")
     with configured(marsho_active_cooldown=0, marsho_user_daily_tokens=100) as app:
@@ -274,50 +274,50 @@ async def test_an_unsolicited_reply_goes_on_the_bill_and_none_comes_once_the_quo
         saved = app.meter, engine.llm.meter
         app.meter = engine.llm.meter = meter_on(store)
         try:
-            await admin(app, chat, "marsho.active 1")
-            fake.push(with_usage(text("Sunny!"), OPENAI_USAGE))  # 150 tokens: over Alice's 100
-            await said(app, chat, "nice weather today")
-            await app.meter.settled()
-            [row] = await stored_rows(store)
-            assert row.user_key == f"OneBot V11:{ALICE}" and row.group_key == f"OneBot V11:{chat.group_id}"
-            asked = len(fake.requests)
-            await said(app, chat, "and tomorrow?")
-            assert len(fake.requests) == asked and chat.sent_texts()[-1] == "Sunny!"
+            yield app, store
         finally:
             await app.meter.close()
             app.meter, engine.llm.meter = saved
             await store.close()
+
+
+async def test_an_unsolicited_reply_goes_on_the_bill_and_none_comes_once_the_quota_is_used_up(
+    fake: FakeOpenAI, plugin_engine: Any, chat: Chat, tmp_path: Any
+) -> None:
+    from tests.fake_openai import with_usage
+    from tests.test_usage import OPENAI_USAGE, stored_rows
+
+    async with quota_of_100(tmp_path) as (app, store):
+        await admin(app, chat, "marsho.active 1")
+        fake.push(with_usage(text("Sunny!"), OPENAI_USAGE))  # 150 tokens: over Alice's 100
+        await said(app, chat, "nice weather today")
+        await app.meter.settled()
+        [row] = await stored_rows(store)
+        assert row.user_key == f"OneBot V11:{ALICE}" and row.group_key == f"OneBot V11:{chat.group_id}"
+        asked = len(fake.requests)
+        await said(app, chat, "and tomorrow?")
+        assert len(fake.requests) == asked and chat.sent_texts()[-1] == "Sunny!"
 
 
 async def test_the_judge_goes_on_the_bill_and_is_not_asked_once_the_quota_is_used_up(
     fake: FakeOpenAI, plugin_engine: Any, chat: Chat, tmp_path: Any
 ) -> None:
-    from nonebot_plugin_marsho.store.sql import SqlStore
     from tests.fake_openai import with_usage
-    from tests.test_usage import OPENAI_USAGE, meter_on, stored_rows
+    from tests.test_usage import OPENAI_USAGE, stored_rows
 
-    store = SqlStore(f"sqlite:///{tmp_path / 'bill.db'}")
-    with configured(marsho_active_cooldown=0, marsho_user_daily_tokens=100) as app:
-        engine = app.require_engine()
-        saved = app.meter, engine.llm.meter
-        app.meter = engine.llm.meter = meter_on(store)
+    async with quota_of_100(tmp_path) as (app, store):
         app.judge = llm_client(fake, model="judge-model")
         app.judge.meter = app.meter
-        try:
-            await admin(app, chat, "marsho.active 0")  # the judge alone decides
-            fake.push(with_usage(text("no"), OPENAI_USAGE))  # 150 tokens: over Alice's 100
-            await said(app, chat, "what a day")
-            await app.meter.settled()
-            [row] = await stored_rows(store)
-            assert (row.model, row.questions) == ("judge-model", 0)  # billed, not a question
-            assert row.user_key == f"OneBot V11:{ALICE}"
-            asked = len(fake.requests)
-            await said(app, chat, "what a day again")
-            assert len(fake.requests) == asked  # over the quota: not even the judge is asked
-        finally:
-            await app.meter.close()
-            app.meter, engine.llm.meter = saved
-            await store.close()
+        await admin(app, chat, "marsho.active 0")  # the judge alone decides
+        fake.push(with_usage(text("no"), OPENAI_USAGE))  # 150 tokens: over Alice's 100
+        await said(app, chat, "what a day")
+        await app.meter.settled()
+        [row] = await stored_rows(store)
+        assert (row.model, row.questions) == ("judge-model", 0)  # billed, not a question
+        assert row.user_key == f"OneBot V11:{ALICE}"
+        asked = len(fake.requests)
+        await said(app, chat, "what a day again")
+        assert len(fake.requests) == asked  # over the quota: not even the judge is asked
 
 
 async def test_a_question_from_an_ignored_account_or_the_bot_itself_is_not_answered(
