@@ -333,6 +333,49 @@ def read_marshoai_memories(path: Path) -> tuple[dict[str, list[str]], list[str]]
     return found, problems
 
 
+def adapter_names() -> dict[str, str]:
+    """The installed adapters' names (what marsho keys people by), each with its module: every
+    module under `nonebot.adapters` (one level down for OneBot's v11 and v12) with an `Adapter`."""
+    import importlib
+    import pkgutil
+
+    import nonebot.adapters
+
+    names: dict[str, str] = {}
+
+    def walk(package: Any, depth: int) -> None:
+        for module in pkgutil.iter_modules(package.__path__, f"{package.__name__}."):
+            try:
+                loaded = importlib.import_module(module.name)
+            except Exception:  # an adapter that does not import cannot have served the bot either
+                continue
+            adapter = getattr(loaded, "Adapter", None)
+            if adapter is not None and callable(getattr(adapter, "get_name", None)):
+                names[adapter.get_name()] = module.name
+            elif module.ispkg and depth:
+                walk(loaded, depth - 1)
+
+    walk(nonebot.adapters, 1)
+    return names
+
+
+def platform_problem(platform: str) -> str | None:
+    """Why `platform` cannot be whose ids these are, or None: a memory kept under a name no adapter
+    has would never be found by anyone."""
+    if platform == "OneBot V11":  # the default, and marshoai's: no need to import every adapter
+        return None
+    names = adapter_names()
+    satori = platform.startswith("Satori/") and platform != "Satori/"
+    if platform in names or (satori and "Satori" in names):
+        return None
+    near = [name for name in names if name.casefold() == platform.casefold().replace("-", " ")]
+    hint = f" (did you mean {near[0]!r}?)" if near else ""
+    satori_hint = ("; behind a Satori server, Satori/<platform> (e.g. Satori/discord)"
+                   if "Satori" in names else "")
+    return (f"--platform {platform!r} is not the name of an installed adapter{hint}. Installed: "
+            f"{', '.join(sorted(names))}{satori_hint}")
+
+
 async def command_import_memory(app: Any, path: Path, platform: str, from_groups: bool) -> int:
     """Import marshoai's memories into marsho's memory, once: a memory already kept is not kept
     twice, so running it again changes nothing."""
@@ -341,6 +384,9 @@ async def command_import_memory(app: Any, path: Path, platform: str, from_groups
 
     if app.config_error:  # the database, the limits: whatever .env says is what the bot will use
         say(f"error: {app.config_error}. Fix .env first: nothing was imported.", file=sys.stderr)
+        return 1
+    if problem := platform_problem(platform):
+        say(f"error: {problem}. Nothing was imported.", file=sys.stderr)
         return 1
     if path.is_dir():
         path = path / MARSHOAI_MEMORY_FILE

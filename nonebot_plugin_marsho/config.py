@@ -370,6 +370,11 @@ class Config(BaseModel):
     marsho_memory_per_group: int = Field(default=100, ge=1, le=10000)
     """Memories kept about each group; past this the one unused for longest is forgotten."""
 
+    marsho_memory_per_member: int = Field(default=20, ge=0, le=10000)
+    """How many of a group's memories one member may have told; past this their own unused for
+    longest is forgotten, never what others told. 0: no such limit. A group's admins, its owner
+    and superusers are not limited."""
+
     marsho_memory_chars: int = Field(default=300, ge=20, le=4000)
     """The longest memory kept, in characters: the model is told to say it shorter."""
 

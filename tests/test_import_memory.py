@@ -167,3 +167,17 @@ def test_the_cli_checks_the_memory_tools_as_the_bot_offers_them(tmp_path: Path) 
     assert called.stdout.startswith("Error: Memory is kept only in chats")
     off = bot_folder(tmp_path / "off", MARSHO_MEMORY="false")
     assert "memory__remember" not in marsho(off, "tools").stdout
+
+
+def test_a_platform_no_installed_adapter_has_is_refused_with_the_names_there_are(tmp_path: Path) -> None:
+    folder = bot_folder(tmp_path)
+    done = marsho(folder, "import-memory", "marshoai-data", "--platform", "telegram")
+    assert done.returncode == 1
+    assert ("error: --platform 'telegram' is not the name of an installed adapter (did you mean 'Telegram'?). "
+            "Installed: ") in done.stderr, done.stderr
+    assert "OneBot V11, OneBot V12, QQ, Satori, Telegram" in done.stderr
+    assert "Nothing was imported." in done.stderr
+    assert not (folder / "data" / "nonebot_plugin_marsho" / "marsho.db").exists()
+    done = marsho(folder, "import-memory", "marshoai-data", "--platform", "Satori/discord")
+    assert done.returncode == 0, done.stderr
+    assert "of 2 people on Satori/discord" in done.stdout

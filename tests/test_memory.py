@@ -235,6 +235,38 @@ async def test_the_person_and_group_limits_forget_the_oldest_unused(
         "The group bans spoilers"]
 
 
+async def test_a_member_past_their_share_of_the_groups_memories_pushes_out_their_own_not_others(
+    app, fake: FakeOpenAI, book: MemoryBook, plugin_engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(plugin_engine, "summarizer", None)  # a dozen turns trim: no summary request
+    book.per_group, book.per_member = 4, 2
+    group, owner = onebot(GROUP_A), f"OneBot V11:group:{GROUP_A}"
+    await ask(fake, group, "group", "note", remember("Meetings happen on Fridays", "group"), user_id=BOB)
+    await ask(fake, group, "group", "note", remember("Spoilers are banned", "group"),
+              remember("The mascot is a heron", "group"))
+    flood = _results(await ask(fake, group, "group", "note", remember("Alice rules here", "group")))
+    assert flood == ["Remembered as #4 (about the group). One member may have told at most 2 of the group's "
+                     "memories (MARSHO_MEMORY_PER_MEMBER): this person's own unused for longest were "
+                     "forgotten: #2."]
+    for n in range(5):
+        await ask(fake, group, "group", "note", remember(f"Alice rules here, take {n}", "group"))
+    kept = await book.store.of_owner("group", owner)
+    assert [(m.text, m.author) for m in kept] == [
+        ("Meetings happen on Fridays", f"OneBot V11:{BOB}"),
+        ("Alice rules here, take 3", f"OneBot V11:{ALICE}"), ("Alice rules here, take 4", f"OneBot V11:{ALICE}")]
+
+    # the group's admins are not limited: past the group's limit, the oldest unused goes, whoever told it
+    for n in range(3):
+        await ask(fake, group, "group", "note", remember(f"Admin notice {n}", "group"), user_id=ADA, role="admin")
+    assert [m.text for m in await book.store.of_owner("group", owner)] == [
+        "Alice rules here, take 4", "Admin notice 0", "Admin notice 1", "Admin notice 2"]
+    # nor when the owner turns the limit off
+    book.per_member = 0
+    for n in range(3):
+        await ask(fake, group, "group", "note", remember(f"Alice again {n}", "group"))
+    assert sum(m.author == f"OneBot V11:{ALICE}" for m in await book.store.of_owner("group", owner)) == 3
+
+
 async def test_a_memory_longer_than_the_limit_is_refused_with_the_limit(
     app, fake: FakeOpenAI, book: MemoryBook
 ) -> None:
@@ -355,11 +387,12 @@ async def test_memory_off_offers_no_tools_and_recalls_nothing(app, fake: FakeOpe
 
 async def test_the_settings_reach_the_memory_book(assembled) -> None:
     bot = await assembled(marsho_memory_scope="chat", marsho_memory_per_user=7, marsho_memory_per_group=9,
-                          marsho_memory_chars=40, marsho_memory_recall=2, marsho_memory_days=30)
+                          marsho_memory_per_member=3, marsho_memory_chars=40, marsho_memory_recall=2,
+                          marsho_memory_days=30)
     book = bot.memory_book
     assert book is not None
-    assert (book.per_chat, book.per_user, book.per_group, book.chars, book.recall, book.days) == (
-        True, 7, 9, 40, 2, 30)
+    assert (book.per_chat, book.per_user, book.per_group, book.per_member, book.chars, book.recall,
+            book.days) == (True, 7, 9, 3, 40, 2, 30)
     description = bot.require_engine().toolset.tools["memory__remember"].description
     assert "at most 40 characters" in " ".join(description.split())
 

@@ -41,12 +41,15 @@ class MemoryBook:
     MARSHO_MEMORY_* settings."""
 
     def __init__(self, store: MemoryStore, *, per_chat: bool = False, per_user: int = 50,
-                 per_group: int = 100, chars: int = 300, recall: int = 5, days: int = 0,
-                 language: Language = "zh-CN") -> None:
+                 per_group: int = 100, per_member: int = 20, chars: int = 300, recall: int = 5,
+                 days: int = 0, language: Language = "zh-CN") -> None:
         self.store = store
         self.per_chat = per_chat
         self.per_user = per_user
         self.per_group = per_group
+        self.per_member = per_member
+        """How many of a group's memories one member may have told (0: any number); a group's
+        admins, its owner and superusers are not limited."""
         self.chars = chars
         self.recall = recall
         self.days = days
@@ -160,8 +163,11 @@ class MemoryBook:
         try:
             if about == "group":
                 assert sight.group is not None
+                # a member telling more than their share pushes out their own, not others'
+                per_author = 0 if context.role != "member" else self.per_member
                 added = await self.store.add("group", sight.group, fact, learned_in=sight.chat, private=False,
-                                             author=sight.person, limit=self.per_group, days=self.days)
+                                             author=sight.person, limit=self.per_group, per_author=per_author,
+                                             days=self.days)
             else:
                 added = await self.store.add("user", sight.person, fact, learned_in=sight.chat,
                                              private=sight.private, author=sight.person, limit=self.per_user,
@@ -175,9 +181,13 @@ class MemoryBook:
             answer = f"Already remembered as #{added.memory.id} (about {whom}); kept it fresh."
         else:
             answer = f"Remembered as #{added.memory.id} (about {whom})."
-        if added.evicted:
+        if added.author_evicted:
+            ids = ", ".join(f"#{memory.id}" for memory in added.author_evicted)
+            answer += (f" One member may have told at most {self.per_member} of the group's memories "
+                       f"(MARSHO_MEMORY_PER_MEMBER): this person's own unused for longest were forgotten: {ids}.")
+        if others := [memory for memory in added.evicted if memory not in added.author_evicted]:
             limit = self.per_group if about == "group" else self.per_user
-            ids = ", ".join(f"#{memory.id}" for memory in added.evicted)
+            ids = ", ".join(f"#{memory.id}" for memory in others)
             answer += (f" To stay within {limit} memories about {whom}, the one(s) unused for "
                        f"longest were forgotten: {ids}.")
         return ToolResponse.success(answer)

@@ -361,6 +361,7 @@ class Marsho:
         config = self.config
         book = MemoryBook(memories, per_chat=config.marsho_memory_scope == "chat",
                           per_user=config.marsho_memory_per_user, per_group=config.marsho_memory_per_group,
+                          per_member=config.marsho_memory_per_member,
                           chars=config.marsho_memory_chars, recall=config.marsho_memory_recall,
                           days=config.marsho_memory_days, language=config.marsho_lang)
         toolkit = book.toolkit()

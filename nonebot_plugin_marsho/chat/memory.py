@@ -139,6 +139,8 @@ def _where_text(t: Texts, memory: Memory, here: str | None) -> str:
         return t("memory.imported", day=day)
     if memory.private:
         return t("memory.in_private", day=day)
+    if memory.about == "group" and memory.author:  # told in the group listed; by whom, for its admins
+        return t("memory.told_by", user=memory.author.rsplit(":", 1)[-1], day=day)
     if here is not None:
         return t("memory.in_this_group", day=day) if memory.learned_in == here else t(
             "memory.in_another_group", day=day)

@@ -172,11 +172,13 @@ _COLUMNS = [memories_table.c[name] for name in
 @dataclass(frozen=True)
 class Added:
     """What `MemoryStore.add` did: the memory kept (or the same one already kept, `again`), and
-    the ones forgotten to make room."""
+    the ones forgotten to make room: for the author's share (`per_author`), then for the owner's
+    limit."""
 
     memory: Memory
     again: bool = False
     evicted: tuple[Memory, ...] = ()
+    author_evicted: tuple[Memory, ...] = ()
 
 
 class MemoryStore:
@@ -202,10 +204,12 @@ class MemoryStore:
             _held_connection.reset(token)
 
     async def add(self, about: About, owner: str, text_: str, *, learned_in: str, private: bool,
-                  author: str, limit: int, per_chat: bool = False, days: int = 0,
+                  author: str, limit: int, per_author: int = 0, per_chat: bool = False, days: int = 0,
                   now: float | None = None) -> Added:
         """Keep a memory about `owner`; the same text already kept for them, seen wherever this
-        one would be (`per_chat`: MARSHO_MEMORY_SCOPE=chat), is used again instead. Past `limit`
+        one would be (`per_chat`: MARSHO_MEMORY_SCOPE=chat), is used again instead. Past
+        `per_author` memories of the owner told by `author` (0: no such limit), the author's own
+        unused for longest go, so that one teller cannot push out what others told; past `limit`
         memories of the owner, the ones unused for longest go; with `days`, so do the owner's
         unused for that long. All in one transaction."""
         await self.store._ready()
@@ -232,17 +236,19 @@ class MemoryStore:
                     about=about, owner=owner, learned_in=learned_in, private=int(private), author=author,
                     text=text_, terms=search_terms(text_), created_at=now, used_at=now))
                 new_id = int(result.inserted_primary_key[0])  # type: ignore[index]
-                evicted: list[Memory] = []
-                over = len(rows) + 1 - limit
-                if over > 0:
-                    oldest = sorted(rows, key=lambda r: (r.used_at, r.id))[:over]
-                    evicted = [_row(r) for r in oldest]
+                by_use = sorted(rows, key=lambda r: (r.used_at, r.id))
+                own = [r for r in by_use if r.author == author]
+                authors = own[:max(0, len(own) + 1 - per_author)] if per_author else []
+                rest = [r for r in by_use if r.id not in {o.id for o in authors}]
+                oldest = authors + rest[:max(0, len(rest) + 1 - limit)]
+                if oldest:
                     await conn.execute(delete(memories_table).where(m.id.in_([r.id for r in oldest])))
         except SQLAlchemyError as error:
             raise StoreError(code="store.save", url=self.store.safe_url, detail=_describe(error)) from None
         memory = Memory(id=new_id, about=about, owner=owner, learned_in=learned_in, private=private,
                         author=author, text=text_, created_at=now, used_at=now)
-        return Added(memory, evicted=tuple(evicted))
+        return Added(memory, evicted=tuple(_row(r) for r in oldest),
+                     author_evicted=tuple(_row(r) for r in authors))
 
     async def search(self, sight: Sight, query: str, *, limit: int, touch: bool = True,
                      now: float | None = None) -> list[Memory]:
