@@ -55,6 +55,17 @@ class AnyTextReply:
         ("小棉.calls", Request("calls", "")),
         ("marsho.help", Request("help", "")),
         ("marsho.unknown thing", Request("unknown", "unknown")),
+        # typed with a Chinese or Japanese input method: full-width dot and letters, an
+        # ideographic space, the ideographic full stop before a command's name
+        ("marsho.memory\u3000forget 3", Request("memory", "forget 3")),
+        ("ｍａｒｓｈｏ．ｍｅｍｏｒｙ\u3000forget ３", Request("memory", "forget ３")),
+        ("Ｍａｒｓｈｏ 你好", Request("chat", "你好")),
+        ("marsho．ｍｅｍｏｒｙ\u3000forget ３", Request("memory", "forget ３")),
+        ("小棉。reset", Request("reset", "")),
+        ("小棉．ｆｏｏ", Request("unknown", "foo")),
+        ("小棉。hello there", Request("chat", "hello there")),
+        ("小棉。你好", Request("chat", "你好")),
+        ("marsho．", Request("chat", "")),
         ("marshomallow is tasty", None),
         ("hi marsho", None),
         ("", None),
@@ -168,6 +179,19 @@ async def test_reset_forgets_the_conversation(app: App, fake: FakeOpenAI, plugin
             ctx.should_call_api(*reply_call(event, answer), result={"message_id": 1})
     assert fake.requests[-1]["messages"][-1:] == [{"role": "user", "content": "user10001: two"}]
     assert all(m["role"] != "assistant" for m in fake.requests[-1]["messages"])
+
+
+async def test_a_command_typed_full_width_by_an_input_method_is_run(
+        app: App, fake: FakeOpenAI, plugin_engine) -> None:
+    fake.push(text("first"))
+    async with app.test_matcher() as ctx:
+        bot = onebot_bot(ctx)
+        for message, answer in [("小棉 one", "first"),
+                                ("ｍａｒｓｈｏ。ｒｅｓｅｔ", "Done: I forgot this conversation (1 turn).")]:
+            event = group_message(message, role="admin")
+            ctx.receive_event(bot, event)
+            ctx.should_call_api(*reply_call(event, answer), result={"message_id": 1})
+    assert len(fake.requests) == 1  # the command asked no model
 
 
 async def test_a_member_cannot_reset_a_shared_group_conversation(

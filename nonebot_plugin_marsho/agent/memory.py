@@ -184,7 +184,8 @@ class MemoryBook:
         if added.author_evicted:
             ids = ", ".join(f"#{memory.id}" for memory in added.author_evicted)
             answer += (f" One member may have told at most {self.per_member} of the group's memories "
-                       f"(MARSHO_MEMORY_PER_MEMBER): this person's own unused for longest were forgotten: {ids}.")
+                       "(MARSHO_MEMORY_PER_MEMBER): this person's own unused for longest were "
+                       f"forgotten: {ids}.")
         if others := [memory for memory in added.evicted if memory not in added.author_evicted]:
             limit = self.per_group if about == "group" else self.per_user
             ids = ", ".join(f"#{memory.id}" for memory in others)

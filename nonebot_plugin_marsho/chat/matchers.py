@@ -6,6 +6,7 @@ import asyncio
 import json
 import re
 import time
+import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -83,8 +84,13 @@ class Request:
     text: str
 
 
-COMMAND_WORD = re.compile(r"\.([A-Za-z][A-Za-z0-9_-]{0,31})(?=\s|$)", re.ASCII)
-"""A command right after a trigger word: a dot, then one ASCII word, then the end or a space."""
+COMMAND_WORD = re.compile(r"([.．])([A-Za-zＡ-Ｚａ-ｚ][A-Za-z0-9_\-Ａ-Ｚａ-ｚ０-９＿－]{0,31})(?=\s|$)")
+"""A command right after a trigger word: a dot, then one word, then the end or a space (an
+ideographic one too); the dot and the word may be typed full-width (a Chinese or Japanese input
+method's `ｍａｒｓｈｏ．ｒｅｓｅｔ`), and are read as ASCII."""
+IDEOGRAPHIC_COMMAND = re.compile(r"。([A-Za-zＡ-Ｚａ-ｚ]{1,32})(?=\s|$)")
+"""`marsho。reset`: a Chinese input method's full stop before a command's name; any other word
+after it is a question ("小棉。hello")."""
 BOT_MENTION = re.compile(r"@[A-Za-z0-9_]{1,64}(?=\s|$)", re.ASCII)
 """A bot's @username glued to the trigger word ("/marsho@MarshoBot ...")."""
 
@@ -109,9 +115,10 @@ def parse_request(text: str, names: list[str], command_starts: Iterable[str]) ->
 
 
 def _read_trigger(text: str, names: list[str]) -> Request | None:
-    folded = text.casefold()
     for name in sorted(names, key=len, reverse=True):
-        if not folded.startswith(name.casefold()):
+        # any case, and typed full-width (ｍａｒｓｈｏ) as an input method may
+        if unicodedata.normalize("NFKC", text[:len(name)]).casefold() != unicodedata.normalize(
+                "NFKC", name).casefold():
             continue
         rest = text[len(name):]
         mention = BOT_MENTION.match(rest)
@@ -119,17 +126,20 @@ def _read_trigger(text: str, names: list[str]) -> Request | None:
             rest = rest[mention.end():]
         match = COMMAND_WORD.match(rest)
         if match:
-            word = match.group(1).lower()
+            word = unicodedata.normalize("NFKC", match.group(2)).lower()
             if word in COMMANDS:
                 return Request(word, rest[match.end():].strip())
             return Request("unknown", word)
+        match = IDEOGRAPHIC_COMMAND.match(rest)
+        if match and (word := unicodedata.normalize("NFKC", match.group(1)).lower()) in COMMANDS:
+            return Request(word, rest[match.end():].strip())
         # "marsho." and "marsho. what is this" ask; "marshomallow" and "marsho.ai/x" are not for
         # us; "marsho你好" and "小棉你好" need no space
         asks = rest[:1] == "." and rest[1:2] in ("", *" \t\r\n")
         if not asks and rest and name[-1].isascii() and rest[0].isascii() and (
                 rest[0].isalnum() or rest[0] in "_-."):
             continue
-        return Request("chat", rest.lstrip(" \t\r\n,，:：!！?？~.。").strip())
+        return Request("chat", rest.lstrip(" \t\r\n,，:：!！?？~.。．").strip())
     return None
 
 
