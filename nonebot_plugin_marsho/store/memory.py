@@ -239,7 +239,7 @@ class MemoryStore:
                 by_use = sorted(rows, key=lambda r: (r.used_at, r.id))
                 own = [r for r in by_use if r.author == author]
                 authors = own[:max(0, len(own) + 1 - per_author)] if per_author else []
-                rest = [r for r in by_use if r.id not in {o.id for o in authors}]
+                rest = [r for r in by_use if r not in authors]  # rows: distinct ids, never equal
                 oldest = authors + rest[:max(0, len(rest) + 1 - limit)]
                 if oldest:
                     await conn.execute(delete(memories_table).where(m.id.in_([r.id for r in oldest])))
