@@ -286,6 +286,37 @@ async def test_the_fallback_is_asked_when_the_primarys_retries_are_spent(
     assert len(fake.requests) == 2 and len(second.requests) == 1
 
 
+async def test_a_fallbacks_refusal_names_its_own_entry_not_the_primarys_settings(
+    fake: FakeOpenAI, second: FakeOpenAI, logged: list[str]
+) -> None:
+    fake.push(error(503, "overloaded"))
+    second.push(error(404, "no model b"))
+    client = llm_client(fake, fallbacks=[Fallback(base_url=second.base_url, model="b")])
+    with pytest.raises(EndpointError):
+        await client.complete(QUESTION)
+    fake.push(error(401, "bad key"))
+    second.push(error(403, "forbidden"))
+    with pytest.raises(EndpointError):
+        await client.complete(QUESTION)
+    hints = [line.rstrip().split(") failed: ", 1)[1] for line in logged if ") failed: " in line]
+    assert hints == [
+        "The endpoint failed (503: overloaded). Try again later.",
+        f"Not found (404: no model b). Check MARSHO_FALLBACKS entry 1's model (b) and MARSHO_FALLBACKS "
+        f"entry 1's base_url ({second.base_url}).",
+        "The endpoint rejected the API key (401: bad key). Check MARSHO_API_KEY.",  # the primary's own
+        "The endpoint refused access (403: forbidden). Check MARSHO_FALLBACKS entry 1's api_key and the "
+        "account's permissions.",
+    ]
+
+
+async def test_the_summary_models_refusal_names_marsho_summary_model(fake: FakeOpenAI) -> None:
+    fake.push(error(404, "no such model"))
+    client = llm_client(fake, model="summary-x", model_setting="MARSHO_SUMMARY_MODEL")
+    with pytest.raises(EndpointError) as raised:
+        await client.complete(QUESTION)
+    assert str(raised.value).endswith(f"Check MARSHO_SUMMARY_MODEL (summary-x) and MARSHO_BASE_URL ({fake.base_url}).")
+
+
 async def test_a_request_the_primary_refused_as_invalid_does_not_fall_back(
     fake: FakeOpenAI, second: FakeOpenAI
 ) -> None:
@@ -430,6 +461,7 @@ async def test_status_shows_each_endpoint_and_masked_key_to_superusers_only(
             f"  key …1111: resting for 30 s; 1 request, errors: rate limit 1, p50 {LATENCY}, p95 {LATENCY}",
             f"  key …2222: ok; 1 request, p50 {LATENCY}, p95 {LATENCY}",
             f"fallback 1: backup-model at http://127.0.0.1:{backup_port}/v1: ok; 0 requests",
+            "Summaries of trimmed history (the chat model): 0 written, 0 failed since start",
         ])), result={"message_id": 1})
         member = group_message("marsho.status")
         ctx.receive_event(bot, member)

@@ -323,6 +323,65 @@ async def test_the_summary_goes_to_its_own_model_and_is_billed_to_the_asker(
     assert app.summary_llm is None
 
 
+async def test_a_summary_model_the_endpoint_does_not_know_shows_in_marsho_status(
+    fake: FakeOpenAI, tmp_path: Path,
+) -> None:
+    from nonebot_plugin_marsho.chat.app import Marsho
+    from nonebot_plugin_marsho.chat.render import status_text
+    from nonebot_plugin_marsho.config import Config
+    from nonebot_plugin_marsho.i18n import Texts
+
+    script = Scripted(fake)
+
+    def answer(body: dict[str, Any]) -> Answer:
+        if body["model"] == "no-such-model":
+            return error(404, "The model `no-such-model` does not exist")
+        return script(body)
+
+    fake.responder = answer
+    app = Marsho(Config(marsho_base_url=fake.base_url, marsho_api_key="k", marsho_model="fake-model",
+                        marsho_database_url=f"sqlite:///{tmp_path / 'marsho.db'}", marsho_lang="en",
+                        marsho_summary_model="no-such-model", marsho_max_history=8, marsho_retries=0,
+                        marsho_time_prompt=False), tmp_path)
+    await app.start()
+    try:
+        engine = app.require_engine()
+        assert engine.summarizer is not None
+        for number in range(12):
+            assert (await engine.chat(KEY, chatter(number))).text.startswith("ok ")  # never fails a question
+        shown = status_text(Texts("en"), engine.llm.status(), engine.summarizer.status()).splitlines()
+        failed = len(summary_requests(fake))
+        assert failed >= 1
+        summaries = shown.index(f"Summaries of trimmed history (no-such-model): 0 written, {failed} failed since start")
+        assert shown[summaries + 1].startswith(
+            f"  summary model: no-such-model at {fake.base_url}: ok; "
+            f"{failed} request{'s' if failed > 1 else ''}, errors: not found {failed}")
+        assert shown[summaries + 2].startswith("  last failure, 20")
+        assert shown[summaries + 2].endswith(
+            "the summary request failed: Not found (404: The model `no-such-model` does not exist). Check "
+            f"MARSHO_SUMMARY_MODEL (no-such-model) and MARSHO_BASE_URL ({fake.base_url}).")
+        # the chat model's own line counts only the chat requests
+        assert shown[1].startswith(f"primary: fake-model at {fake.base_url}: ok; {len(chat_requests(fake))} requests")
+    finally:
+        await app.stop()
+
+
+async def test_summaries_the_chat_model_writes_are_counted_in_marsho_status(fake: FakeOpenAI) -> None:
+    from nonebot_plugin_marsho.chat.render import status_text
+    from nonebot_plugin_marsho.i18n import Texts
+
+    Scripted(fake, fail_summaries=1)
+    engine = make_engine(fake)
+    for number in range(40):
+        await engine.chat(KEY, chatter(number))
+    assert engine.summarizer is not None
+    made = len(summary_requests(fake)) - 1
+    shown = status_text(Texts("en"), engine.llm.status(), engine.summarizer.status()).splitlines()
+    assert f"Summaries of trimmed history (the chat model): {made} written, 1 failed since start" in shown
+    assert shown[-1].startswith("  last failure, ") and "the summariser is down" in shown[-1]
+    assert not any("summary model:" in line for line in shown)  # its requests are the chat model's
+
+
 def test_marsho_summary_false_builds_no_summarizer(fake: FakeOpenAI, tmp_path: Path) -> None:
     from nonebot_plugin_marsho.chat.app import Marsho
     from nonebot_plugin_marsho.config import Config

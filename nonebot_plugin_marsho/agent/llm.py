@@ -307,8 +307,12 @@ class LLMClient:
         retry_budget: float = RETRY_BUDGET,
         quirks: Mapping[str, QuirkFields] | None = None,
         max_answer_tokens: int | None = None,
+        model_setting: str = "MARSHO_MODEL",
     ) -> None:
         self.base_url = base_url.rstrip("/")
+        self.model_setting = model_setting
+        """The setting the primary endpoint's model comes from, named when the endpoint does not
+        know it (MARSHO_SUMMARY_MODEL for the summaries' own client)."""
         keys = [key for key in [api_key, *(api_keys or [])] if key]
         self.api_key = keys[0] if keys else ""
         self.model = model
@@ -342,6 +346,16 @@ class LLMClient:
         """How a retry waits (tests record the waits instead of taking them)."""
         self.meter: Meter | None = None
         """Told each answered request's usage (the owner's bill), when set."""
+
+    def _settings_of(self, ep: _Endpoint) -> dict[str, str]:
+        """Where the owner set `ep`'s model, keys and URL: named in the hint of a 401, 403 or 404,
+        so that a fallback's or the summary model's mistake is not looked for in MARSHO_MODEL."""
+        if ep.index:
+            entry = f"MARSHO_FALLBACKS entry {ep.index}"
+            return {"model_setting": "MARSHO_QUOTA_FALLBACK_MODEL" if turn_model() else f"{entry}'s model",
+                    "key_setting": f"{entry}'s api_key", "url_setting": f"{entry}'s base_url"}
+        return {"model_setting": "MARSHO_QUOTA_FALLBACK_MODEL" if turn_model() else self.model_setting,
+                "key_setting": "MARSHO_API_KEY", "url_setting": "MARSHO_BASE_URL"}
 
     def _model_of(self, ep: _Endpoint) -> str:
         """The model `ep` is asked with: the turn's (the quota's cheaper model) while one is set,
@@ -686,7 +700,8 @@ class LLMClient:
 
     def _unreachable(self, ep: _Endpoint, cause: BaseException) -> EndpointError:
         error = EndpointError(code="endpoint.unreachable", hint="endpoint.unreachable.hint",
-                              url=ep.base_url, error=self._scrub(f"{type(cause).__name__}: {cause}"))
+                              url=ep.base_url, error=self._scrub(f"{type(cause).__name__}: {cause}"),
+                              url_setting=self._settings_of(ep)["url_setting"])
         error.refused = _was_refused(cause)
         return error
 
@@ -702,7 +717,7 @@ class LLMClient:
         if status in (401, 403, 404, 429):
             failure = EndpointError(code=f"endpoint.{status}", hint=f"endpoint.{status}.hint",
                                     status=status, detail=detail, model=self._model_of(ep),
-                                    url=ep.base_url)
+                                    url=ep.base_url, **self._settings_of(ep))
         elif status >= 500:
             failure = EndpointError(code="endpoint.5xx", hint="endpoint.5xx.hint", status=status,
                                     detail=detail)

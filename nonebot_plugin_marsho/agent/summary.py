@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..exceptions import MarshoError
@@ -14,6 +16,7 @@ from ..i18n import Language, text
 from ..redaction import logger, redact
 from ..store.session import Message, Turn
 from .llm import LLMClient
+from .providers import EndpointStatus
 from .tokens import TokenCounter
 
 SUMMARY_PROMPT = (
@@ -58,6 +61,23 @@ class SummaryError(MarshoError):
     """A summary could not be written (the endpoint failed, or answered nothing)."""
 
 
+@dataclass(frozen=True)
+class SummaryStatus:
+    """The summaries as `marsho.status` shows them: the model that writes them, its requests
+    since start, and why the last one that failed did."""
+
+    model: str
+    """MARSHO_SUMMARY_MODEL; "" when the chat model writes them."""
+    made: int
+    failed: int
+    last_failure: str = ""
+    last_failure_at: float = 0.0
+    """When (time.time()) the last summary request failed; 0 if none has."""
+    endpoints: list[EndpointStatus] = field(default_factory=list)
+    """The summary model's own client's endpoints; empty when the chat model writes them (its
+    requests are among the chat model's)."""
+
+
 def _plain(message: Message) -> str:
     content = message.get("content")
     if isinstance(content, str):
@@ -86,8 +106,13 @@ class Summarizer:
     tools; a bounded prompt; an answer cut to `max_tokens`)."""
 
     def __init__(self, llm: LLMClient, *, max_tokens: int, counter: Counter,
-                 language: Language = "zh-CN", max_input_tokens: int = SUMMARY_INPUT_TOKENS) -> None:
+                 language: Language = "zh-CN", max_input_tokens: int = SUMMARY_INPUT_TOKENS,
+                 own_model: bool = False) -> None:
         self.llm = llm
+        self.own_model = own_model
+        """Whether `llm` is MARSHO_SUMMARY_MODEL's own client (else the chat model's)."""
+        self.made = self.failed = 0
+        self.last_failure, self.last_failure_at = "", 0.0
         self.max_input_tokens = max(SUMMARY_INPUT_TOKENS, max_input_tokens)
         """Tokens of trimmed turns one summary request carries at most."""
         self.max_tokens = max_tokens
@@ -95,6 +120,13 @@ class Summarizer:
         self.counter = counter
         """The chat model's token counter (it changes with `marsho.model`)."""
         self.language = language
+
+    def status(self) -> SummaryStatus:
+        """Requests made and failed since start, for `marsho.status`: a MARSHO_SUMMARY_MODEL the
+        endpoint does not know shows here, not only in the log."""
+        return SummaryStatus(self.llm.model if self.own_model else "", self.made, self.failed,
+                             self.last_failure, self.last_failure_at,
+                             self.llm.status() if self.own_model else [])
 
     def block(self, summary: str) -> str:
         """The labelled summary as a request carries it (after the system prompt)."""
@@ -166,7 +198,10 @@ class Summarizer:
         for batch in batches:
             try:
                 summary = await self._fold_once(summary, batch)
+                self.made += 1
             except SummaryError as error:
+                self.failed += 1
+                self.last_failure, self.last_failure_at = str(error), time.time()
                 if not done:
                     raise
                 # what was folded so far is kept; the rest of the turns are left out

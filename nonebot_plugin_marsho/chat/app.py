@@ -411,14 +411,15 @@ class Marsho:
                 api_keys=config.marsho_api_keys, model=config.marsho_summary_model,
                 timeout=config.marsho_timeout, gate=engine.llm.gate, retries=config.marsho_retries,
                 retry_budget=config.marsho_retry_budget,
-                max_response_bytes=config.marsho_max_response_bytes,
+                max_response_bytes=config.marsho_max_response_bytes, model_setting="MARSHO_SUMMARY_MODEL",
                 quirks={pattern: given.fields() for pattern, given in config.marsho_model_quirks.items()})
         # a summary never takes more than a quarter of the history's tokens, so a long one
         # cannot leave a request no room (MARSHO_SUMMARY_TOKENS may be set above that)
         longest = min(config.marsho_summary_tokens, config.marsho_history_tokens // 4)
         # one trim's turns fold in one request (more take several, oldest first)
         return Summarizer(llm, max_tokens=longest, counter=lambda: engine.counter,
-                          language=config.marsho_lang, max_input_tokens=config.marsho_history_tokens)
+                          language=config.marsho_lang, max_input_tokens=config.marsho_history_tokens,
+                          own_model=llm is not engine.llm)
 
     async def start_mcp(self, toolset: Toolset, *, wait: float | None = None) -> McpManager | None:
         """Start the MCP servers of MARSHO_MCP_FILE (or the data folder's mcp.json), if any, and

@@ -416,7 +416,7 @@ async def _command(app: Marsho, engine: Engine, request: Request, key: str, role
     if request.command == "export":
         return await export_session(app, engine, key)
     if request.command == "status":
-        return status_text(t, engine.llm.status())
+        return status_text(t, engine.llm.status(), engine.summarizer.status() if engine.summarizer else None)
     return await switch_model(app, engine, request.text)
 
 

@@ -5,11 +5,13 @@ from __future__ import annotations
 import difflib
 import json
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from ..agent.engine import Reply
 from ..agent.providers import EndpointStatus
+from ..agent.summary import SummaryStatus
 from ..exceptions import BudgetError, MarshoError, StoreError, join_hint
 from ..i18n import Texts
 from ..store.session import Summary
@@ -182,9 +184,10 @@ def brief_text(t: Texts, reason: str) -> str:
     return t("error.brief", reason=t(reason))
 
 
-def status_text(t: Texts, endpoints: Sequence[EndpointStatus]) -> str:
+def status_text(t: Texts, endpoints: Sequence[EndpointStatus], summaries: SummaryStatus | None = None) -> str:
     """What `marsho.status` answers (superusers): each endpoint and its keys (masked) with its
-    state, requests, errors by kind and latency p50/p95 over the last hour."""
+    state, requests, errors by kind and latency p50/p95 over the last hour; then the summaries of
+    trimmed history (MARSHO_SUMMARY): their model, requests written and failed, the last failure."""
     kinds = {
         "rate": t("status.kind.rate"), "server": t("status.kind.server"),
         "timeout": t("status.kind.timeout"), "dropped": t("status.kind.dropped"),
@@ -222,4 +225,16 @@ def status_text(t: Texts, endpoints: Sequence[EndpointStatus]) -> str:
         if len(endpoint.keys) > 1:
             lines += [t("status.key", key=key.masked, state=state(key.state, key.seconds_left),
                         figures=figures(key.requests, key.errors, key.latency)) for key in endpoint.keys]
+    if summaries is not None:
+        lines.append(t("status.summaries", model=summaries.model or t("status.summaries_chat_model"),
+                       made=summaries.made, failed=summaries.failed))
+        # MARSHO_SUMMARY_MODEL's own client: its endpoints (a model the endpoint does not know
+        # shows as "not found" here); the chat model's requests are counted above
+        lines += ["  " + t("status.endpoint", name=t("status.summaries_model"), model=endpoint.model,
+                           url=endpoint.base_url, state=state(endpoint.state, endpoint.seconds_left),
+                           figures=figures(endpoint.requests, endpoint.errors, endpoint.latency))
+                  for endpoint in summaries.endpoints]
+        if summaries.last_failure_at:
+            when = datetime.fromtimestamp(summaries.last_failure_at).strftime("%Y-%m-%d %H:%M:%S")
+            lines.append(t("status.summaries_failure", when=when, reason=summaries.last_failure))
     return "\n".join(lines)
