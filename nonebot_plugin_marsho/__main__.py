@@ -365,8 +365,16 @@ def platform_problem(platform: str) -> str | None:
     if platform == "OneBot V11":  # the default, and marshoai's: no need to import every adapter
         return None
     names = adapter_names()
-    satori = platform.startswith("Satori/") and platform != "Satori/"
-    if platform in names or (satori and "Satori" in names):
+    if platform.startswith("Satori/") and "Satori" in names:
+        behind = platform.removeprefix("Satori/")
+        # what the Satori server reports: discord, qq, telegram, matrix... in lower case
+        if behind and behind == behind.strip().lower() and not any(c.isspace() for c in behind):
+            return None
+        lower = behind.strip().lower()
+        hint = f" (did you mean 'Satori/{lower}'?)" if lower and not any(c.isspace() for c in lower) else ""
+        return (f"--platform {platform!r}: a Satori server names its platforms in lower case, without "
+                f"spaces (Satori/discord, Satori/qq){hint}")
+    if platform in names:
         return None
     near = [name for name in names if name.casefold() == platform.casefold().replace("-", " ")]
     hint = f" (did you mean {near[0]!r}?)" if near else ""

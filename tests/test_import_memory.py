@@ -178,6 +178,10 @@ def test_a_platform_no_installed_adapter_has_is_refused_with_the_names_there_are
     assert "OneBot V11, OneBot V12, QQ, Satori, Telegram" in done.stderr
     assert "Nothing was imported." in done.stderr
     assert not (folder / "data" / "nonebot_plugin_marsho" / "marsho.db").exists()
+    done = marsho(folder, "import-memory", "marshoai-data", "--platform", "Satori/Discord")
+    assert done.returncode == 1
+    assert ("error: --platform 'Satori/Discord': a Satori server names its platforms in lower case, without "
+            "spaces (Satori/discord, Satori/qq) (did you mean 'Satori/discord'?). Nothing was imported.") in done.stderr
     done = marsho(folder, "import-memory", "marshoai-data", "--platform", "Satori/discord")
     assert done.returncode == 0, done.stderr
     assert "of 2 people on Satori/discord" in done.stdout

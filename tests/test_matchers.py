@@ -58,12 +58,17 @@ class AnyTextReply:
         # typed with a Chinese or Japanese input method: full-width dot and letters, an
         # ideographic space, the ideographic full stop before a command's name
         ("marsho.memory\u3000forget 3", Request("memory", "forget 3")),
-        ("ｍａｒｓｈｏ．ｍｅｍｏｒｙ\u3000forget ３", Request("memory", "forget ３")),
+        ("ｍａｒｓｈｏ．ｍｅｍｏｒｙ\u3000forget ３", Request("memory", "forget 3")),
         ("Ｍａｒｓｈｏ 你好", Request("chat", "你好")),
-        ("marsho．ｍｅｍｏｒｙ\u3000forget ３", Request("memory", "forget ３")),
+        ("marsho．ｍｅｍｏｒｙ\u3000forget ３", Request("memory", "forget 3")),
         ("小棉。reset", Request("reset", "")),
         ("小棉．ｆｏｏ", Request("unknown", "foo")),
         ("小棉。hello there", Request("chat", "hello there")),
+        ("小棉。Help me translate this", Request("chat", "Help me translate this")),  # 。 ends a sentence
+        ("小棉。forget it", Request("chat", "forget it")),
+        ("ｍａｒｓｈｏ．ｎｉｃｋｎａｍｅ\u3000ｒｅｓｅｔ", Request("nickname", "reset")),  # arguments too
+        ("ｍａｒｓｈｏｍａｌｌｏｗ", None),  # glued to a word, as marshomallow
+        ("marsho.\u3000你好", Request("chat", "你好")),
         ("小棉。你好", Request("chat", "你好")),
         ("marsho．", Request("chat", "")),
         ("marshomallow is tasty", None),

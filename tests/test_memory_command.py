@@ -198,6 +198,15 @@ async def test_anyone_in_a_group_lists_its_memories_and_only_admins_delete_them(
     assert texts(await memories.of_owner("group", f"{P}:group:{other}")) == ["Another group's secret handshake"]
 
 
+async def test_the_teller_of_a_group_memory_is_shown_whole_even_with_colons_in_the_id(
+        app: App, memories: MemoryStore) -> None:
+    member, group = next(_people), next(_groups)
+    await memories.add("group", f"{P}:group:{group}", "Raid on Saturday", learned_in=f"{P}:group:{group}",
+                       private=False, author=f"{P}:@alice:matrix.org", limit=50)  # a Matrix id
+    reply = await reply_to(app, group_message("marsho.memory group", user_id=member, group_id=group))
+    assert "Raid on Saturday  (told by @alice:matrix.org, " in reply
+
+
 async def test_group_memories_are_named_by_id_only_by_superusers(app: App, memories: MemoryStore) -> None:
     member, group = next(_people), next(_groups)
     await remember_group(memories, group, "This group plays Minecraft on Fridays", author=member)

@@ -19,7 +19,7 @@ from nonebot_plugin_marsho.agent.memory import MemoryBook
 from nonebot_plugin_marsho.store.memory import MemoryStore, Sight, search_terms
 from nonebot_plugin_marsho.store.sql import SqlStore
 from tests.conftest import configured
-from tests.fake_openai import FakeOpenAI, text
+from tests.fake_openai import FakeOpenAI, text, tool_calls
 from tests.onebot import group_message
 from tests.test_cli import make_project, marsho
 from tests.test_group_context import postgres, store_url  # noqa: F401 - fixtures
@@ -70,15 +70,17 @@ async def test_a_onebot_v11_temporary_chat_from_a_group_is_a_private_chat(
         assert "flu" not in sent(asked).replace("do I have the flu?", "")
 
 
+def anonymous(group: str, alias: int, words: str) -> Any:
+    """A QQ group's anonymous message: every anonymous member has the same user id."""
+    return v11({"message_type": "group", "sub_type": "anonymous", "message_id": alias * 7,
+                "user_id": 80000000, "group_id": int(group),
+                "anonymous": {"id": alias, "name": f"anon{alias}", "flag": f"flag{alias}"},
+                "message": [{"type": "text", "data": {"text": words}}], "raw_message": words,
+                "sender": {"user_id": 80000000, "nickname": "匿名消息", "role": "member"}})
+
+
 async def test_anonymous_members_are_nobody_memory_keeps_nothing_for_them(
         app: Any, fake: FakeOpenAI, book: MemoryBook) -> None:
-    def anonymous(group: str, alias: int, words: str) -> Any:
-        return v11({"message_type": "group", "sub_type": "anonymous", "message_id": alias * 7,
-                    "user_id": 80000000, "group_id": int(group),
-                    "anonymous": {"id": alias, "name": f"anon{alias}", "flag": f"flag{alias}"},
-                    "message": [{"type": "text", "data": {"text": words}}], "raw_message": words,
-                    "sender": {"user_id": 80000000, "nickname": "匿名消息", "role": "member"}})
-
     before = len(fake.requests)
     fake.push(remember("Their bank PIN hint is the dog's name"))
     fake.push(text("ok"))
@@ -93,6 +95,21 @@ async def test_anonymous_members_are_nobody_memory_keeps_nothing_for_them(
     fake.push(text("ok"))
     await onebot(GROUP_B).bot.handle_event(anonymous(GROUP_B, 222, "marsho what is my bank PIN hint?"))
     assert "dog's name" not in sent(fake.requests[before:])
+
+
+async def test_an_anonymous_member_cannot_forget_what_another_anonymous_member_told_the_group(
+        app: Any, fake: FakeOpenAI, book: MemoryBook) -> None:
+    fake.push(remember("The group's raid is on Saturday", about="group"))
+    fake.push(text("ok"))
+    await onebot(GROUP_A).bot.handle_event(anonymous(GROUP_A, 111, "marsho remember our raid day"))
+    [kept] = await book.store.of_owner("group", f"{P}:group:{GROUP_A}")
+    assert kept.author == ""  # nobody's: anonymous members cannot be told apart
+    before = len(fake.requests)
+    fake.push(tool_calls(("memory__forget", {"memory_id": kept.id}, "call_anon_forget")))
+    fake.push(text("ok"))
+    await onebot(GROUP_A).bot.handle_event(anonymous(GROUP_A, 222, "marsho forget the raid day"))
+    assert _results(fake.requests[before:])[0].startswith(f"Error: Memory #{kept.id} belongs to the group")
+    assert [m.id for m in await book.store.of_owner("group", f"{P}:group:{GROUP_A}")] == [kept.id]
 
 
 async def test_an_unsolicited_reply_uses_only_the_groups_memories_not_the_speakers(

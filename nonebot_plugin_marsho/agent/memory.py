@@ -232,7 +232,9 @@ class MemoryBook:
             if memory.about == "user" and memory.owner != sight.person:
                 return ToolResponse.error(
                     f"Memory #{memory_id} is about someone else: only they can forget it.")
-            if memory.about == "group" and context.role not in ADMIN_ROLES and memory.author != sight.person:
+            # the teller may take back what they told; an anonymous sender (no person) is nobody's teller
+            told_it = bool(sight.person) and memory.author == sight.person
+            if memory.about == "group" and context.role not in ADMIN_ROLES and not told_it:
                 return ToolResponse.error(
                     f"Memory #{memory_id} belongs to the group: only the group's admins, or the member "
                     "who told it, can forget it. Ask an admin.")

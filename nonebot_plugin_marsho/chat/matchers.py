@@ -88,9 +88,10 @@ COMMAND_WORD = re.compile(r"([.．])([A-Za-zＡ-Ｚａ-ｚ][A-Za-z0-9_\-Ａ-Ｚ�
 """A command right after a trigger word: a dot, then one word, then the end or a space (an
 ideographic one too); the dot and the word may be typed full-width (a Chinese or Japanese input
 method's `ｍａｒｓｈｏ．ｒｅｓｅｔ`), and are read as ASCII."""
-IDEOGRAPHIC_COMMAND = re.compile(r"。([A-Za-zＡ-Ｚａ-ｚ]{1,32})(?=\s|$)")
-"""`marsho。reset`: a Chinese input method's full stop before a command's name; any other word
-after it is a question ("小棉。hello")."""
+IDEOGRAPHIC_COMMAND = re.compile(r"。([a-zａ-ｚ]{1,32})\s*$")
+"""`marsho。reset`: a Chinese input method's full stop before a command's name, in lower case and
+alone; anything else after it is a question ("小棉。hello", "小棉。Help me with this", "小棉。help me
+with this": `。` ends a Chinese sentence)."""
 BOT_MENTION = re.compile(r"@[A-Za-z0-9_]{1,64}(?=\s|$)", re.ASCII)
 """A bot's @username glued to the trigger word ("/marsho@MarshoBot ...")."""
 
@@ -127,17 +128,18 @@ def _read_trigger(text: str, names: list[str]) -> Request | None:
         match = COMMAND_WORD.match(rest)
         if match:
             word = unicodedata.normalize("NFKC", match.group(2)).lower()
-            if word in COMMANDS:
-                return Request(word, rest[match.end():].strip())
+            if word in COMMANDS:  # its arguments as ASCII too: "ｍａｒｓｈｏ．ｎｉｃｋｎａｍｅ　ｒｅｓｅｔ"
+                return Request(word, unicodedata.normalize("NFKC", rest[match.end():]).strip())
             return Request("unknown", word)
         match = IDEOGRAPHIC_COMMAND.match(rest)
-        if match and (word := unicodedata.normalize("NFKC", match.group(1)).lower()) in COMMANDS:
-            return Request(word, rest[match.end():].strip())
+        if match and (word := unicodedata.normalize("NFKC", match.group(1))) in COMMANDS:
+            return Request(word, "")
         # "marsho." and "marsho. what is this" ask; "marshomallow" and "marsho.ai/x" are not for
-        # us; "marsho你好" and "小棉你好" need no space
-        asks = rest[:1] == "." and rest[1:2] in ("", *" \t\r\n")
-        if not asks and rest and name[-1].isascii() and rest[0].isascii() and (
-                rest[0].isalnum() or rest[0] in "_-."):
+        # us; "marsho你好" and "小棉你好" need no space (each read as typed full-width too)
+        first, second = unicodedata.normalize("NFKC", rest[:1]), unicodedata.normalize("NFKC", rest[1:2])
+        asks = first == "." and (not second or second.isspace())
+        if not asks and first and name[-1].isascii() and first.isascii() and (
+                first.isalnum() or first in "_-."):
             continue
         return Request("chat", rest.lstrip(" \t\r\n,，:：!！?？~.。．").strip())
     return None

@@ -140,7 +140,8 @@ def _where_text(t: Texts, memory: Memory, here: str | None) -> str:
     if memory.private:
         return t("memory.in_private", day=day)
     if memory.about == "group" and memory.author:  # told in the group listed; by whom, for its admins
-        return t("memory.told_by", user=memory.author.rsplit(":", 1)[-1], day=day)
+        # "<platform>:<user id>"; a platform's name has no colon, a user id may (Matrix's @a:b.org)
+        return t("memory.told_by", user=memory.author.split(":", 1)[-1], day=day)
     if here is not None:
         return t("memory.in_this_group", day=day) if memory.learned_in == here else t(
             "memory.in_another_group", day=day)
