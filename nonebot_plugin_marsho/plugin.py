@@ -52,5 +52,12 @@ marsho = build()
 running.set(marsho)
 Conversation.default_llm = lambda: running.get().require_engine().llm
 driver = get_driver()
-driver.on_startup(marsho.start)
+
+
+async def _start() -> None:
+    await marsho.start()
+    marsho.claim_database()  # the bot's own, not the CLI's (which also starts it)
+
+
+driver.on_startup(_start)
 driver.on_shutdown(marsho.stop)

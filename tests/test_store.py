@@ -376,3 +376,19 @@ def test_the_store_uses_the_async_url_and_hides_the_password() -> None:
     assert store.safe_url == "postgresql+asyncpg://marsho:***@db.example/marsho"
     assert store.shared
     assert not SqlStore("sqlite://").shared
+
+
+async def test_a_sqlite_file_is_claimed_by_one_store_at_a_time(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'marsho.db'}"
+    first, second = SqlStore(url), SqlStore(url)
+    try:
+        assert first.claim() is True and first.claim() is True  # its own, still
+        assert second.claim() is False  # another process's (flock: per open file, so in one process too)
+        await first.close()
+        assert second.claim() is True
+    finally:
+        await first.close()
+        await second.close()
+    memory = SqlStore("sqlite://")
+    assert memory.claim() is None  # in memory: nobody else can open it
+    await memory.close()

@@ -451,6 +451,19 @@ class Marsho:
                 logger.info(f"marsho: MCP server {name}: {state}")
         return manager
 
+    def claim_database(self) -> None:
+        """The bot's SQLite file is this process's: when another bot process already uses it
+        (started twice, in two terminals, or two bots on one data folder), say so. Conversations
+        would then be answered by both at once, each unaware of the other's turns in progress,
+        summaries and settings. The CLI does not claim it: it may run beside the bot."""
+        store = self.engine.history if self.engine is not None else None
+        if isinstance(store, SqlStore) and store.claim() is False:
+            logger.warning(
+                f"marsho: another bot process is using the database {store.safe_url}: two processes on "
+                "one SQLite file answer a conversation at the same time and miss each other's summaries "
+                "and settings. Stop the other one, give each bot its own data folder, or let them share "
+                "a PostgreSQL database (MARSHO_DATABASE_URL).")
+
     async def stop(self) -> None:
         """Close the endpoint's connections, the tool threads, the MCP servers and the database."""
         engine, self.engine = self.engine, None

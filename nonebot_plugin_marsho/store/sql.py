@@ -12,7 +12,12 @@ import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
-from typing import Any
+from typing import IO, Any
+
+try:  # the lock file that tells two bot processes on one SQLite file apart (POSIX only)
+    import fcntl
+except ImportError:  # Windows: no such warning
+    fcntl = None  # type: ignore[assignment]
 
 from sqlalchemy import (
     BigInteger,
@@ -263,6 +268,7 @@ class SqlStore:
         self._local_locks = SessionLocks()
         self._write_lock = asyncio.Lock() if self.dialect == "sqlite" else None
         self._started: asyncio.Task[None] | None = None
+        self._claim: IO[str] | None = None
 
     async def start(self) -> None:
         """Create the tables, or bring them to this code's revision (store/migrations/); raises
@@ -317,8 +323,33 @@ class SqlStore:
         """The URL without its password, for messages."""
         return make_url(self.url).render_as_string(hide_password=True)
 
+    def claim(self) -> bool | None:
+        """Mark a SQLite file as this process's, until `close`: an exclusive lock on the file
+        `<database>.lock` beside it (released by the system when the process dies). False when
+        another process holds it; None where it does not apply (PostgreSQL, which bot processes
+        share by design; an in-memory database; a system without fcntl)."""
+        database = make_url(self.url).database
+        if self.dialect != "sqlite" or database in (None, "", ":memory:") or fcntl is None:
+            return None
+        if self._claim is not None:
+            return True
+        try:
+            handle = open(f"{database}.lock", "a", encoding="utf-8")  # noqa: SIM115 - held until close
+        except OSError:  # a read-only folder: nothing to tell
+            return None
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.close()
+            return False
+        self._claim = handle
+        return True
+
     async def close(self) -> None:
-        """Close every connection."""
+        """Close every connection (and give up the claim on a SQLite file)."""
+        claim, self._claim = self._claim, None
+        if claim is not None:
+            claim.close()  # closing the file releases its lock
         await self.engine.dispose()
 
     @asynccontextmanager
