@@ -179,10 +179,15 @@ EN: dict[str, str] = {
     "status.skipped": "skipped after repeated failures for {seconds} s",
     "status.errors": "errors: {errors}",
     "status.latency": "p50 {p50} s, p95 {p95} s",
-    "status.summaries": "Summaries of trimmed history ({model}): {made} written, {failed} failed since start",
+    "status.summaries": (
+        "Summaries of trimmed history ({model}): requests since start: {made} answered, {failed} failed"
+    ),
     "status.summaries_chat_model": "the chat model",
     "status.summaries_model": "summary model",
-    "status.summaries_failure": "  last failure, {when}: {reason}",
+    "status.summaries_failure": "  last failure {when}: {reason}",
+    "status.ago_seconds": "{n} s ago",
+    "status.ago_minutes": "{n} min ago",
+    "status.ago_hours": "{n} h ago",
     "status.kind.rate": "rate limit",
     "status.kind.server": "server error",
     "status.kind.timeout": "timeout",
@@ -386,7 +391,7 @@ EN: dict[str, str] = {
     "brief.internal": "something went wrong inside me (our conversation so far is kept)",
     # the endpoint (llm.py)
     "endpoint.no_key": "No API key is set for {url}.",
-    "endpoint.no_key.hint": "Set MARSHO_API_KEY in .env.",
+    "endpoint.no_key.hint": "Set {key_setting} in .env.",
     "endpoint.timeout": "The endpoint {url} did not answer within {seconds} s.",
     "endpoint.timeout.hint": "Try again later, or raise MARSHO_TIMEOUT.",
     "endpoint.unreadable": "The endpoint {url} sent an answer that cannot be read: {error}.",
@@ -408,7 +413,7 @@ EN: dict[str, str] = {
         "{start})."
     ),
     "endpoint.not_completion.hint": (
-        "Check MARSHO_BASE_URL: it should end where /chat/completions would follow."
+        "Check {url_setting}: it should end where /chat/completions would follow."
     ),
     "endpoint.no_choices": "The endpoint {url} answered with no choices{detail}.",
     "endpoint.empty_choice": "The endpoint {url} answered with an empty choice.",
@@ -585,10 +590,13 @@ ZH: dict[str, str] = {
     "status.skipped": "连续失败，暂时跳过，还有 {seconds} 秒",
     "status.errors": "错误：{errors}",
     "status.latency": "p50 {p50} 秒，p95 {p95} 秒",
-    "status.summaries": "历史摘要（{model}）：自启动起写成 {made} 次，失败 {failed} 次",
+    "status.summaries": "历史摘要（{model}）：自启动起的请求成功 {made} 次，失败 {failed} 次",
     "status.summaries_chat_model": "聊天模型",
     "status.summaries_model": "摘要模型",
-    "status.summaries_failure": "  最近一次失败，{when}：{reason}",
+    "status.summaries_failure": "  最近一次失败（{when}）：{reason}",
+    "status.ago_seconds": "{n} 秒前",
+    "status.ago_minutes": "{n} 分钟前",
+    "status.ago_hours": "{n} 小时前",
     "status.kind.rate": "限流",
     "status.kind.server": "服务器错误",
     "status.kind.timeout": "超时",
@@ -761,7 +769,7 @@ ZH: dict[str, str] = {
     "brief.budget": "这个问题超出了我的设置",
     "brief.internal": "我内部出错了（之前的对话都还在）",
     "endpoint.no_key": "没有为 {url} 设置 API 密钥。",
-    "endpoint.no_key.hint": "请在 .env 中设置 MARSHO_API_KEY。",
+    "endpoint.no_key.hint": "请在 .env 中设置 {key_setting}。",
     "endpoint.timeout": "接口 {url} 在 {seconds} 秒内没有回应。",
     "endpoint.timeout.hint": "请稍后再试，或调大 MARSHO_TIMEOUT。",
     "endpoint.unreadable": "接口 {url} 返回的内容无法读取：{error}。",
@@ -779,7 +787,7 @@ ZH: dict[str, str] = {
     "endpoint.5xx.hint": "请稍后再试。",
     "endpoint.4xx": "接口拒绝了请求（{status}：{detail}）。",
     "endpoint.not_completion": "接口 {url} 返回的内容不是对话补全（开头是 {start}）。",
-    "endpoint.not_completion.hint": "请检查 MARSHO_BASE_URL：它应当在 /chat/completions 之前结束。",
+    "endpoint.not_completion.hint": "请检查 {url_setting}：它应当在 /chat/completions 之前结束。",
     "endpoint.no_choices": "接口 {url} 的回答里没有 choices{detail}。",
     "endpoint.empty_choice": "接口 {url} 的回答里 choice 是空的。",
     "endpoint.too_large": "接口 {url} 返回的内容超过 {limit} 字节，没有读取。",
@@ -824,7 +832,13 @@ def text(language: str, key: str, /, **params: Any) -> str:
     found = CATALOGUES.get(language, EN).get(key)  # type: ignore[call-overload]
     if found is None:  # a key missing from one catalogue is a bug (the tests check), not a crash
         found = EN[key]
-    return found.format(**params) if params else found
+    # a parameter the caller did not give stays "{name}": an error's message must never fail
+    return found.format_map(_Params(params)) if params else found
+
+
+class _Params(dict[str, Any]):
+    def __missing__(self, name: str) -> str:
+        return "{" + name + "}"
 
 
 class Texts:

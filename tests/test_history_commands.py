@@ -13,10 +13,10 @@ from nonebot.adapters.onebot.v11 import GroupMessageEvent, Message, PrivateMessa
 from nonebug import App
 
 from nonebot_plugin_marsho.agent.engine import MODEL_SETTING, Engine
-from nonebot_plugin_marsho.exceptions import StoreError
+from nonebot_plugin_marsho.exceptions import EndpointError, StoreError
 from nonebot_plugin_marsho.store.session import session_key
 from tests.conftest import DATA_DIR, SUPERUSER_ID, configured
-from tests.fake_openai import FakeOpenAI, text, tool_calls
+from tests.fake_openai import FakeOpenAI, error, text, tool_calls
 from tests.onebot import group_message, onebot_bot, private_message, reply_call
 
 PLATFORM = "OneBot V11"
@@ -249,6 +249,7 @@ async def test_model_shows_switches_and_keeps_the_model(
 ) -> None:
     # put the plugin's engine back as it was for the other tests
     monkeypatch.setattr(plugin_engine.llm, "model", plugin_engine.llm.model)
+    monkeypatch.setattr(plugin_engine.llm, "model_setting", plugin_engine.llm.model_setting)
     monkeypatch.setattr(plugin_engine, "counter", plugin_engine.counter)
     previous, base_url = plugin_engine.llm.model, plugin_engine.llm.base_url
     fake.push(text("from the other model"))
@@ -262,6 +263,33 @@ async def test_model_shows_switches_and_keeps_the_model(
     )
     assert [body["model"] for body in fake.requests] == ["other-model"]
     assert await plugin_engine.history.get_setting(MODEL_SETTING) == "other-model"
+    # a model the endpoint does not know is now fixed with marsho.model: .env's MARSHO_MODEL no longer counts
+    assert plugin_engine.llm.model_setting == "marsho.model"
+
+
+async def test_after_a_restart_a_model_chosen_with_marsho_model_is_what_its_errors_name(
+    fake: FakeOpenAI, tmp_path: Path
+) -> None:
+    from nonebot_plugin_marsho.chat.app import Marsho
+    from nonebot_plugin_marsho.config import Config
+
+    config = Config(marsho_base_url=fake.base_url, marsho_api_key="k", marsho_model="good-model",
+                    marsho_database_url=f"sqlite:///{tmp_path / 'marsho.db'}", marsho_lang="en")
+    for chosen in (None, "gpt-typo"):
+        bot = Marsho(config, tmp_path)
+        await bot.start()
+        try:
+            engine = bot.require_engine()
+            if chosen is None:
+                assert engine.llm.model_setting == "MARSHO_MODEL"
+                await engine.switch_model("gpt-typo")  # what marsho.model does, kept across the restart
+                continue
+            fake.push(error(404, "The model `gpt-typo` does not exist"))
+            with pytest.raises(EndpointError) as raised:
+                await engine.llm.complete([{"role": "user", "content": "hi"}])
+            assert f"Check marsho.model (gpt-typo) and MARSHO_BASE_URL ({fake.base_url})." in str(raised.value)
+        finally:
+            await bot.stop()
 
 
 async def test_a_model_name_that_is_not_one_is_refused(

@@ -114,16 +114,19 @@ SHARED_SQLITE = "marsho: another bot process is using the database"
 async def test_a_second_bot_on_the_same_sqlite_file_is_told_and_a_restart_is_not(
         endpoint: FakeOpenAI, tmp_path: Path) -> None:
     data = tmp_path / "data"
-    first, second = new_bot(endpoint, data), new_bot(endpoint, data)
+    first, second, third = new_bot(endpoint, data), new_bot(endpoint, data), new_bot(endpoint, data)
     try:
         await asyncio.to_thread(first.start)
         await asyncio.to_thread(second.start)  # the owner started it twice
         assert SHARED_SQLITE in second.output(), second.output()[-3000:]
         assert "PostgreSQL database (MARSHO_DATABASE_URL)" in second.output()
         assert SHARED_SQLITE not in first.output()
-    finally:
-        await asyncio.to_thread(second.stop)
         await asyncio.to_thread(first.stop)
+        await asyncio.to_thread(third.start)  # the second still runs: a third is told too
+        assert SHARED_SQLITE in third.output(), third.output()[-3000:]
+    finally:
+        for bot in (third, second, first):
+            await asyncio.to_thread(bot.stop)
     again = new_bot(endpoint, data)
     async with connected(again) as sim:  # the others are gone: nothing to say
         _, reply = await sim.ask("marsho hello", group_id=next(_groups))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -303,10 +304,40 @@ async def test_a_fallbacks_refusal_names_its_own_entry_not_the_primarys_settings
         "The endpoint failed (503: overloaded). Try again later.",
         f"Not found (404: no model b). Check MARSHO_FALLBACKS entry 1's model (b) and MARSHO_FALLBACKS "
         f"entry 1's base_url ({second.base_url}).",
-        "The endpoint rejected the API key (401: bad key). Check MARSHO_API_KEY.",  # the primary's own
-        "The endpoint refused access (403: forbidden). Check MARSHO_FALLBACKS entry 1's api_key and the "
-        "account's permissions.",
+        "The endpoint rejected the API key (401: bad key). Check MARSHO_API_KEY (or MARSHO_API_KEYS).",
+        "The endpoint refused access (403: forbidden). Check MARSHO_FALLBACKS entry 1's api_key or api_keys "
+        "and the account's permissions.",
     ]
+
+
+async def test_a_fallback_without_a_key_on_openai_is_told_to_set_its_own(
+    fake: FakeOpenAI, logged: list[str]
+) -> None:
+    fake.push(error(503, "overloaded"))
+    client = llm_client(fake, fallbacks=[Fallback(base_url="https://api.openai.com/v1", model="gpt-x")])
+    with pytest.raises(EndpointError):
+        await client.complete(QUESTION)  # nothing is sent there: no key
+    assert any(line.rstrip().endswith("No API key is set for https://api.openai.com/v1. Set MARSHO_FALLBACKS "
+                                      "entry 1's api_key or api_keys in .env.") for line in logged), logged
+
+
+async def test_the_judge_models_refusal_names_marsho_active_judge_model(fake: FakeOpenAI, tmp_path: Path) -> None:
+    from nonebot_plugin_marsho.chat.app import Marsho
+    from nonebot_plugin_marsho.config import Config
+
+    bot = Marsho(Config(marsho_base_url=fake.base_url, marsho_api_key="k", marsho_model="fake-model",
+                        marsho_active_judge_model="judge-typo", marsho_lang="en",
+                        marsho_database_url=f"sqlite:///{tmp_path / 'marsho.db'}"), tmp_path)
+    await bot.start()
+    try:
+        assert bot.judge is not None
+        fake.push(error(404, "no such model"))
+        with pytest.raises(EndpointError) as raised:
+            await bot.judge.complete(QUESTION)
+        assert str(raised.value).endswith(
+            f"Check MARSHO_ACTIVE_JUDGE_MODEL (judge-typo) and MARSHO_BASE_URL ({fake.base_url}).")
+    finally:
+        await bot.stop()
 
 
 async def test_the_summary_models_refusal_names_marsho_summary_model(fake: FakeOpenAI) -> None:
@@ -461,7 +492,7 @@ async def test_status_shows_each_endpoint_and_masked_key_to_superusers_only(
             f"  key …1111: resting for 30 s; 1 request, errors: rate limit 1, p50 {LATENCY}, p95 {LATENCY}",
             f"  key …2222: ok; 1 request, p50 {LATENCY}, p95 {LATENCY}",
             f"fallback 1: backup-model at http://127.0.0.1:{backup_port}/v1: ok; 0 requests",
-            "Summaries of trimmed history (the chat model): 0 written, 0 failed since start",
+            "Summaries of trimmed history (the chat model): requests since start: 0 answered, 0 failed",
         ])), result={"message_id": 1})
         member = group_message("marsho.status")
         ctx.receive_event(bot, member)

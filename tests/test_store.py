@@ -385,10 +385,22 @@ async def test_a_sqlite_file_is_claimed_by_one_store_at_a_time(tmp_path: Path) -
         assert first.claim() is True and first.claim() is True  # its own, still
         assert second.claim() is False  # another process's (flock: per open file, so in one process too)
         await first.close()
+        for _ in range(100):  # the second waited for it, and now holds it
+            if second.claim():
+                break
+            await asyncio.sleep(0.02)
         assert second.claim() is True
+        third = SqlStore(url)
+        assert third.claim() is False  # so a third started now is told too
+        await third.close()
     finally:
         await first.close()
         await second.close()
-    memory = SqlStore("sqlite://")
-    assert memory.claim() is None  # in memory: nobody else can open it
-    await memory.close()
+    for in_memory in ("sqlite://", "sqlite:///file:shared?mode=memory&uri=true"):
+        memory = SqlStore(in_memory)
+        assert memory.claim() is None  # nobody else can open it: no lock file either
+        await memory.close()
+    assert not Path("file:shared.lock").exists()
+    uri = SqlStore(f"sqlite:///file:{tmp_path / 'uri.db'}?uri=true")
+    assert uri.claim() is True and (tmp_path / "uri.db.lock").exists()
+    await uri.close()

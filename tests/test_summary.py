@@ -352,11 +352,12 @@ async def test_a_summary_model_the_endpoint_does_not_know_shows_in_marsho_status
         shown = status_text(Texts("en"), engine.llm.status(), engine.summarizer.status()).splitlines()
         failed = len(summary_requests(fake))
         assert failed >= 1
-        summaries = shown.index(f"Summaries of trimmed history (no-such-model): 0 written, {failed} failed since start")
+        summaries = shown.index(
+            f"Summaries of trimmed history (no-such-model): requests since start: 0 answered, {failed} failed")
         assert shown[summaries + 1].startswith(
             f"  summary model: no-such-model at {fake.base_url}: ok; "
             f"{failed} request{'s' if failed > 1 else ''}, errors: not found {failed}")
-        assert shown[summaries + 2].startswith("  last failure, 20")
+        assert re.match(r"  last failure \d+ s ago: ", shown[summaries + 2])
         assert shown[summaries + 2].endswith(
             "the summary request failed: Not found (404: The model `no-such-model` does not exist). Check "
             f"MARSHO_SUMMARY_MODEL (no-such-model) and MARSHO_BASE_URL ({fake.base_url}).")
@@ -377,9 +378,33 @@ async def test_summaries_the_chat_model_writes_are_counted_in_marsho_status(fake
     assert engine.summarizer is not None
     made = len(summary_requests(fake)) - 1
     shown = status_text(Texts("en"), engine.llm.status(), engine.summarizer.status()).splitlines()
-    assert f"Summaries of trimmed history (the chat model): {made} written, 1 failed since start" in shown
-    assert shown[-1].startswith("  last failure, ") and "the summariser is down" in shown[-1]
+    assert f"Summaries of trimmed history (the chat model): requests since start: {made} answered, 1 failed" in shown
+    assert shown[-1].startswith("  last failure ") and "the summariser is down" in shown[-1]
     assert not any("summary model:" in line for line in shown)  # its requests are the chat model's
+
+
+async def test_an_over_quota_turn_still_summarises_with_the_summary_model(fake: FakeOpenAI, tmp_path: Path) -> None:
+    from nonebot_plugin_marsho.agent.metering import model_for_turn
+    from nonebot_plugin_marsho.chat.app import Marsho
+    from nonebot_plugin_marsho.config import Config
+
+    Scripted(fake)
+    app = Marsho(Config(marsho_base_url=fake.base_url, marsho_api_key="k", marsho_model="fake-model",
+                        marsho_database_url=f"sqlite:///{tmp_path / 'marsho.db'}", marsho_lang="en",
+                        marsho_summary_model="summary-model", marsho_quota_fallback_model="cheap-model",
+                        marsho_max_history=8, marsho_time_prompt=False), tmp_path)
+    await app.start()
+    try:
+        engine = app.require_engine()
+        with model_for_turn("cheap-model"):  # every question over its quota
+            for number in range(12):
+                await engine.chat(KEY, chatter(number))
+        assert summary_requests(fake)
+        # what marsho.status says wrote them did: MARSHO_SUMMARY_MODEL is the owner's choice for them
+        assert {body["model"] for body in summary_requests(fake)} == {"summary-model"}
+        assert {body["model"] for body in chat_requests(fake)} == {"cheap-model"}
+    finally:
+        await app.stop()
 
 
 def test_marsho_summary_false_builds_no_summarizer(fake: FakeOpenAI, tmp_path: Path) -> None:

@@ -555,10 +555,13 @@ class Engine:
                                "rounds (MARSHO_MAX_TOOL_ROUNDS)")
             return outcome.reply
 
-    async def restore_model(self) -> None:
-        """Use the model chosen with `marsho.model` before a restart, if any, and count its tokens."""
-        self.llm.model = await self.history.get_setting(MODEL_SETTING) or self.llm.model
+    async def restore_model(self) -> bool:
+        """Use the model chosen with `marsho.model` before a restart, if any, and count its tokens;
+        whether there was one (it wins over MARSHO_MODEL)."""
+        chosen = await self.history.get_setting(MODEL_SETTING)
+        self.llm.model = chosen or self.llm.model
         self.counter = await load_counter(self.llm.model)
+        return bool(chosen)
 
     async def switch_model(self, name: str) -> str:
         """Use `name` from now on, kept across restarts; returns the previous model."""

@@ -308,11 +308,15 @@ class LLMClient:
         quirks: Mapping[str, QuirkFields] | None = None,
         max_answer_tokens: int | None = None,
         model_setting: str = "MARSHO_MODEL",
+        turn_model_applies: bool = True,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.model_setting = model_setting
-        """The setting the primary endpoint's model comes from, named when the endpoint does not
-        know it (MARSHO_SUMMARY_MODEL for the summaries' own client)."""
+        """Where the primary endpoint's model was set, named when the endpoint does not know it:
+        MARSHO_SUMMARY_MODEL for the summaries' own client, `marsho.model` once it chose one."""
+        self.turn_model_applies = turn_model_applies
+        """Whether a turn's own model (the quota's cheaper one) replaces this client's: not for a
+        client of a model of its own (the summaries', the judge's)."""
         keys = [key for key in [api_key, *(api_keys or [])] if key]
         self.api_key = keys[0] if keys else ""
         self.model = model
@@ -347,20 +351,24 @@ class LLMClient:
         self.meter: Meter | None = None
         """Told each answered request's usage (the owner's bill), when set."""
 
+    def _turn_model(self) -> str:
+        return turn_model() if self.turn_model_applies else ""
+
     def _settings_of(self, ep: _Endpoint) -> dict[str, str]:
-        """Where the owner set `ep`'s model, keys and URL: named in the hint of a 401, 403 or 404,
-        so that a fallback's or the summary model's mistake is not looked for in MARSHO_MODEL."""
+        """Where the owner set `ep`'s model, keys and URL, for the hints of its errors: a
+        fallback's or the summary model's mistake is not looked for in MARSHO_MODEL."""
         if ep.index:
             entry = f"MARSHO_FALLBACKS entry {ep.index}"
-            return {"model_setting": "MARSHO_QUOTA_FALLBACK_MODEL" if turn_model() else f"{entry}'s model",
-                    "key_setting": f"{entry}'s api_key", "url_setting": f"{entry}'s base_url"}
-        return {"model_setting": "MARSHO_QUOTA_FALLBACK_MODEL" if turn_model() else self.model_setting,
-                "key_setting": "MARSHO_API_KEY", "url_setting": "MARSHO_BASE_URL"}
+            model = f"{entry}'s model" if ep.model else self.model_setting
+            return {"model_setting": "MARSHO_QUOTA_FALLBACK_MODEL" if self._turn_model() else model,
+                    "key_setting": f"{entry}'s api_key or api_keys", "url_setting": f"{entry}'s base_url"}
+        return {"model_setting": "MARSHO_QUOTA_FALLBACK_MODEL" if self._turn_model() else self.model_setting,
+                "key_setting": "MARSHO_API_KEY (or MARSHO_API_KEYS)", "url_setting": "MARSHO_BASE_URL"}
 
     def _model_of(self, ep: _Endpoint) -> str:
-        """The model `ep` is asked with: the turn's (the quota's cheaper model) while one is set,
-        else its own, else the primary's."""
-        return turn_model() or ep.model or self.model
+        """The model `ep` is asked with: the turn's (the quota's cheaper model) while one is set
+        and applies here, else its own, else the primary's."""
+        return self._turn_model() or ep.model or self.model
 
     def _tool_mode_of(self, model: str, configured: ToolMode | None = None) -> ToolMode:
         if configured is not None:
@@ -483,7 +491,7 @@ class LLMClient:
         whose breaker is open (unless every one's is: then all, in order). While the turn has a
         model of its own (the quota's cheaper model), a fallback with another model is not
         tried: its model is another provider's, full price or not knowing the cheaper one."""
-        cheaper = turn_model()
+        cheaper = self._turn_model()
         chain = [ep for ep in self.endpoints if not cheaper or ep.model is None or ep.model == cheaper]
         if route is not None and route.endpoint is not None:
             chain = sorted(chain, key=lambda ep: ep.index != route.endpoint)  # stable: the rest in order
@@ -493,6 +501,19 @@ class LLMClient:
     async def _complete_on(
         self, ep: _Endpoint, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
         deadline: Deadline, *, more: bool = False, keep: float = 0.0, foreign: Collection[str] = (),
+    ) -> Completion:
+        try:
+            return await self._complete_here(ep, messages, tools, deadline, more=more, keep=keep,
+                                             foreign=foreign)
+        except EndpointError as error:
+            # its hint names where the owner set this endpoint's model, keys and URL
+            for name, setting in self._settings_of(ep).items():
+                error.params.setdefault(name, setting)
+            raise
+
+    async def _complete_here(
+        self, ep: _Endpoint, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+        deadline: Deadline, *, more: bool, keep: float, foreign: Collection[str],
     ) -> Completion:
         model = self._model_of(ep)
         mode = self._tool_mode_of(model, ep.tool_mode)
@@ -700,8 +721,7 @@ class LLMClient:
 
     def _unreachable(self, ep: _Endpoint, cause: BaseException) -> EndpointError:
         error = EndpointError(code="endpoint.unreachable", hint="endpoint.unreachable.hint",
-                              url=ep.base_url, error=self._scrub(f"{type(cause).__name__}: {cause}"),
-                              url_setting=self._settings_of(ep)["url_setting"])
+                              url=ep.base_url, error=self._scrub(f"{type(cause).__name__}: {cause}"))
         error.refused = _was_refused(cause)
         return error
 
@@ -717,7 +737,7 @@ class LLMClient:
         if status in (401, 403, 404, 429):
             failure = EndpointError(code=f"endpoint.{status}", hint=f"endpoint.{status}.hint",
                                     status=status, detail=detail, model=self._model_of(ep),
-                                    url=ep.base_url, **self._settings_of(ep))
+                                    url=ep.base_url)
         elif status >= 500:
             failure = EndpointError(code="endpoint.5xx", hint="endpoint.5xx.hint", status=status,
                                     detail=detail)

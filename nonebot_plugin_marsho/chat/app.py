@@ -305,7 +305,8 @@ class Marsho:
             )
             engine.summarizer = self.build_summarizer(engine)
             await store.start()
-            await engine.restore_model()
+            if await engine.restore_model():  # chosen with marsho.model, which wins over .env
+                llm.model_setting = f"{config.marsho_name}.model"
             chat_log = ChatLog(store, size=config.marsho_group_context, ttl=config.marsho_group_context_ttl,
                                default_on=config.marsho_group_context_default == "on")
             await chat_log.load()
@@ -342,7 +343,8 @@ class Marsho:
             self.judge = LLMClient(base_url=config.marsho_base_url, api_key=config.marsho_api_key,
                                    api_keys=config.marsho_api_keys, model=config.marsho_active_judge_model,
                                    timeout=min(config.marsho_timeout, 30.0), gate=llm.gate,
-                                   max_response_bytes=100_000, max_answer_chars=200)
+                                   max_response_bytes=100_000, max_answer_chars=200,
+                                   model_setting="MARSHO_ACTIVE_JUDGE_MODEL", turn_model_applies=False)
             self.judge.meter = meter  # its requests are on the bill too
         self.meter = meter
         self.memories = MemoryStore(store)
@@ -412,6 +414,7 @@ class Marsho:
                 timeout=config.marsho_timeout, gate=engine.llm.gate, retries=config.marsho_retries,
                 retry_budget=config.marsho_retry_budget,
                 max_response_bytes=config.marsho_max_response_bytes, model_setting="MARSHO_SUMMARY_MODEL",
+                turn_model_applies=False,  # its own model, over-quota turns included (status says which)
                 quirks={pattern: given.fields() for pattern, given in config.marsho_model_quirks.items()})
         # a summary never takes more than a quarter of the history's tokens, so a long one
         # cannot leave a request no room (MARSHO_SUMMARY_TOKENS may be set above that)

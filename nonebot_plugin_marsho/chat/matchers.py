@@ -457,6 +457,7 @@ async def switch_model(app: Marsho, engine: Engine, name: str) -> str:
     if not re.fullmatch(r"[\w.:/@+-]{1,128}", name):
         return t("model.bad_name", name=name)
     previous = await engine.switch_model(name)
+    engine.llm.model_setting = f"{app.config.marsho_name}.model"  # what the owner changes it with now
     return t("model.switched", previous=previous, model=name)
 
 

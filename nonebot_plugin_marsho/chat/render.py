@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import difflib
 import json
+import time
 from collections.abc import Mapping, Sequence
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -184,6 +184,15 @@ def brief_text(t: Texts, reason: str) -> str:
     return t("error.brief", reason=t(reason))
 
 
+def _ago(t: Texts, seconds: float) -> str:
+    """How long ago, in the unit that reads best: no time zone to get wrong."""
+    if seconds < 120:
+        return t("status.ago_seconds", n=max(0, round(seconds)))
+    if seconds < 2 * 3600:
+        return t("status.ago_minutes", n=round(seconds / 60))
+    return t("status.ago_hours", n=round(seconds / 3600))
+
+
 def status_text(t: Texts, endpoints: Sequence[EndpointStatus], summaries: SummaryStatus | None = None) -> str:
     """What `marsho.status` answers (superusers): each endpoint and its keys (masked) with its
     state, requests, errors by kind and latency p50/p95 over the last hour; then the summaries of
@@ -235,6 +244,6 @@ def status_text(t: Texts, endpoints: Sequence[EndpointStatus], summaries: Summar
                            figures=figures(endpoint.requests, endpoint.errors, endpoint.latency))
                   for endpoint in summaries.endpoints]
         if summaries.last_failure_at:
-            when = datetime.fromtimestamp(summaries.last_failure_at).strftime("%Y-%m-%d %H:%M:%S")
-            lines.append(t("status.summaries_failure", when=when, reason=summaries.last_failure))
+            lines.append(t("status.summaries_failure", when=_ago(t, time.time() - summaries.last_failure_at),
+                           reason=summaries.last_failure))
     return "\n".join(lines)

@@ -7,12 +7,14 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from typing import IO, Any
+from urllib.parse import urlsplit
 
 try:  # the lock file that tells two bot processes on one SQLite file apart (POSIX only)
     import fcntl
@@ -243,6 +245,27 @@ def _lock_id(key: str) -> int:
     return int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "big", signed=True)
 
 
+def _sqlite_file(url: str) -> str | None:
+    """The file a SQLite URL names, or None for an in-memory database (`sqlite://`, `:memory:`,
+    a `file:` URI with mode=memory)."""
+    parsed = make_url(url)
+    database = parsed.database or ""
+    if parsed.query.get("uri") in ("true", "1") or database.startswith("file:"):
+        if "mode=memory" in database or parsed.query.get("mode") == "memory":
+            return None
+        database = urlsplit(database).path
+    return database if database not in ("", ":memory:") else None
+
+
+def _wait_for_lock(handle: IO[str], claimed: threading.Event) -> None:
+    """Wait until the other process gives up its claim (a blocking flock), then hold it."""
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+    except (OSError, ValueError):  # closed meanwhile: this store stopped
+        return
+    claimed.set()
+
+
 def _describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
 
@@ -257,7 +280,7 @@ class SqlStore:
         options: dict[str, Any] = {"echo": echo}
         if self.dialect == "sqlite":
             options["connect_args"] = {"timeout": 30}  # wait for another writer, not fail
-            if parsed.database in (None, "", ":memory:"):
+            if _sqlite_file(self.url) is None:
                 options["poolclass"] = StaticPool  # one shared in-memory database
         else:
             # a running turn holds one connection, for its lock and its reads and writes
@@ -269,6 +292,7 @@ class SqlStore:
         self._write_lock = asyncio.Lock() if self.dialect == "sqlite" else None
         self._started: asyncio.Task[None] | None = None
         self._claim: IO[str] | None = None
+        self._claimed = threading.Event()
 
     async def start(self) -> None:
         """Create the tables, or bring them to this code's revision (store/migrations/); raises
@@ -326,30 +350,39 @@ class SqlStore:
     def claim(self) -> bool | None:
         """Mark a SQLite file as this process's, until `close`: an exclusive lock on the file
         `<database>.lock` beside it (released by the system when the process dies). False when
-        another process holds it; None where it does not apply (PostgreSQL, which bot processes
-        share by design; an in-memory database; a system without fcntl)."""
-        database = make_url(self.url).database
-        if self.dialect != "sqlite" or database in (None, "", ":memory:") or fcntl is None:
+        another process holds it: this one then waits for it in a thread, so that once the other
+        stops, a third started on the file is told in turn. None where it does not apply
+        (PostgreSQL, which bot processes share by design; an in-memory database; a file system
+        or system without locks)."""
+        path = _sqlite_file(self.url) if self.dialect == "sqlite" else None
+        if path is None or fcntl is None:
             return None
         if self._claim is not None:
-            return True
+            return self._claimed.is_set()
         try:
-            handle = open(f"{database}.lock", "a", encoding="utf-8")  # noqa: SIM115 - held until close
+            handle = open(f"{path}.lock", "a", encoding="utf-8")  # noqa: SIM115 - held until close
         except OSError:  # a read-only folder: nothing to tell
             return None
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            handle.close()
+        except BlockingIOError:  # held by another process
+            self._claim = handle
+            threading.Thread(target=_wait_for_lock, args=(handle, self._claimed), daemon=True,
+                             name="marsho-sqlite-claim").start()
             return False
+        except OSError:  # no locks on this file system (some network mounts): nothing to tell
+            handle.close()
+            return None
         self._claim = handle
+        self._claimed.set()
         return True
 
     async def close(self) -> None:
         """Close every connection (and give up the claim on a SQLite file)."""
         claim, self._claim = self._claim, None
         if claim is not None:
-            claim.close()  # closing the file releases its lock
+            claim.close()  # closing the file releases its lock (and ends a wait for it)
+            self._claimed = threading.Event()
         await self.engine.dispose()
 
     @asynccontextmanager
