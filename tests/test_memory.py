@@ -458,20 +458,20 @@ async def test_a_memory_kept_by_another_bot_process_comes_up_within_the_refresh(
 
 
 @pytest.fixture
-async def memories(store_url: str) -> AsyncIterator[MemoryStore]:  # noqa: F811 - the fixture
+async def store(store_url: str) -> AsyncIterator[MemoryStore]:  # noqa: F811 - the fixture
     """A memory store on SQLite and on PostgreSQL (tests/test_group_context.py's `store_url`)."""
-    store = SqlStore(store_url)
-    yield MemoryStore(store)
-    await store.close()
+    sql = SqlStore(store_url)
+    yield MemoryStore(sql)
+    await sql.close()
 
 
-async def test_full_text_search_finds_by_words_and_chinese_by_character_pairs(memories: MemoryStore) -> None:
+async def test_full_text_search_finds_by_words_and_chinese_by_character_pairs(store: MemoryStore) -> None:
     sight = Sight(person="X:1", chat="X:private:1")
     for fact in ("Their cat is called Mochi", "他喜欢喝绿茶，不喝咖啡", "They work night shifts at the hospital"):
-        await memories.add("user", "X:1", fact, learned_in=sight.chat, private=True, author="X:1", limit=10)
+        await store.add("user", "X:1", fact, learned_in=sight.chat, private=True, author="X:1", limit=10)
 
     async def found(query: str) -> list[str]:
-        return [m.text for m in await memories.search(sight, query, limit=5)]
+        return [m.text for m in await store.search(sight, query, limit=5)]
 
     assert await found("what's my CAT's name?") == ["Their cat is called Mochi"]
     assert await found("我喜欢什么茶？") == ["他喜欢喝绿茶，不喝咖啡"]  # 喜欢, 绿茶 share pairs
@@ -481,17 +481,17 @@ async def test_full_text_search_finds_by_words_and_chinese_by_character_pairs(me
     assert await found("what is the") == []  # only common words: nothing to search by
 
 
-async def test_the_store_shows_each_turn_only_what_it_may_see(memories: MemoryStore) -> None:
+async def test_the_store_shows_each_turn_only_what_it_may_see(store: MemoryStore) -> None:
     alice, bob = "X:1", "X:2"
     group_a, group_b, private = "X:group:a", "X:group:b", "X:private:1"
-    await memories.add("user", alice, "Alice keeps bees", learned_in=group_a, private=False, author=alice, limit=9)
-    await memories.add("user", alice, "Alice owes money", learned_in=private, private=True, author=alice, limit=9)
-    await memories.add("group", group_a, "Group A keeps bees too", learned_in=group_a, private=False,
+    await store.add("user", alice, "Alice keeps bees", learned_in=group_a, private=False, author=alice, limit=9)
+    await store.add("user", alice, "Alice owes money", learned_in=private, private=True, author=alice, limit=9)
+    await store.add("group", group_a, "Group A keeps bees too", learned_in=group_a, private=False,
                        author=bob, limit=9)
 
     async def seen(sight: Sight) -> set[str]:
-        by_search = {m.text for m in await memories.search(sight, "bees money", limit=9)}
-        listed = {m.text for m in await memories.visible(sight)}
+        by_search = {m.text for m in await store.search(sight, "bees money", limit=9)}
+        listed = {m.text for m in await store.visible(sight)}
         assert by_search == listed
         return listed
 
@@ -502,6 +502,6 @@ async def test_the_store_shows_each_turn_only_what_it_may_see(memories: MemorySt
     assert await seen(Sight(bob, "X:private:2")) == set()
     assert await seen(Sight(alice, group_b, group_b, per_chat=True)) == set()
     assert await seen(Sight(alice, private, per_chat=True)) == {"Alice owes money"}
-    owed = next(m for m in await memories.visible(Sight(alice, private)) if m.private)
-    assert await memories.get(owed.id, sight=Sight(alice, group_a, group_a)) is None
-    assert await memories.get(owed.id, sight=Sight(alice, private)) == owed
+    owed = next(m for m in await store.visible(Sight(alice, private)) if m.private)
+    assert await store.get(owed.id, sight=Sight(alice, group_a, group_a)) is None
+    assert await store.get(owed.id, sight=Sight(alice, private)) == owed

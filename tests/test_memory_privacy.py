@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -17,13 +16,12 @@ from nonebot.adapters.onebot.v11 import Adapter
 
 from nonebot_plugin_marsho.agent.memory import MemoryBook
 from nonebot_plugin_marsho.store.memory import MemoryStore, Sight, search_terms
-from nonebot_plugin_marsho.store.sql import SqlStore
 from tests.conftest import configured
 from tests.fake_openai import FakeOpenAI, text, tool_calls
 from tests.onebot import group_message
 from tests.test_cli import make_project, marsho
 from tests.test_group_context import postgres, store_url  # noqa: F401 - fixtures
-from tests.test_memory import (  # noqa: F401 - _fresh_uninfo: an autouse fixture
+from tests.test_memory import (  # noqa: F401 - _fresh_uninfo (autouse) and store: fixtures
     ALICE,
     BOB,
     GROUP_A,
@@ -36,6 +34,7 @@ from tests.test_memory import (  # noqa: F401 - _fresh_uninfo: an autouse fixtur
     question_of,
     remember,
     sent,
+    store,
 )
 from tests.test_memory_command import memories, reply_to  # noqa: F401 - a fixture
 from tests.test_platforms import say
@@ -154,15 +153,7 @@ async def test_under_scope_chat_a_group_listing_shows_only_what_was_told_in_that
 # the store under pressure ---------------------------------------------------------------------------
 
 
-@pytest.fixture
-async def store(store_url: str) -> AsyncIterator[MemoryStore]:  # noqa: F811 - the fixture
-    """A memory store on SQLite and on PostgreSQL (tests/test_group_context.py's `store_url`)."""
-    sql = SqlStore(store_url)
-    yield MemoryStore(sql)
-    await sql.close()
-
-
-async def test_parallel_remembers_keep_the_limit_and_never_twice(store: MemoryStore) -> None:
+async def test_parallel_remembers_keep_the_limit_and_never_twice(store: MemoryStore) -> None:  # noqa: F811 - the fixture
     owner = f"{P}:{ALICE}"
 
     async def add(fact: str) -> Any:
@@ -176,7 +167,7 @@ async def test_parallel_remembers_keep_the_limit_and_never_twice(store: MemorySt
     assert sum("tea" in fact.casefold() for fact in kept) <= 1
 
 
-async def test_memories_unused_for_memory_days_are_neither_found_nor_kept_fresh(store: MemoryStore) -> None:
+async def test_memories_unused_for_memory_days_are_neither_found_nor_kept_fresh(store: MemoryStore) -> None:  # noqa: F811 - the fixture
     owner, chat = f"{P}:{ALICE}", f"{P}:private:{ALICE}"
     old = time.time() - 400 * 86400
     await store.add("user", owner, "Their cat is called Mochi", learned_in=chat, private=True, author=owner,
@@ -242,7 +233,7 @@ def test_hostile_import_files_are_named_not_crashed_on(tmp_path: Path) -> None:
     assert done.stdout.startswith("Imported 2 memories of 1 person")
 
 
-async def test_a_word_of_one_chinese_character_finds_its_memory(store: MemoryStore) -> None:
+async def test_a_word_of_one_chinese_character_finds_its_memory(store: MemoryStore) -> None:  # noqa: F811 - the fixture
     owner, chat = f"{P}:{ALICE}", f"{P}:private:{ALICE}"
     await store.add("user", owner, "养了一只猫叫年糕", learned_in=chat, private=True, author=owner, limit=50)
     sight = Sight(owner, chat)
