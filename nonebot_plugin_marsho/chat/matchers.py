@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import re
 import time
@@ -115,11 +116,17 @@ def parse_request(text: str, names: list[str], command_starts: Iterable[str]) ->
     return None
 
 
+@functools.lru_cache(maxsize=64)
+def _folded(name: str) -> str:
+    """A trigger word as a message's start is compared with it: NFKC, case-folded (once per name,
+    not once per message)."""
+    return unicodedata.normalize("NFKC", name).casefold()
+
+
 def _read_trigger(text: str, names: list[str]) -> Request | None:
     for name in sorted(names, key=len, reverse=True):
         # any case, and typed full-width (ｍａｒｓｈｏ) as an input method may
-        if unicodedata.normalize("NFKC", text[:len(name)]).casefold() != unicodedata.normalize(
-                "NFKC", name).casefold():
+        if unicodedata.normalize("NFKC", text[:len(name)]).casefold() != _folded(name):
             continue
         rest = text[len(name):]
         mention = BOT_MENTION.match(rest)
