@@ -20,8 +20,7 @@ from sqlalchemy.engine import make_url
 
 from ..agent.chatlog import ChatLog
 from ..agent.engine import Engine
-from ..agent.gate import RequestGate
-from ..agent.llm import Fallback, LLMClient
+from ..agent.llm import LLMClient
 from ..agent.memory import MEMORY_TOOLS, TOOLKIT, MemoryBook
 from ..agent.metering import Limits, Meter
 from ..agent.persona import GroupPersonas, Nicknames, Prompt, clock
@@ -41,6 +40,7 @@ from ..tools.webservices import load_webservices
 from .active import ActiveReplies
 from .debounce import Debounce
 from .fairuse import Cooldown, FairUse
+from .models import chat_model, judge_model, summary_model
 from .outgoing import Delivery
 from .render import error_text
 
@@ -260,25 +260,7 @@ class Marsho:
             logger.opt(exception=error).error(f"marsho: could not load the toolkits: {error}")
             return
         self.log_toolset(toolset)
-        llm = LLMClient(
-            base_url=config.marsho_base_url,
-            api_key=config.marsho_api_key,
-            model=config.marsho_model,
-            timeout=config.marsho_timeout,
-            tool_mode=config.marsho_tool_mode,
-            tool_mode_by_model=config.marsho_tool_mode_by_model,
-            max_response_bytes=config.marsho_max_response_bytes,
-            max_answer_chars=config.marsho_max_answer_chars,
-            # requests in flight across all chats, taken round-robin by chat (the lane of each
-            # turn is set in chat/matchers.py)
-            gate=RequestGate(config.marsho_max_concurrent_requests),
-            api_keys=config.marsho_api_keys,
-            fallbacks=[Fallback(base_url=f.base_url, model=f.model, api_keys=f.keys, tool_mode=f.tool_mode)
-                       for f in config.marsho_fallbacks],
-            retries=config.marsho_retries,
-            retry_budget=config.marsho_retry_budget,
-            quirks={pattern: given.fields() for pattern, given in config.marsho_model_quirks.items()},
-        )
+        llm = chat_model(config)
         if llm.needs_key:
             logger.warning(f"marsho: MARSHO_API_KEY is not set; {llm.base_url} will refuse requests. "
                            "Set it in .env (chats will be told so until then).")
@@ -340,11 +322,7 @@ class Marsho:
         self.chat_log = chat_log
         self.active = active
         if config.marsho_active_judge_model:  # on the same endpoint, keys and gate; no retries
-            self.judge = LLMClient(base_url=config.marsho_base_url, api_key=config.marsho_api_key,
-                                   api_keys=config.marsho_api_keys, model=config.marsho_active_judge_model,
-                                   timeout=min(config.marsho_timeout, 30.0), gate=llm.gate,
-                                   max_response_bytes=100_000, max_answer_chars=200,
-                                   model_setting="MARSHO_ACTIVE_JUDGE_MODEL", turn_model_applies=False)
+            self.judge = judge_model(config, llm.gate)
             self.judge.meter = meter  # its requests are on the bill too
         self.meter = meter
         self.memories = MemoryStore(store)
@@ -408,14 +386,7 @@ class Marsho:
             return None
         llm = engine.llm
         if config.marsho_summary_model:
-            llm = self.summary_llm = LLMClient(
-                base_url=config.marsho_base_url, api_key=config.marsho_api_key,
-                api_keys=config.marsho_api_keys, model=config.marsho_summary_model,
-                timeout=config.marsho_timeout, gate=engine.llm.gate, retries=config.marsho_retries,
-                retry_budget=config.marsho_retry_budget,
-                max_response_bytes=config.marsho_max_response_bytes, model_setting="MARSHO_SUMMARY_MODEL",
-                turn_model_applies=False,  # its own model, over-quota turns included (status says which)
-                quirks={pattern: given.fields() for pattern, given in config.marsho_model_quirks.items()})
+            llm = self.summary_llm = summary_model(config, engine.llm.gate)
         # a summary never takes more than a quarter of the history's tokens, so a long one
         # cannot leave a request no room (MARSHO_SUMMARY_TOKENS may be set above that)
         longest = min(config.marsho_summary_tokens, config.marsho_history_tokens // 4)
