@@ -16,7 +16,15 @@ from nonebot_plugin_alconna.uniseg import CustomNode, Image, Reference, Segment,
 from ..i18n import Texts
 from ..redaction import logger, redact
 from .media import MediaError, download_image, sniff_image
-from .richtext import FormulaPart, ImageLinkPart, TextPart, find_rich, render_formula, split_paragraphs
+from .richtext import (
+    FormulaPart,
+    ImageLinkPart,
+    Part,
+    TextPart,
+    find_rich,
+    render_formula,
+    split_paragraphs,
+)
 
 MAX_FORMULAS = 8
 """Formulas of one answer drawn as pictures; the rest stay text."""
@@ -100,35 +108,46 @@ async def rich_segments(text: str, delivery: Delivery, allowance: Allowance | No
     images are tried (those of `allowance` when given, which this call uses up)."""
     if not (delivery.render_latex or delivery.render_images):
         return [Text(text)]
-    allowance = allowance if allowance is not None else Allowance()
     parts = find_rich(text, inline_formulas=delivery.render_latex and delivery.render_inline_latex)
-    formulas = [p for p in parts if isinstance(p, FormulaPart)] if delivery.render_latex else []
-    links = [p for p in parts if isinstance(p, ImageLinkPart)] if delivery.render_images else []
-    # taken before the first await: chunks gathered in order use the allowance in order
-    formulas, links = formulas[:max(0, allowance.formulas)], links[:max(0, allowance.links)]
-    allowance.formulas -= len(formulas)
-    allowance.links -= len(links)
+    formulas, links = _to_draw(parts, delivery, allowance if allowance is not None else Allowance())
     if not formulas and not links:
         return [Text(text)]
     drawn = await asyncio.gather(
         *(asyncio.to_thread(render_formula, p.source) for p in formulas),
         *(_linked_image(p.url, delivery) for p in links),
     )
-    pictures = dict(zip(map(id, [*formulas, *links]), drawn, strict=True))
+    return _assembled(parts, dict(zip(map(id, [*formulas, *links]), drawn, strict=True)))
+
+
+def _to_draw(parts: Sequence[Part], delivery: Delivery,
+             allowance: Allowance) -> tuple[list[FormulaPart], list[ImageLinkPart]]:
+    """The formulas and images of `parts` to try, within what `allowance` has left (used up
+    here, before any await: chunks gathered in order use the allowance in order)."""
+    formulas = [p for p in parts if isinstance(p, FormulaPart)] if delivery.render_latex else []
+    links = [p for p in parts if isinstance(p, ImageLinkPart)] if delivery.render_images else []
+    formulas, links = formulas[:max(0, allowance.formulas)], links[:max(0, allowance.links)]
+    allowance.formulas -= len(formulas)
+    allowance.links -= len(links)
+    return formulas, links
+
+
+def _assembled(parts: Sequence[Part], pictures: dict[int, bytes | None]) -> list[Segment]:
+    """The segments of `parts`: a picture where one was drawn (`pictures`, by the part's id),
+    the part's text elsewhere, runs of text joined; no segment of blank text."""
     segments: list[Segment] = []
     for part in parts:
         picture = pictures.get(id(part))
+        last_text = segments[-1] if segments and isinstance(segments[-1], Text) else None
         if picture is not None:
-            # a display formula or an image stands on its own line
-            if segments and isinstance(segments[-1], Text):
-                segments[-1] = Text(segments[-1].text.rstrip(" \t"))
+            if last_text is not None:  # a display formula or an image stands on its own line
+                segments[-1] = Text(last_text.text.rstrip(" \t"))
             segments.append(picture_segment(picture))
+            continue
+        piece = part.text if isinstance(part, TextPart) else part.raw
+        if last_text is not None:
+            segments[-1] = Text(last_text.text + piece)
         else:
-            piece = part.text if isinstance(part, TextPart) else part.raw
-            if segments and isinstance(segments[-1], Text):
-                segments[-1] = Text(segments[-1].text + piece)
-            else:
-                segments.append(Text(piece.lstrip("\n") if segments else piece))
+            segments.append(Text(piece.lstrip("\n") if segments else piece))
     return [s for s in segments if not (isinstance(s, Text) and not s.text.strip())]
 
 
