@@ -1,8 +1,8 @@
 """Speaking later (issue 23, item 5): a chat's nonebot-plugin-alconna Target, remembered from a
 question, is in the database after a restart (SQLite and PostgreSQL), and a message sent to the
 chat's key later, outside any handler, reaches that chat through the adapter's own send API on
-every platform; without a connected bot, or for a chat never answered, the error says so;
-repeated questions cost no writes.
+every platform; without a connected bot, or for a chat never answered, the error says so; an
+unsolicited reply goes out the same way, without quoting; repeated questions cost no writes.
 
 Events are the adapters' own (tests/platforms.py); bots are connected to NoneBot as an adapter
 connects them, and record every API call.
@@ -27,13 +27,17 @@ from nonebot_plugin_marsho.chat.outgoing import Delivery, send_answer
 from nonebot_plugin_marsho.chat.targets import SEEN_EVERY, SendError, TargetBook, target_of
 from nonebot_plugin_marsho.store.sql import SqlStore
 from nonebot_plugin_marsho.store.targets import TargetStore
+from tests.conftest import configured
+from tests.fake_openai import FakeOpenAI, text, tool_calls
 from tests.platforms import PLATFORMS, Chat, forget_uninfo_sessions
 from tests.postgres_server import PostgresServer
+from tests.test_platforms import say
 from tests.test_postgres import start_postgres
 
 CELLS = [pytest.param(name, where, id=f"{name}-{where}")
          for name, chat in PLATFORMS.items() for where in chat.wheres]
 _databases = itertools.count(1)
+_groups = itertools.count(93001)
 
 
 @pytest.fixture(autouse=True)
@@ -289,3 +293,29 @@ def test_a_target_is_the_chat_not_a_reply_to_the_message() -> None:
     chat = PLATFORMS["QQ"]()
     event: Event = chat.group_event("marsho hi")
     assert "qq.reply_seq" not in target_of(chat.bot, event).extra
+
+
+# --- an unsolicited reply, outside any handler --------------------------------------------------------
+
+
+@pytest.fixture
+def group() -> Chat:
+    """A OneBot v11 bot in a group of this test's own."""
+    chat = PLATFORMS["OneBot V11"]()
+    chat.group_id = str(next(_groups))
+    return chat
+
+
+async def test_an_unsolicited_reply_and_its_progress_line_go_to_the_group_without_quoting(
+    fake: FakeOpenAI, plugin_engine: Any, group: Chat,
+) -> None:
+    with configured(marsho_active_cooldown=0, marsho_tool_progress=True) as app:
+        await say(group, group.group_event("marsho.active 1", user_id="10501", name="Ada", role="admin"))
+        fake.push(tool_calls(("marshoai-example__get_current_time", {})), text("It is noon, by the way."))
+        await say(group, group.group_event("what a long morning", user_id="10502", name="Alice"))
+        await app.active.settled()
+    sent = group.sent_calls()[1:]  # after the command's answer: the progress line, then the reply
+    assert group.sent_texts()[1:] == ["marsho is using marshoai-example__get_current_time …",
+                                      "It is noon, by the way."]
+    assert [(data["message_type"], data["group_id"]) for _, data in sent] == [("group", int(group.group_id))] * 2
+    assert [data["message"][0].type for _, data in sent] == ["text", "text"]  # neither quotes
