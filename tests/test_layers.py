@@ -1,6 +1,8 @@
 """The layers stay true: every import in the package points down (chat → config → agent → store,
-tools → shared), and only chat/ knows NoneBot's adapters. Imports inside functions and under
-TYPE_CHECKING count too: a layer that needs something above it needs it passed in instead."""
+tools → shared), only chat/ knows NoneBot's adapters, and nothing imports NoneBot's internals
+(`nonebot.internal`: not NoneBot's public API, free to change in any release). Imports inside
+functions and under TYPE_CHECKING count too: a layer that needs something above it needs it
+passed in instead."""
 
 from __future__ import annotations
 
@@ -31,6 +33,8 @@ MAY_IMPORT: dict[str, set[str]] = {
 }
 WIRING = {"plugin", "__init__", "__main__"}
 ADAPTERS_ALLOWED = {"chat"}
+INTERNALS = "nonebot.internal"
+"""NoneBot's internals: no part of the package imports them, the wiring included."""
 
 
 def layer_of(module: str) -> str:
@@ -67,6 +71,9 @@ def imports_of(path: Path, source: str) -> list[tuple[int, str]]:
             else:
                 target = node.module or ""
             for alias in node.names:
+                if not node.level and target.split(".")[0] != NAME:  # `from nonebot import internal`
+                    found.append((node.lineno, f"{target}.{alias.name}"))
+                    continue
                 # `from . import matchers` imports a module; `from .app import Marsho`, a name
                 submodule = PACKAGE.parent / f"{target}.{alias.name}".replace(".", "/")
                 is_module = submodule.with_suffix(".py").exists() or submodule.is_dir()
@@ -81,11 +88,13 @@ def violations(probe: tuple[Path, str] | None = None) -> list[str]:
     for path, source in [*files, *([probe] if probe else [])]:
         module = module_of(path)
         layer = layer_of(module)
-        if layer in WIRING:
-            continue
-        allowed = MAY_IMPORT[layer]
         for line, target in imports_of(path, source):
             where = f"{path.relative_to(PACKAGE.parent)}:{line} imports {target}"
+            if target == INTERNALS or target.startswith(INTERNALS + "."):
+                found.append(f"{where}: nothing may import NoneBot's internals")
+            if layer in WIRING:
+                continue
+            allowed = MAY_IMPORT[layer]
             if target.startswith("nonebot.adapters") and layer not in ADAPTERS_ALLOWED:
                 found.append(f"{where}: only chat/ may know NoneBot's adapters")
             if target == NAME or target.startswith(NAME + "."):
@@ -111,6 +120,9 @@ def test_every_part_of_the_package_has_a_layer() -> None:
         ("agent", "from ..config import Config\n", "agent may import only"),
         ("agent", "from nonebot.adapters import Bot\n", "only chat/ may know"),
         ("tools", "def f():\n    from ..chat.app import current_app\n", "tools may import only"),
+        ("chat", "from nonebot.internal.matcher import current_bot\n", "NoneBot's internals"),
+        ("chat", "from nonebot import internal\n", "NoneBot's internals"),
+        ("plugin", "import nonebot.internal.adapter\n", "NoneBot's internals"),
     ],
 )
 def test_an_upward_import_is_caught(layer: str, source: str, complaint: str) -> None:

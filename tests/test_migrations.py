@@ -363,6 +363,7 @@ APPLIED = [
     "applied migration 0002 (group settings and observed chat)",
     "applied migration 0003 (usage and quotas)",
     "applied migration 0004 (summaries and memories)",
+    "applied migration 0005 (chat targets)",
 ]
 """What the store logs as it applies each of this code's revisions."""
 

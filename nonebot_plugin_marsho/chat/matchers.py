@@ -14,7 +14,6 @@ from typing import Any
 
 from nonebot import get_driver, on_message
 from nonebot.adapters import Bot, Event
-from nonebot.internal.matcher import current_bot, current_event
 from nonebot.permission import SuperUser
 from nonebot.rule import Rule
 from nonebot.typing import T_State
@@ -60,6 +59,7 @@ from .render import (
     unknown_command_text,
     usage_text,
 )
+from .targets import speak_in
 from .where import Where, looks_private, platform_name, where_of
 
 COMMANDS = ("help", "reset", "tools", "calls", "history", "export", "model", "nickname", "context", "forget",
@@ -696,8 +696,7 @@ async def _active_reply(app: Marsho, bot: Bot, event: Event, where: Where, group
     turn = app.fair_use.admit(where.person, where.chat, superuser=False)
     if not turn.go:
         return
-    current_bot.set(bot)  # sent as a handler's answer would be (this task's own context)
-    current_event.set(event)
+    target = speak_in(bot, event)  # no handler here: what this task says goes to the group
     scope, channel = config.marsho_session_scope, where.kind == "channel"
     key = session_key(where.platform, group_id=where.group_id, user_id=where.user_id, scope=scope,
                       channel=channel)
@@ -730,7 +729,7 @@ async def _active_reply(app: Marsho, bot: Bot, event: Event, where: Where, group
     answer = reply_text(app.texts, reply, engine.max_tool_rounds, config.marsho_max_answer_chars)
     active.sent(group, answer)
     logger.info(f"marsho: answered unsolicited in {group} ({called})")
-    await send_answer(bot, answer, reply.images, app.delivery(), quote=False)
+    await send_answer(bot, answer, reply.images, app.delivery(), quote=False, to=target)
 
 
 async def active_command(app: Marsho, group: str, admin: bool, text: str) -> str:

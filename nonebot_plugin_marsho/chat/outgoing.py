@@ -1,22 +1,33 @@
 """An answer as the chat gets it: split at paragraphs or sent as one forward message, formulas
 and markdown images drawn as pictures when they can be, the thinking in a forward message of
-its own when asked for, and tool progress lines."""
+its own when asked for, and tool progress lines. Answers go where they are told (`to`: a saved
+chat's Target, or an event), else to the event NoneBot is handling (a handler's answer)."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Literal
 
-from nonebot.adapters import Bot
+from nonebot.adapters import Bot, Event
 from nonebot.exception import ActionFailed
-from nonebot_plugin_alconna.uniseg import CustomNode, Image, Reference, Segment, Text, UniMessage
+from nonebot_plugin_alconna.uniseg import CustomNode, Image, Reference, Segment, Target, Text, UniMessage
 
 from ..i18n import Texts
 from ..redaction import logger, redact
 from .media import MediaError, download_image, sniff_image
-from .richtext import FormulaPart, ImageLinkPart, TextPart, find_rich, render_formula, split_paragraphs
+from .richtext import (
+    FormulaPart,
+    ImageLinkPart,
+    Part,
+    TextPart,
+    find_rich,
+    render_formula,
+    split_paragraphs,
+)
 
 MAX_FORMULAS = 8
 """Formulas of one answer drawn as pictures; the rest stay text."""
@@ -57,12 +68,42 @@ class Delivery:
     """The language of what is said around the answer (MARSHO_LANG)."""
 
 
-async def _send(message: UniMessage[Segment], *, reply: bool) -> bool | None:
-    """Send; a failure is logged (the turn is already stored), never raised. True: sent;
-    False: refused (ActionFailed: not delivered); None: unknown (a network error or a timeout,
-    after which the message may well have arrived)."""
+_destination: ContextVar[tuple[Bot, Event | Target] | None] = ContextVar("marsho_destination", default=None)
+"""Where this task's messages go (through which bot), when not to the event being handled."""
+
+
+def speak_to(bot: Bot, to: Event | Target) -> None:
+    """Send what this task says from now on (tool progress lines too) to `to` through `bot`: for
+    a task that speaks outside a handler (an unsolicited reply, a reminder), where NoneBot is
+    handling no event. It holds in the calling task's own context, and ends with it."""
+    _destination.set((bot, to))
+
+
+@contextmanager
+def _speaking_to(bot: Bot, to: Event | Target | None) -> Iterator[None]:
+    """`speak_to` for the block only; None: where this task already speaks."""
+    if to is None:
+        yield
+        return
+    token = _destination.set((bot, to))
     try:
-        await message.send(reply_to=reply)
+        yield
+    finally:
+        _destination.reset(token)
+
+
+async def _send(message: UniMessage[Segment], *, reply: bool) -> bool | None:
+    """Send where this task speaks (`speak_to`), else to the event being handled; a failure is
+    logged (the turn is already stored), never raised. True: sent; False: refused (ActionFailed:
+    not delivered); None: unknown (a network error or a timeout, after which the message may
+    well have arrived). Only a message to an event can quote it (`reply`)."""
+    destination = _destination.get()
+    try:
+        if destination is None:
+            await message.send(reply_to=reply)
+        else:
+            bot, to = destination
+            await message.send(target=to, bot=bot, reply_to=reply and isinstance(to, Event))
         return True
     except ActionFailed as error:
         logger.opt(exception=error).error(f"marsho: the chat refused the message: {error}")
@@ -100,35 +141,46 @@ async def rich_segments(text: str, delivery: Delivery, allowance: Allowance | No
     images are tried (those of `allowance` when given, which this call uses up)."""
     if not (delivery.render_latex or delivery.render_images):
         return [Text(text)]
-    allowance = allowance if allowance is not None else Allowance()
     parts = find_rich(text, inline_formulas=delivery.render_latex and delivery.render_inline_latex)
-    formulas = [p for p in parts if isinstance(p, FormulaPart)] if delivery.render_latex else []
-    links = [p for p in parts if isinstance(p, ImageLinkPart)] if delivery.render_images else []
-    # taken before the first await: chunks gathered in order use the allowance in order
-    formulas, links = formulas[:max(0, allowance.formulas)], links[:max(0, allowance.links)]
-    allowance.formulas -= len(formulas)
-    allowance.links -= len(links)
+    formulas, links = _to_draw(parts, delivery, allowance if allowance is not None else Allowance())
     if not formulas and not links:
         return [Text(text)]
     drawn = await asyncio.gather(
         *(asyncio.to_thread(render_formula, p.source) for p in formulas),
         *(_linked_image(p.url, delivery) for p in links),
     )
-    pictures = dict(zip(map(id, [*formulas, *links]), drawn, strict=True))
+    return _assembled(parts, dict(zip(map(id, [*formulas, *links]), drawn, strict=True)))
+
+
+def _to_draw(parts: Sequence[Part], delivery: Delivery,
+             allowance: Allowance) -> tuple[list[FormulaPart], list[ImageLinkPart]]:
+    """The formulas and images of `parts` to try, within what `allowance` has left (used up
+    here, before any await: chunks gathered in order use the allowance in order)."""
+    formulas = [p for p in parts if isinstance(p, FormulaPart)] if delivery.render_latex else []
+    links = [p for p in parts if isinstance(p, ImageLinkPart)] if delivery.render_images else []
+    formulas, links = formulas[:max(0, allowance.formulas)], links[:max(0, allowance.links)]
+    allowance.formulas -= len(formulas)
+    allowance.links -= len(links)
+    return formulas, links
+
+
+def _assembled(parts: Sequence[Part], pictures: dict[int, bytes | None]) -> list[Segment]:
+    """The segments of `parts`: a picture where one was drawn (`pictures`, by the part's id),
+    the part's text elsewhere, runs of text joined; no segment of blank text."""
     segments: list[Segment] = []
     for part in parts:
         picture = pictures.get(id(part))
+        last_text = segments[-1] if segments and isinstance(segments[-1], Text) else None
         if picture is not None:
-            # a display formula or an image stands on its own line
-            if segments and isinstance(segments[-1], Text):
-                segments[-1] = Text(segments[-1].text.rstrip(" \t"))
+            if last_text is not None:  # a display formula or an image stands on its own line
+                segments[-1] = Text(last_text.text.rstrip(" \t"))
             segments.append(picture_segment(picture))
+            continue
+        piece = part.text if isinstance(part, TextPart) else part.raw
+        if last_text is not None:
+            segments[-1] = Text(last_text.text + piece)
         else:
-            piece = part.text if isinstance(part, TextPart) else part.raw
-            if segments and isinstance(segments[-1], Text):
-                segments[-1] = Text(segments[-1].text + piece)
-            else:
-                segments.append(Text(piece.lstrip("\n") if segments else piece))
+            segments.append(Text(piece.lstrip("\n") if segments else piece))
     return [s for s in segments if not (isinstance(s, Text) and not s.text.strip())]
 
 
@@ -137,9 +189,15 @@ def _forward(bot: Bot, name: str, contents: Sequence[list[Segment]]) -> UniMessa
     return UniMessage[Segment]([Reference(nodes=nodes)])
 
 
-async def send_reasoning(bot: Bot, reasoning: str, delivery: Delivery) -> None:
+async def send_reasoning(bot: Bot, reasoning: str, delivery: Delivery, *,
+                         to: Event | Target | None = None) -> None:
     """The model's thinking as a forward message of its own (skipped, with a log line, where
-    the chat cannot take forward messages)."""
+    the chat cannot take forward messages); `to` as for `send_answer`."""
+    with _speaking_to(bot, to):
+        await _reasoning(bot, reasoning, delivery)
+
+
+async def _reasoning(bot: Bot, reasoning: str, delivery: Delivery) -> None:
     reasoning = redact(reasoning.strip())
     if not reasoning:
         return
@@ -153,12 +211,27 @@ async def send_reasoning(bot: Bot, reasoning: str, delivery: Delivery) -> None:
         logger.warning("marsho: the reasoning was not sent (MARSHO_SEND_REASONING)")
 
 
+def _capped(contents: list[list[Segment]], delivery: Delivery) -> list[list[Segment]]:
+    """At most `max_forward_nodes` messages: an answer that long is cut, with a note."""
+    if len(contents) <= delivery.max_forward_nodes:
+        return contents
+    cut = delivery.texts("reply.forward_cut", count=len(contents), limit=delivery.max_forward_nodes)
+    return [*contents[: delivery.max_forward_nodes - 1], [Text(cut)]]
+
+
 async def send_answer(bot: Bot, text: str, images: Sequence[bytes], delivery: Delivery, *,
-                      quote: bool = True) -> None:
-    """Send an answer: the first message quotes the question (unless not `quote`: an
-    unsolicited reply); pictures the tools made go last.
+                      quote: bool = True, to: Event | Target | None = None) -> None:
+    """Send an answer through `bot` to `to` (a chat's Target, or an event), or where this task
+    speaks (`speak_to`), else to the event being handled: the first message quotes the question
+    (unless not `quote`: an unsolicited reply; a Target has no question to quote); pictures the
+    tools made go last.
     No secret of the bot's goes out (the text is redacted), and a forward message holds at most
     `max_forward_nodes` messages."""
+    with _speaking_to(bot, to):
+        await _answer(bot, text, images, delivery, quote=quote)
+
+
+async def _answer(bot: Bot, text: str, images: Sequence[bytes], delivery: Delivery, *, quote: bool) -> None:
     text = redact(text)
     pictures: list[Segment] = [picture_segment(i) for i in images]
     long = len(text) > delivery.split_chars
@@ -171,14 +244,9 @@ async def send_answer(bot: Bot, text: str, images: Sequence[bytes], delivery: De
     wants_forward = delivery.long_answer == "forward" or len(chunks) > delivery.max_split_messages
     if wants_forward and not has_forward(bot):  # parts, as many as a forward message may hold
         logger.debug(f"marsho: {bot.adapter.get_name()} has no forward messages; the answer goes in parts")
-        if len(contents) > delivery.max_forward_nodes:
-            cut = delivery.texts("reply.forward_cut", count=len(contents), limit=delivery.max_forward_nodes)
-            contents = [*contents[: delivery.max_forward_nodes - 1], [Text(cut)]]
+        contents = _capped(contents, delivery)
     elif wants_forward:
-        nodes = [*contents, pictures] if pictures else contents
-        if len(nodes) > delivery.max_forward_nodes:  # an answer that long is cut, with a note
-            cut = delivery.texts("reply.forward_cut", count=len(nodes), limit=delivery.max_forward_nodes)
-            nodes = [*nodes[: delivery.max_forward_nodes - 1], [Text(cut)]]
+        nodes = _capped([*contents, pictures] if pictures else contents, delivery)
         if await _send(_forward(bot, delivery.name, nodes), reply=False) is not False:
             return  # sent, or perhaps sent: sending it again in parts could post it twice
         logger.info("marsho: the chat refused the forward message; sending the answer in parts")
@@ -188,7 +256,8 @@ async def send_answer(bot: Bot, text: str, images: Sequence[bytes], delivery: De
 
 
 async def send_progress(tool_names: Sequence[str], delivery: Delivery) -> None:
-    """"marsho is using weather__forecast …", once per round of tool calls."""
+    """"marsho is using weather__forecast …", once per round of tool calls (where this task
+    speaks: `speak_to`, else the event being handled)."""
     shown = list(dict.fromkeys(tool_names))
     names = delivery.texts.join(shown)
     said = delivery.texts("progress.using", name=delivery.name, tools=names)

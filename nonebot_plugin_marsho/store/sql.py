@@ -232,6 +232,23 @@ marsho_memories_fts, kept by triggers) or PostgreSQL's full-text search (a GIN i
 to_tsvector('simple', terms)): neither is in this metadata (migrations.SEARCH_OBJECTS)."""
 
 
+# saved chat targets (issue 23): store/targets.py reads and writes this
+
+targets_table = Table(
+    "marsho_targets",
+    metadata,
+    Column("chat_key", String(255), primary_key=True),
+    Column("target", Text, nullable=False),
+    Column("adapter", String(64), nullable=False),
+    Column("self_id", String(255), nullable=False),
+    Column("seen_at", Float, nullable=False),
+)
+"""Where each chat marsho has answered in is, to speak there later (reminders, notices), after a
+restart too: `chat_key` the chat's session key (`X:group:<id>`, `X:channel:<guild>/<channel>`,
+`X:private:<id>`), `target` nonebot-plugin-alconna's `Target.dump()` as JSON, the adapter's name
+and the bot's self id that answered there, and when the chat was last seen (written when the
+target changes, else at most once a day: chat/targets.SEEN_EVERY)."""
+
 def async_url(url: str) -> str:
     """The URL with an async driver: `postgresql://` → asyncpg, `sqlite://` → aiosqlite."""
     parsed = make_url(url)

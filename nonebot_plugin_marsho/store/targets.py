@@ -1,0 +1,71 @@
+"""Where each chat is, kept in the database so marsho can speak there later, after a restart too:
+one row per chat key with the chat's dumped target (plain JSON here; chat/targets.py knows what
+it means), the adapter, the bot's self id and when the chat was last seen."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import SQLAlchemyError
+
+from ..exceptions import StoreError
+from .sql import SqlStore, _describe, targets_table
+
+
+@dataclass(frozen=True)
+class SavedTarget:
+    """One chat's row: its key, its target as dumped, which adapter and bot answered there, and
+    when (seconds since the epoch) the chat was last seen."""
+
+    chat_key: str
+    target: dict[str, Any]
+    adapter: str
+    self_id: str
+    seen_at: float
+
+
+class TargetStore:
+    """Reads and writes marsho_targets through the history's SqlStore."""
+
+    def __init__(self, store: SqlStore) -> None:
+        self.store = store
+
+    async def save(self, saved: SavedTarget) -> None:
+        """Keep the chat's target, replacing the one before (one statement)."""
+        dialect = postgresql if self.store.dialect == "postgresql" else sqlite
+        values = {"chat_key": saved.chat_key, "adapter": saved.adapter, "self_id": saved.self_id,
+                  "seen_at": saved.seen_at,
+                  "target": json.dumps(saved.target, ensure_ascii=False, sort_keys=True)}
+        statement = dialect.insert(targets_table).values(**values)
+        statement = statement.on_conflict_do_update(
+            index_elements=["chat_key"], set_={name: statement.excluded[name] for name in values
+                                               if name != "chat_key"})
+        await self.store._ready()
+        try:
+            async with self.store._connection(write=True) as conn:
+                await conn.execute(statement)
+        except (SQLAlchemyError, TypeError, ValueError) as error:
+            raise StoreError(code="store.save", url=self.store.safe_url, detail=_describe(error)) from None
+
+    async def get(self, chat_key: str) -> SavedTarget | None:
+        """The chat's saved target, or None when marsho has none for it (one read by key)."""
+        columns = targets_table.c
+        await self.store._ready()
+        try:
+            async with self.store._connection(write=False) as conn:
+                row = (await conn.execute(
+                    select(columns.target, columns.adapter, columns.self_id, columns.seen_at)
+                    .where(columns.chat_key == chat_key))).first()
+        except SQLAlchemyError as error:
+            raise StoreError(code="store.read", url=self.store.safe_url, detail=_describe(error)) from None
+        if row is None:
+            return None
+        try:
+            target = json.loads(row.target)
+        except ValueError as error:
+            raise StoreError(code="store.read", url=self.store.safe_url, detail=_describe(error)) from None
+        return SavedTarget(chat_key, target, row.adapter, row.self_id, row.seen_at)
