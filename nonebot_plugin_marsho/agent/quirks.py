@@ -111,33 +111,49 @@ def shaped(messages: list[Message], quirks: Quirks, foreign: Collection[str] = (
     `reasoning_content` (`reasoning_required`) gets it empty there."""
     out: list[Message] = []
     for message in messages:
+        message = _shaped_one(message, quirks, foreign)
         role = message.get("role")
-        reasoning = message.get("reasoning_content")
-        if foreign and isinstance(reasoning, str) and reasoning in foreign:
-            message = {k: v for k, v in message.items() if k != "reasoning_content"}
-            if quirks.reasoning_required and quirks.reasoning_back and message.get("tool_calls"):
-                message["reasoning_content"] = ""
-        if role == "system" and quirks.system_as_user:
-            message = {**message, "role": "user"}
-            role = "user"
-        if role == "assistant" and message.get("tool_calls"):
-            empty = "" if quirks.tool_call_content == "empty" else None
-            if not message.get("content") and message.get("content", 0) != empty:
-                message = {**message, "content": empty}
-            if not quirks.reasoning_back and "reasoning_content" in message:
-                message = {k: v for k, v in message.items() if k != "reasoning_content"}
         if (quirks.merge_same_role and out and role in ("system", "user", "assistant")
                 and out[-1].get("role") == role):
-            previous = out[-1]
-            merged = {**previous, "content": _joined(previous.get("content"), message.get("content"))}
-            calls = [*(previous.get("tool_calls") or []), *(message.get("tool_calls") or [])]
-            if calls:
-                merged["tool_calls"] = calls
-                if not merged["content"]:
-                    merged["content"] = "" if quirks.tool_call_content == "empty" else None
-            if message.get("reasoning_content") and quirks.reasoning_back:
-                merged["reasoning_content"] = message["reasoning_content"]
-            out[-1] = merged
-            continue
-        out.append(message)
+            out[-1] = _merged(out[-1], message, quirks)
+        else:
+            out.append(message)
     return out
+
+
+def _shaped_one(message: Message, quirks: Quirks, foreign: Collection[str]) -> Message:
+    """One message as `quirks` wants it, on its own (merging is `shaped`'s)."""
+    reasoning = message.get("reasoning_content")
+    if foreign and isinstance(reasoning, str) and reasoning in foreign:
+        message = {k: v for k, v in message.items() if k != "reasoning_content"}
+        if quirks.reasoning_required and quirks.reasoning_back and message.get("tool_calls"):
+            message["reasoning_content"] = ""
+    if message.get("role") == "system" and quirks.system_as_user:
+        message = {**message, "role": "user"}
+    if message.get("role") == "assistant" and message.get("tool_calls"):
+        message = _tool_call_shaped(message, quirks)
+    return message
+
+
+def _tool_call_shaped(message: Message, quirks: Quirks) -> Message:
+    """An assistant message with tool calls: its empty text as the family wants it, and its
+    reasoning left out for a family that does not take it back."""
+    empty = "" if quirks.tool_call_content == "empty" else None
+    if not message.get("content") and message.get("content", 0) != empty:
+        message = {**message, "content": empty}
+    if not quirks.reasoning_back and "reasoning_content" in message:
+        message = {k: v for k, v in message.items() if k != "reasoning_content"}
+    return message
+
+
+def _merged(previous: Message, message: Message, quirks: Quirks) -> Message:
+    """Two consecutive messages of one role as one (DeepSeek's reasoner refuses them apart)."""
+    merged = {**previous, "content": _joined(previous.get("content"), message.get("content"))}
+    calls = [*(previous.get("tool_calls") or []), *(message.get("tool_calls") or [])]
+    if calls:
+        merged["tool_calls"] = calls
+        if not merged["content"]:
+            merged["content"] = "" if quirks.tool_call_content == "empty" else None
+    if message.get("reasoning_content") and quirks.reasoning_back:
+        merged["reasoning_content"] = message["reasoning_content"]
+    return merged
