@@ -5,11 +5,17 @@ only what goes on the wire is shaped, so a turn can move to another model mid-wa
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 from collections.abc import Collection, Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict
+
+from .model.base import Wrapper
+
+if TYPE_CHECKING:
+    from .model.base import Completion, Model, ModelRequest
 
 Message = dict[str, Any]
 
@@ -157,3 +163,32 @@ def _merged(previous: Message, message: Message, quirks: Quirks) -> Message:
     if message.get("reasoning_content") and quirks.reasoning_back:
         merged["reasoning_content"] = message["reasoning_content"]
     return merged
+
+
+class Quirked(Wrapper):
+    """The part that shapes each request for its model's family (the conversation stays in the
+    plain OpenAI shape; only the wire changes) and sends MARSHO_MAX_ANSWER_TOKENS in the field
+    the family takes."""
+
+    def __init__(self, inner: Model, overrides: Mapping[str, QuirkFields] | None = None,
+                 max_answer_tokens: int | None = None) -> None:
+        super().__init__(inner)
+        self.overrides = dict(overrides or {})
+        """MARSHO_MODEL_QUIRKS: fields by model name pattern, over the built-in profiles."""
+        self.max_answer_tokens = max_answer_tokens
+        self._quirks: dict[str, Quirks] = {}
+
+    def quirks_of(self, model: str) -> Quirks:
+        """The profile of `model`, matched once per model name."""
+        quirks = self._quirks.get(model)
+        if quirks is None:
+            quirks = self._quirks[model] = quirks_for(model, self.overrides)
+        return quirks
+
+    async def request(self, request: ModelRequest) -> Completion:
+        quirks = self.quirks_of(request.model)
+        options = {**request.options}
+        if self.max_answer_tokens:
+            options[quirks.token_field] = self.max_answer_tokens
+        return await self.inner.request(dataclasses.replace(
+            request, messages=shaped(request.messages, quirks, request.foreign), options=options))
