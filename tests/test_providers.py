@@ -728,17 +728,15 @@ async def test_a_key_refused_under_several_requests_in_flight_is_set_aside_and_l
 async def test_whether_an_endpoint_needs_a_key_is_read_once(
     fake: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from nonebot_plugin_marsho.agent import llm
-
     client = llm_client(fake, api_key="")
     calls: list[str] = []
-    real = llm.urlsplit
+    real = providers.urlsplit
 
     def counting(url: str) -> Any:
         calls.append(url)
         return real(url)
 
-    monkeypatch.setattr(llm, "urlsplit", counting)
+    monkeypatch.setattr(providers, "urlsplit", counting)
     for _ in range(3):
         assert (await client.complete(QUESTION)).content == "ok"
     assert calls == [] and not client.needs_key
@@ -747,7 +745,7 @@ async def test_whether_an_endpoint_needs_a_key_is_read_once(
 async def test_no_other_key_is_tried_once_the_deadline_has_run_out(
     fake: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from nonebot_plugin_marsho.agent import llm
+    from nonebot_plugin_marsho.agent.model import fallback
 
     now = [0.0]
 
@@ -759,7 +757,7 @@ async def test_no_other_key_is_tried_once_the_deadline_has_run_out(
         now[0] += 1000  # the refusal came as the bound ran out
         return error(401, "Incorrect API key provided")
 
-    monkeypatch.setattr(llm, "Deadline", ClockedDeadline)
+    monkeypatch.setattr(fallback, "Deadline", ClockedDeadline)
     fake.responder = refused_late
     client = llm_client(fake, api_key=KEY_A, api_keys=[KEY_B], retries=2)
     with pytest.raises(EndpointError) as caught:

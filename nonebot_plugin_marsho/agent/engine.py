@@ -14,7 +14,7 @@ from ..store.session import History, Message, Summary, Turn
 from ..tools.model import ToolCall, ToolContext, ToolResult, Toolset
 from ..tools.runner import ToolRunner, clean_text
 from .budget import fit_current, fit_history, history_start
-from .llm import LLMClient, Route
+from .llm import Completion, LLMClient, Route
 from .persona import with_turn_note
 from .summary import RESERVE_MARGIN, SUMMARY_GAP_MESSAGES, Summarizer
 from .tokens import TokenCounter, load_counter
@@ -117,38 +117,8 @@ async def answer(
         if not completion.tool_calls or offered is None:
             break
         rounds += 1
-        # ids unique across the whole turn (some endpoints start at call_0 in every response):
-        # results are matched to their calls, and to who may see them, by id
-        renamed = [dataclasses.replace(call, id=f"{call.id}_r{rounds}") if call.id in used else call
-                   for call in completion.tool_calls]
-        if renamed != completion.tool_calls:
-            completion = dataclasses.replace(completion, tool_calls=renamed)
-        used.update(call.id for call in completion.tool_calls)
-        kept = runner.max_calls * KEPT_CALLS_FACTOR
-        if len(completion.tool_calls) > kept:
-            # calls past these are dropped from the message itself: each kept one still gets its
-            # one result (the runner answers those past max_calls "not run"), and neither the
-            # history nor the next request carries thousands of them
-            logger.warning(f"marsho: the model asked for {len(completion.tool_calls)} tool calls in one "
-                           f"response; the {len(completion.tool_calls) - kept} past {kept} were dropped")
-            completion = dataclasses.replace(completion, tool_calls=completion.tool_calls[:kept])
-        if progress:
-            for call in completion.tool_calls:
-                progress(call, None)
-        told = asyncio.ensure_future(_announced(announce, completion.tool_calls)) if announce else None
-        try:
-            results = await runner.run(completion.tool_calls, context, on_result=progress)
-            if told is not None:  # said before the answer comes, unless the chat is that slow
-                await asyncio.wait({told}, timeout=ANNOUNCE_GRACE)
-        finally:
-            if told is not None and not told.done():
-                told.cancel()
-        # a tool may echo a secret (a web service reflecting its headers): hidden before the
-        # result is stored, sent to the model or shown
-        results = [dataclasses.replace(result, content=redact(result.content)) for result in results]
-        for result in results[:runner.max_calls]:  # the runner logs the ones it did not run
-            log = logger.info if result.ok else logger.warning
-            log(f"marsho: tool {result.name} → {result.status} in {result.seconds:.2f} s")
+        completion = _kept_calls(_renamed_calls(completion, used, rounds), runner.max_calls)
+        results = await _run_round(completion.tool_calls, runner, context, progress, announce)
         # reasoning goes back with its tool calls within this turn (DeepSeek's thinking mode
         # requires it); later turns get the message without it
         added.append(completion.assistant_message(with_reasoning=True))
@@ -160,6 +130,54 @@ async def answer(
     hit_limit = bool(tools) and rounds > 0 and rounds >= max_tool_rounds
     return TurnOutcome(added, Reply(completion.content, calls, rounds, hit_limit, completion.reasoning,
                                     cut=completion.cut))
+
+
+def _renamed_calls(completion: Completion, used: set[str], rounds: int) -> Completion:
+    """The completion with call ids unique across the whole turn (some endpoints start at call_0
+    in every response): results are matched to their calls, and to who may see them, by id.
+    `used` gathers the ids."""
+    renamed = [dataclasses.replace(call, id=f"{call.id}_r{rounds}") if call.id in used else call
+               for call in completion.tool_calls]
+    if renamed != completion.tool_calls:
+        completion = dataclasses.replace(completion, tool_calls=renamed)
+    used.update(call.id for call in completion.tool_calls)
+    return completion
+
+
+def _kept_calls(completion: Completion, max_calls: int) -> Completion:
+    """The completion with at most KEPT_CALLS_FACTOR calls per call that may run: calls past
+    these are dropped from the message itself (each kept one still gets its one result, the
+    runner answering those past max_calls "not run"), so neither the history nor the next
+    request carries thousands of them."""
+    kept = max_calls * KEPT_CALLS_FACTOR
+    if len(completion.tool_calls) <= kept:
+        return completion
+    logger.warning(f"marsho: the model asked for {len(completion.tool_calls)} tool calls in one "
+                   f"response; the {len(completion.tool_calls) - kept} past {kept} were dropped")
+    return dataclasses.replace(completion, tool_calls=completion.tool_calls[:kept])
+
+
+async def _run_round(calls: list[ToolCall], runner: ToolRunner, context: ToolContext | None,
+                     progress: Progress | None, announce: Announce | None) -> list[ToolResult]:
+    """Run one round's calls (announced beside them), each result redacted and logged."""
+    if progress:
+        for call in calls:
+            progress(call, None)
+    told = asyncio.ensure_future(_announced(announce, calls)) if announce else None
+    try:
+        results = await runner.run(calls, context, on_result=progress)
+        if told is not None:  # said before the answer comes, unless the chat is that slow
+            await asyncio.wait({told}, timeout=ANNOUNCE_GRACE)
+    finally:
+        if told is not None and not told.done():
+            told.cancel()
+    # a tool may echo a secret (a web service reflecting its headers): hidden before the
+    # result is stored, sent to the model or shown
+    results = [dataclasses.replace(result, content=redact(result.content)) for result in results]
+    for result in results[:runner.max_calls]:  # the runner logs the ones it did not run
+        log = logger.info if result.ok else logger.warning
+        log(f"marsho: tool {result.name} → {result.status} in {result.seconds:.2f} s")
+    return results
 
 
 async def _announced(announce: Announce, calls: list[ToolCall]) -> None:

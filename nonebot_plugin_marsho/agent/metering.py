@@ -3,7 +3,7 @@ background after the answer, and the daily token quotas checked before a questio
 
 The chat layer says whom the running turn is for with `charged_to(asker)` (a context variable, so
 every request of the turn is charged to it: tool rounds, judges and summaries, and tasks the turn
-starts); LLMClient calls `Meter.record` after each answered request. Each request is one row
+starts); the model's `Metered` part calls `Meter.record` after each answered request. Each request is one row
 (`questions` 1 on the first request of a question). Rows are kept in memory and written together
 a moment later (`FLUSH_DELAY`); a failed write is logged and never fails a question.
 """
@@ -18,12 +18,16 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..exceptions import StoreError
 from ..redaction import logger
 from ..store.usage import ALL, UsageRow, UsageStore
+from .model.base import Wrapper
 from .tokens import TokenCounter
+
+if TYPE_CHECKING:
+    from .model.base import Completion, Model, ModelRequest
 
 FLUSH_DELAY = 0.5
 """Seconds rows wait in memory, so one question's requests (and a burst's) are one write."""
@@ -162,6 +166,23 @@ def _data_error(error: StoreError) -> bool:
 
     cause = error.__cause__ or error.__context__
     return isinstance(cause, (DataError, IntegrityError))
+
+
+class Metered(Wrapper):
+    """The part that bills: each answered request of the endpoint at `host` goes to `meter`
+    (when one is set), charged to the running turn's asker (`charged_to`, a context variable)."""
+
+    def __init__(self, inner: Model, host: str, meter: Meter | None = None) -> None:
+        super().__init__(inner)
+        self.host = host
+        self.meter = meter
+
+    async def request(self, request: ModelRequest) -> Completion:
+        completion = await self.inner.request(request)
+        if self.meter is not None:
+            self.meter.record(request.model, self.host, completion.usage, request=request.body(),
+                              content=completion.content, calls=completion.tool_calls)
+        return completion
 
 
 class Meter:

@@ -1,17 +1,25 @@
 """Tools for models without native function calling (MARSHO_TOOL_MODE=prompt): the tool list and
 the calling format go into the system prompt, calls are read back from the model's text, and
-native tool messages in history are rewritten as plain text."""
+native tool messages in history are rewritten as plain text. `PromptTools` is the model part
+that does it for the models that need it (configured, or learned from a refusal)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import uuid
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
+from ..exceptions import EndpointError
+from ..redaction import logger
 from ..tools.model import ToolCall
 from ..tools.runner import UNREADABLE_ARGUMENTS, clean_text, json_text
+from .model.base import Wrapper
+
+if TYPE_CHECKING:
+    from .model.base import Completion, Model, ModelRequest, ToolMode
 
 CALLING_FORMAT = (
     '[{"name": "{function name}", '
@@ -202,3 +210,86 @@ def to_prompt_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
             converted.append(message)
     flush()
     return converted
+
+
+_TOOLS_REFUSED = re.compile(
+    r"(tool|function)[^.]{0,60}(not (be )?supported|unsupported|not available|not enabled)"
+    r"|(not support|unsupported|does not support)[^.]{0,60}(tool|function)",
+    re.IGNORECASE,
+)
+
+
+def _refuses_tools(error: EndpointError) -> bool:
+    """A 400 saying the model cannot take `tools` (wordings of OpenAI-compatible servers)."""
+    return error.status == 400 and _TOOLS_REFUSED.search(str(error)) is not None
+
+
+def _with_system_text(messages: list[dict[str, Any]], text: str) -> list[dict[str, Any]]:
+    if messages and messages[0].get("role") == "system":
+        return [{**messages[0], "content": f"{messages[0]['content']}\n\n{text}"}, *messages[1:]]
+    return [{"role": "system", "content": text}, *messages]
+
+
+class ToolModes:
+    """How tools reach each model: an endpoint's own MARSHO_FALLBACKS tool_mode, else
+    MARSHO_TOOL_MODE_BY_MODEL, else prompt mode learned from a refusal, else MARSHO_TOOL_MODE.
+    One per chain: what is learned of a model holds on every endpoint that serves it."""
+
+    def __init__(self, default: ToolMode = "native", by_model: Mapping[str, ToolMode] | None = None) -> None:
+        self.default = default
+        self.by_model = dict(by_model or {})
+        self.learned: set[str] = set()
+        """Models that refused native tools: asked in prompt mode from then on."""
+
+    def of(self, model: str, configured: ToolMode | None = None) -> ToolMode:
+        if configured is not None:
+            return configured
+        if model in self.by_model:
+            return self.by_model[model]
+        if model in self.learned:
+            return "prompt"
+        return self.default
+
+
+class PromptTools(Wrapper):
+    """The part that offers tools in the model's tool mode; calls come back as ToolCalls whatever
+    the mode, and the messages given are always in the native format. A model that refuses
+    native tools is asked again in prompt mode, and from then on."""
+
+    def __init__(self, inner: Model, modes: ToolModes, configured: ToolMode | None = None, *,
+                 base_url: str = "") -> None:
+        super().__init__(inner)
+        self.modes = modes
+        self.base_url = base_url
+        """The endpoint's, named in the log line when it refuses tools."""
+        self.configured = configured
+        """The endpoint's own tool mode (a MARSHO_FALLBACKS entry's), over the others."""
+
+    async def request(self, request: ModelRequest) -> Completion:
+        mode = self.modes.of(request.model, self.configured)
+        if mode == "native":
+            try:
+                return await self.inner.request(request)
+            except EndpointError as error:
+                if not request.tools or not _refuses_tools(error):
+                    raise
+                self.modes.learned.add(request.model)
+                logger.warning(
+                    f"marsho: {self.base_url} refused tools for model "
+                    f"{request.model} ({error}); using prompt mode for it from now on (set "
+                    "MARSHO_TOOL_MODE_BY_MODEL to choose yourself)"
+                )
+                mode = "prompt"
+        return await self._in_text(request, tools=request.tools if mode == "prompt" else None)
+
+    async def _in_text(self, request: ModelRequest, tools: list[dict[str, Any]] | None) -> Completion:
+        """Ask with the conversation as plain text and `tools` described in the system prompt;
+        calls written in an answer when no tools were offered are not run, and kept from the user."""
+        plain = to_prompt_messages(request.messages)
+        if tools:
+            plain = _with_system_text(plain, system_addendum(tools))
+        completion = await self.inner.request(dataclasses.replace(request, messages=plain, tools=None))
+        calls, text = parse_tool_calls(completion.content)
+        if not calls:
+            return completion
+        return dataclasses.replace(completion, content=text, tool_calls=calls if tools else [])

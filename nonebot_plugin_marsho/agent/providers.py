@@ -1,6 +1,6 @@
 """When a provider fails: which failures are worth a retry, how long to wait, a pool of keys
 that rest after 429 and are set aside after 401/403, a circuit breaker per endpoint, and the
-figures `marsho.status` shows. Plain state, no HTTP: agent/llm.py does the requests."""
+figures `marsho.status` shows. Plain state, no HTTP: agent/model/ does the requests."""
 
 from __future__ import annotations
 
@@ -12,9 +12,13 @@ import time
 from collections import Counter, deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+from urllib.parse import urlsplit
 
 from ..exceptions import EndpointError
+
+if TYPE_CHECKING:
+    from .model.base import ToolMode
 
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 """HTTP statuses a second try may fix; 400/401/403/404 never are."""
@@ -339,3 +343,50 @@ class EndpointStatus:
     errors: dict[str, int]
     latency: tuple[float, float] | None
     keys: list[KeyStatus]
+
+
+class Endpoint:
+    """One endpoint of a model's chain, as plain state: where it is, its keys, its breaker and
+    its figures (the parts that send to it share this record)."""
+
+    def __init__(self, index: int, base_url: str, keys: list[str], model: str | None = None,
+                 tool_mode: ToolMode | None = None) -> None:
+        self.index = index
+        self.name = "primary" if index == 0 else f"fallback {index}"
+        self.base_url = base_url.rstrip("/")
+        self.pool = KeyPool(keys)
+        self.model = model
+        """None for the primary: it follows the chain's model (`marsho.model` switches it)."""
+        self.tool_mode = tool_mode
+        self.breaker = CircuitBreaker()
+        self.usage = Usage()
+        parts = urlsplit(self.base_url)
+        host = parts.hostname or ""
+        self.needs_key = not self.pool.keys[0].value and host.endswith("openai.com")
+        """No key is set and the endpoint is one that always wants one (read once, not per request)."""
+        self.host = host + (f":{port}" if (port := parts.port) else "")
+        """Where usage says the request went: the base URL's host, never a key or a path."""
+
+    def record(self, key: Key, kind: Kind, started: float) -> None:
+        """Count one request of `key` that started at `started` (monotonic) and ended now."""
+        now = time.monotonic()
+        self.usage.record(kind, now - started, now)
+        key.usage.record(kind, now - started, now)
+
+    def status(self, model: str, *, skipped: bool = False) -> EndpointStatus:
+        """The endpoint and its keys as `marsho.status` shows them; `skipped`: its breaker is
+        open and others are behind it."""
+        now = time.monotonic()
+        keys = [KeyStatus(masked(key.value), *key.state(now), key.usage.requests,
+                          dict(key.usage.errors), key.usage.latencies.percentiles(now))
+                for key in self.pool.keys]
+        usable = [k for k in keys if k.state == "ok"]
+        if skipped:
+            state, left = "skipped", self.breaker.open_until - now
+        elif not usable:
+            first = min(keys, key=lambda k: k.seconds_left)
+            state, left = first.state, first.seconds_left
+        else:
+            state, left = "ok", 0.0
+        return EndpointStatus(self.name, self.base_url, model, state, left, self.usage.requests,
+                              dict(self.usage.errors), self.usage.latencies.percentiles(now), keys)

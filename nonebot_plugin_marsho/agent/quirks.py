@@ -5,11 +5,17 @@ only what goes on the wire is shaped, so a turn can move to another model mid-wa
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 from collections.abc import Collection, Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict
+
+from .model.base import Wrapper
+
+if TYPE_CHECKING:
+    from .model.base import Completion, Model, ModelRequest
 
 Message = dict[str, Any]
 
@@ -111,33 +117,78 @@ def shaped(messages: list[Message], quirks: Quirks, foreign: Collection[str] = (
     `reasoning_content` (`reasoning_required`) gets it empty there."""
     out: list[Message] = []
     for message in messages:
+        message = _shaped_one(message, quirks, foreign)
         role = message.get("role")
-        reasoning = message.get("reasoning_content")
-        if foreign and isinstance(reasoning, str) and reasoning in foreign:
-            message = {k: v for k, v in message.items() if k != "reasoning_content"}
-            if quirks.reasoning_required and quirks.reasoning_back and message.get("tool_calls"):
-                message["reasoning_content"] = ""
-        if role == "system" and quirks.system_as_user:
-            message = {**message, "role": "user"}
-            role = "user"
-        if role == "assistant" and message.get("tool_calls"):
-            empty = "" if quirks.tool_call_content == "empty" else None
-            if not message.get("content") and message.get("content", 0) != empty:
-                message = {**message, "content": empty}
-            if not quirks.reasoning_back and "reasoning_content" in message:
-                message = {k: v for k, v in message.items() if k != "reasoning_content"}
         if (quirks.merge_same_role and out and role in ("system", "user", "assistant")
                 and out[-1].get("role") == role):
-            previous = out[-1]
-            merged = {**previous, "content": _joined(previous.get("content"), message.get("content"))}
-            calls = [*(previous.get("tool_calls") or []), *(message.get("tool_calls") or [])]
-            if calls:
-                merged["tool_calls"] = calls
-                if not merged["content"]:
-                    merged["content"] = "" if quirks.tool_call_content == "empty" else None
-            if message.get("reasoning_content") and quirks.reasoning_back:
-                merged["reasoning_content"] = message["reasoning_content"]
-            out[-1] = merged
-            continue
-        out.append(message)
+            out[-1] = _merged(out[-1], message, quirks)
+        else:
+            out.append(message)
     return out
+
+
+def _shaped_one(message: Message, quirks: Quirks, foreign: Collection[str]) -> Message:
+    """One message as `quirks` wants it, on its own (merging is `shaped`'s)."""
+    reasoning = message.get("reasoning_content")
+    if foreign and isinstance(reasoning, str) and reasoning in foreign:
+        message = {k: v for k, v in message.items() if k != "reasoning_content"}
+        if quirks.reasoning_required and quirks.reasoning_back and message.get("tool_calls"):
+            message["reasoning_content"] = ""
+    if message.get("role") == "system" and quirks.system_as_user:
+        message = {**message, "role": "user"}
+    if message.get("role") == "assistant" and message.get("tool_calls"):
+        message = _tool_call_shaped(message, quirks)
+    return message
+
+
+def _tool_call_shaped(message: Message, quirks: Quirks) -> Message:
+    """An assistant message with tool calls: its empty text as the family wants it, and its
+    reasoning left out for a family that does not take it back."""
+    empty = "" if quirks.tool_call_content == "empty" else None
+    if not message.get("content") and message.get("content", 0) != empty:
+        message = {**message, "content": empty}
+    if not quirks.reasoning_back and "reasoning_content" in message:
+        message = {k: v for k, v in message.items() if k != "reasoning_content"}
+    return message
+
+
+def _merged(previous: Message, message: Message, quirks: Quirks) -> Message:
+    """Two consecutive messages of one role as one (DeepSeek's reasoner refuses them apart)."""
+    merged = {**previous, "content": _joined(previous.get("content"), message.get("content"))}
+    calls = [*(previous.get("tool_calls") or []), *(message.get("tool_calls") or [])]
+    if calls:
+        merged["tool_calls"] = calls
+        if not merged["content"]:
+            merged["content"] = "" if quirks.tool_call_content == "empty" else None
+    if message.get("reasoning_content") and quirks.reasoning_back:
+        merged["reasoning_content"] = message["reasoning_content"]
+    return merged
+
+
+class Quirked(Wrapper):
+    """The part that shapes each request for its model's family (the conversation stays in the
+    plain OpenAI shape; only the wire changes) and sends MARSHO_MAX_ANSWER_TOKENS in the field
+    the family takes."""
+
+    def __init__(self, inner: Model, overrides: Mapping[str, QuirkFields] | None = None,
+                 max_answer_tokens: int | None = None) -> None:
+        super().__init__(inner)
+        self.overrides = dict(overrides or {})
+        """MARSHO_MODEL_QUIRKS: fields by model name pattern, over the built-in profiles."""
+        self.max_answer_tokens = max_answer_tokens
+        self._quirks: dict[str, Quirks] = {}
+
+    def quirks_of(self, model: str) -> Quirks:
+        """The profile of `model`, matched once per model name."""
+        quirks = self._quirks.get(model)
+        if quirks is None:
+            quirks = self._quirks[model] = quirks_for(model, self.overrides)
+        return quirks
+
+    async def request(self, request: ModelRequest) -> Completion:
+        quirks = self.quirks_of(request.model)
+        options = {**request.options}
+        if self.max_answer_tokens:
+            options[quirks.token_field] = self.max_answer_tokens
+        return await self.inner.request(dataclasses.replace(
+            request, messages=shaped(request.messages, quirks, request.foreign), options=options))

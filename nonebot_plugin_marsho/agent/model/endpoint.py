@@ -1,0 +1,388 @@
+"""One OpenAI-compatible endpoint over HTTP: the exchange, the body read within its bound, the
+JSON parsed, the first choice read into a Completion, and every failure translated into an
+EndpointError with a hint the owner can act on. The OpenAI SDK (and httpx2) are imported when
+the first request is sent, not with this module: loading them takes about 0.75 s."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+import zlib
+from typing import TYPE_CHECKING, Any
+
+from ...exceptions import EndpointError
+from ...tools.model import ToolCall
+from ...tools.runner import UNREADABLE_ARGUMENTS, clean_text, json_text
+from ..metering import usage_of
+from ..providers import retry_after_seconds
+from .base import Completion, split_reasoning
+
+if TYPE_CHECKING:
+    import httpx2  # openai 3's HTTP library: its responses are what the SDK's transport returns
+    import openai
+
+NO_KEY_PLACEHOLDER = "no-key"
+"""Sent when MARSHO_API_KEY is empty: local endpoints accept anything, the SDK insists on a key."""
+
+DETAIL_CHARS = 300
+"""Characters of an endpoint's own error text kept in an EndpointError."""
+
+REDACTED = "[redacted]"
+
+
+def _shorten(text: str, limit: int = DETAIL_CHARS) -> str:
+    text = " ".join(text[:limit * 4].split())  # an HTML page's lines and indentation, collapsed
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def _error_detail_of(body: dict[str, Any]) -> str:
+    """The message of an OpenAI-style error body (some servers send them with status 200)."""
+    inner = body.get("error", body.get("message", ""))
+    if isinstance(inner, dict):
+        inner = inner.get("message", "")
+    return _shorten(clean_text(inner)) if isinstance(inner, str) else ""
+
+
+def _text_of(value: Any) -> str:
+    """Text of a message field: a string, or the text parts of a list of content parts."""
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, list):
+        return "".join(clean_text(part["text"]) for part in value
+                       if isinstance(part, dict) and isinstance(part.get("text"), str))
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        try:
+            return str(value)
+        except ValueError:  # an int past 4300 digits
+            return ""
+    return ""
+
+
+def _without_lone_surrogates(value: Any) -> Any:
+    """A request with every string cleaned of lone surrogates (which cannot be sent as UTF-8)."""
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, list):
+        return [_without_lone_surrogates(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _without_lone_surrogates(item) for key, item in value.items()}
+    return value
+
+
+class _TooLarge(Exception):
+    """The endpoint's answer passed max_response_bytes; `declared` when Content-Length said so."""
+
+    def __init__(self, declared: int | None = None) -> None:
+        super().__init__(declared)
+        self.declared = declared
+
+
+class _Undecodable(Exception):
+    """The body came in a Content-Encoding that is not read here, or corrupt."""
+
+
+class _StatusError(Exception):
+    """The endpoint answered with an error status; its body, read within the bound."""
+
+    def __init__(self, status: int, reason: str, body: bytes, retry_after: str | None = None) -> None:
+        super().__init__(status)
+        self.status = status
+        self.reason = reason
+        self.body = body
+        self.retry_after = retry_after
+
+
+async def _read_within(
+    stream: httpx2.AsyncByteStream, headers: httpx2.Headers, limit: int
+) -> bytes:
+    """The whole body of a response, decoded (gzip, deflate), read chunk by chunk and given up
+    as soon as it passes `limit` bytes, decoded or on the wire: a huge or endless body, or a
+    small compressed one that inflates, costs at most about `limit` of memory."""
+    declared = headers.get("content-length", "").strip()
+    if declared.isdigit() and int(declared) > limit:
+        raise _TooLarge(int(declared))
+    encoding = headers.get("content-encoding", "").strip().lower()
+    inflater = None
+    if encoding in ("gzip", "x-gzip", "deflate"):
+        inflater = zlib.decompressobj(zlib.MAX_WBITS | 32)  # a gzip or zlib header
+    elif encoding not in ("", "identity"):
+        raise _Undecodable(f"it is sent in an encoding that is not read here ({encoding[:40]})")
+    parts: list[bytes] = []
+    size = wire = 0
+    try:
+        async for chunk in stream:
+            wire += len(chunk)
+            if inflater is not None:
+                chunk = inflater.decompress(chunk, limit - size + 1)  # +1: going over is seen
+            size += len(chunk)
+            if size > limit or wire > limit:
+                raise _TooLarge()
+            parts.append(chunk)
+        if inflater is not None:  # all input was taken (each call stopped short of its cap)
+            rest = inflater.flush()
+            size += len(rest)
+            if size > limit:
+                raise _TooLarge()
+            parts.append(rest)
+    except zlib.error:
+        raise _Undecodable("its compressed body is corrupt") from None
+    return b"".join(parts)
+
+
+def _was_refused(cause: BaseException | None) -> bool:
+    """Whether nothing listens at the address (a refused connection, a name that does not
+    resolve): retrying it at once helps nobody. aiohttp's transport reports it as a connect
+    timeout whose text says "Cannot connect to host"; a dropped connection says "Server
+    disconnected"."""
+    seen = 0
+    while cause is not None and seen < 8:
+        if isinstance(cause, ConnectionRefusedError) or "Cannot connect to host" in str(cause):
+            return True
+        cause, seen = cause.__cause__ or cause.__context__, seen + 1
+    return False
+
+
+class EndpointClient:
+    """One OpenAI-compatible endpoint: one HTTP client (made with the first request, inside the
+    running loop, and reused), its requests, and what its answers say."""
+
+    def __init__(self, base_url: str, *, timeout: float, default_key: str, secrets: list[str],
+                 max_response_bytes: int = 4_000_000, max_answer_chars: int = 20_000) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.timeout = timeout
+        """The SDK client's own timeout (each request gets its own, within it)."""
+        self.default_key = default_key
+        """The key the SDK client is made with; a pool's other keys go in each request's header."""
+        self.secrets = secrets
+        """Every API key of the model, longest first: never in an error's text."""
+        self.max_response_bytes = max_response_bytes
+        """Bytes of one response read (decoded); past them the request fails, nothing parsed."""
+        self.max_answer_chars = max_answer_chars
+        """Characters of an answer's text kept (and of its reasoning); the rest is cut."""
+        self.client: openai.AsyncOpenAI | None = None
+
+    def _get_client(self) -> openai.AsyncOpenAI:
+        if self.client is None:
+            import openai  # here, not at import: the SDK takes about 0.75 s to load
+
+            self.client = openai.AsyncOpenAI(
+                base_url=self.base_url,
+                api_key=self.default_key or NO_KEY_PLACEHOLDER,
+                timeout=self.timeout,
+                # aiohttp's pool stays cheap with many requests in flight (the SDK's advice
+                # "for improved concurrency"); httpx2's rescans every connection per request.
+                # Every response's body is read by _take_body, within max_response_bytes.
+                http_client=openai.DefaultAioHttpClient(
+                    timeout=self.timeout, event_hooks={"response": [self._take_body]}
+                ),
+                # what _read_within decodes within the bound (httpx2 would offer br and zstd too
+                # once their packages are installed, and decode them without one)
+                default_headers={"Accept-Encoding": "gzip, deflate"},
+                # retries are ours (agent/model/retry.py): chosen by kind, bounded by the retry
+                # budget, and moving on to the fallbacks; the SDK's would come on top of
+                # MARSHO_TIMEOUT
+                max_retries=0,
+            )
+        return self.client
+
+    async def _take_body(self, response: httpx2.Response) -> None:
+        """httpx2's response hook, run before anything reads the body (the SDK's error handling
+        included): the body is read here within max_response_bytes, decoded, and put back in
+        memory; an error status is raised with its body, for _status_error to read."""
+        import httpx2
+
+        stream = response.stream
+        if not isinstance(stream, httpx2.AsyncByteStream):  # pragma: no cover - never sync here
+            return
+        try:
+            body = await _read_within(stream, response.headers, self.max_response_bytes)
+        finally:
+            await stream.aclose()  # a body left unread closes the connection
+        response.stream = httpx2.ByteStream(body)
+        if "content-encoding" in response.headers:
+            del response.headers["content-encoding"]  # decoded above
+        if response.status_code >= 400 or (
+            response.status_code >= 300 and not response.has_redirect_location
+        ):
+            raise _StatusError(response.status_code, response.reason_phrase, body,
+                               response.headers.get("retry-after"))
+
+    async def post(self, request: dict[str, Any], key: str | None, timeout: float) -> bytes:
+        """POST the request (with `key` in its header, else the client's own); the body of a 2xx
+        answer, or an EndpointError."""
+        client = self._get_client()
+        import openai
+
+        started = time.monotonic()
+        try:
+            response = await asyncio.wait_for(self._post(client, request, key), max(timeout, 0.001))
+        except (asyncio.TimeoutError, openai.APITimeoutError) as error:
+            # the aiohttp transport reports a refused connection as a (connect) timeout at once
+            if time.monotonic() - started < timeout * 0.9 and error.__cause__ is not None:
+                raise self._unreachable(error.__cause__) from None
+            raise EndpointError(code="endpoint.timeout", hint="endpoint.timeout.hint",
+                                url=self.base_url, seconds=f"{round(timeout, 1):g}") from None
+        except _TooLarge as error:
+            raise EndpointError(code="endpoint.too_large", hint="endpoint.too_large.hint",
+                                url=self.base_url, limit=self.max_response_bytes,
+                                announced=error.declared) from None
+        except _Undecodable as error:
+            raise EndpointError(code="endpoint.unreadable", url=self.base_url, error=str(error)) from None
+        except _StatusError as error:
+            raise self._status_error(error, request["model"]) from None
+        except openai.APIConnectionError as error:
+            raise self._unreachable(error.__cause__ or error) from None
+        except openai.OpenAIError as error:
+            raise EndpointError(code="endpoint.unreadable", url=self.base_url,
+                                error=self._scrub(_shorten(str(error)))) from None
+        return response.content
+
+    async def _post(self, client: openai.AsyncOpenAI, request: dict[str, Any],
+                    key: str | None) -> httpx2.Response:
+        import httpx2
+
+        # a pool's key goes in each request's header (one client, one connection pool, per endpoint)
+        options: Any = {} if key is None else {"headers": {"Authorization": f"Bearer {key}"}}
+        try:
+            # the SDK's low-level post: our messages are plain OpenAI-shaped dicts already, and
+            # create()'s parameter transform costs ~0.25 ms per message (11 ms at 40 messages);
+            # the body comes back as bytes (read by _take_body), cheaper than the SDK's models
+            return await client.post("/chat/completions", body=request, cast_to=httpx2.Response,
+                                     options=options)
+        except UnicodeEncodeError:  # a lone surrogate somewhere (a question, an old turn)
+            return await client.post("/chat/completions", body=_without_lone_surrogates(request),
+                                     cast_to=httpx2.Response, options=options)
+
+    def _scrub(self, text: str) -> str:
+        """Endpoint-supplied text without the API keys (a proxy may echo the request back)."""
+        for secret in self.secrets:
+            if secret in text:
+                text = text.replace(secret, REDACTED)
+        return text
+
+    def _unreachable(self, cause: BaseException) -> EndpointError:
+        error = EndpointError(code="endpoint.unreachable", hint="endpoint.unreachable.hint",
+                              url=self.base_url, error=self._scrub(f"{type(cause).__name__}: {cause}"))
+        error.refused = _was_refused(cause)
+        return error
+
+    def _status_error(self, error: _StatusError, model: str) -> EndpointError:
+        status = error.status
+        text = error.body.decode("utf-8", "replace")
+        try:
+            data = json.loads(text)
+        except (ValueError, RecursionError):
+            data = None
+        detail = _error_detail_of(data) if isinstance(data, dict) else ""
+        detail = self._scrub(detail or _shorten(text) or error.reason or "(no detail)")
+        if status in (401, 403, 404, 429):
+            failure = EndpointError(code=f"endpoint.{status}", hint=f"endpoint.{status}.hint",
+                                    status=status, detail=detail, model=model, url=self.base_url)
+        elif status >= 500:
+            failure = EndpointError(code="endpoint.5xx", hint="endpoint.5xx.hint", status=status,
+                                    detail=detail)
+        else:
+            failure = EndpointError(code="endpoint.4xx", status=status, detail=detail)
+        failure.retry_after = retry_after_seconds(error.retry_after)
+        return failure
+
+    async def close(self) -> None:
+        """Close the connection pool (a later request would open another)."""
+        if self.client is not None:
+            client, self.client = self.client, None
+            await client.close()
+
+    def read(self, body: bytes) -> Completion:
+        """The Completion a 2xx body holds, or an EndpointError naming what it was instead."""
+        return self._read(self._parse(body))
+
+    def _parse(self, body: bytes) -> dict[str, Any]:
+        """The JSON object of a 2xx body, or an EndpointError naming what it was instead."""
+        if not body.strip():
+            raise EndpointError(code="endpoint.empty_body", hint="endpoint.not_completion.hint",
+                                url=self.base_url)
+        try:
+            text = body.decode("utf-8-sig")
+        except UnicodeDecodeError as error:
+            raise EndpointError(code="endpoint.not_utf8", url=self.base_url, position=error.start,
+                                start=self._scrub(repr(body[:40]))) from None
+        try:
+            data = json.loads(text)
+        except (ValueError, RecursionError) as error:
+            raise self._not_json(text, error) from None
+        if not isinstance(data, dict):
+            raise EndpointError(code="endpoint.not_completion", hint="endpoint.not_completion.hint",
+                                url=self.base_url, start=self._scrub(repr(text[:80])))
+        return data
+
+    def _not_json(self, text: str, error: ValueError | RecursionError) -> EndpointError:
+        """What a 2xx body that is not JSON was instead."""
+        start = self._scrub(repr(text[:80]))
+        if not text.lstrip().startswith(("{", "[")):  # an HTML page, plain text: not the API
+            return EndpointError(code="endpoint.not_completion", hint="endpoint.not_completion.hint",
+                                 url=self.base_url, start=start)
+        if isinstance(error, json.JSONDecodeError):
+            reason = f"{error.msg} at line {error.lineno}, column {error.colno}"
+        elif isinstance(error, RecursionError):
+            reason = "nested too deeply"
+        else:  # "Exceeds the limit (4300 digits) for integer string conversion..."
+            reason = _shorten(str(error).split(";")[0])
+        return EndpointError(code="endpoint.bad_json", url=self.base_url, error=reason, start=start)
+
+    def _read(self, response: dict[str, Any]) -> Completion:
+        """The first choice of a chat completion, read from the JSON body with care: whatever
+        the endpoint sent, the result is well-formed or an EndpointError says what was wrong.
+        Only strings are taken from it (nothing deep is printed or written again but a call's
+        arguments), cleaned of lone surrogates, and the text is cut at max_answer_chars."""
+        choices = response.get("choices")
+        if not isinstance(choices, list) or not choices:
+            detail = self._scrub(_error_detail_of(response))
+            raise EndpointError(code="endpoint.no_choices", url=self.base_url,
+                                detail=f": {detail}" if detail else "")
+        choice = choices[0] if isinstance(choices[0], dict) else {}
+        message = choice.get("message")
+        if not isinstance(message, dict):
+            raise EndpointError(code="endpoint.empty_choice", url=self.base_url)
+        thought, content = split_reasoning(_text_of(message.get("content")))
+        reasoning = _text_of(message.get("reasoning_content") or message.get("reasoning"))
+        reasoning = "\n".join(part for part in (reasoning, thought) if part)
+        limit = self.max_answer_chars
+        if len(reasoning) > limit:
+            reasoning = reasoning[:limit] + "…"
+        return Completion(content=content[:limit], tool_calls=_tool_calls_of(message),
+                          reasoning=reasoning, cut=len(content) > limit, usage=usage_of(response))
+
+
+def _tool_calls_of(message: dict[str, Any]) -> list[ToolCall]:
+    """The well-formed tool calls of a message, each with an id of its own (every call must get
+    its own tool message); calls without a function name are left out."""
+    calls: list[ToolCall] = []
+    seen_ids: set[str] = set()
+    raw_calls = message.get("tool_calls")
+    for index, raw in enumerate(raw_calls if isinstance(raw_calls, list) else []):
+        function = raw.get("function") if isinstance(raw, dict) else None
+        name = function.get("name") if isinstance(function, dict) else None
+        if not isinstance(function, dict) or not isinstance(name, str) or not name:
+            continue
+        given = raw.get("id")
+        call_id = clean_text(given) if isinstance(given, str) and given else ""
+        call_id = call_id or f"call_{uuid.uuid4().hex[:12]}"
+        unique, suffix = call_id, index
+        while unique in seen_ids:
+            unique, suffix = f"{call_id}_{suffix}", suffix + 1
+        seen_ids.add(unique)
+        calls.append(ToolCall(id=unique, name=clean_text(name), arguments=_arguments_text(function)))
+    return calls
+
+
+def _arguments_text(function: dict[str, Any]) -> str:
+    """A call's arguments as text: as sent, "" when none; some servers send an object (deep or
+    out-of-range ones the runner refuses)."""
+    arguments = function.get("arguments")
+    if isinstance(arguments, str):
+        return clean_text(arguments)
+    if arguments is None:
+        return ""
+    return json_text(arguments) or UNREADABLE_ARGUMENTS
