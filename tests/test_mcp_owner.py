@@ -151,7 +151,7 @@ async def test_the_bot_starts_without_waiting_for_a_slow_server_whose_tools_join
     config = write_config(tmp_path, {"slow": odd("slow", "4"), "quick": odd("tasks")})
     base = running.get().with_config(marsho_mcp_file=config,
                                      marsho_database_url=f"sqlite+aiosqlite:///{tmp_path / 'm.db'}")
-    app = dataclasses.replace(base, engine=None, mcp=None, nicknames=None, data_dir=tmp_path)
+    app = dataclasses.replace(base, services=None, data_dir=tmp_path)
     began = time.monotonic()
     await app.start()
     try:

@@ -270,7 +270,7 @@ async def test_an_endpoint_error_gets_the_fixed_line(
 
 async def test_no_engine_yet_gets_the_fixed_line(app: App, fake: FakeOpenAI, plugin_engine) -> None:
     with configured() as marsho:
-        marsho.engine = None  # still starting (this bot's own: the running one keeps its engine)
+        marsho.services = None  # still starting (this bot's own: the running one keeps its engine)
         async with app.test_matcher(poke.poke) as ctx:
             bot = onebot_bot(ctx)
             ctx.receive_event(bot, poke_event(group_id=None))

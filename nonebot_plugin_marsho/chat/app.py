@@ -1,17 +1,17 @@
-"""The running bot: one object assembled at startup from the config (engine, fair use, poke
-cooldowns, nicknames, the prompt, MCP servers, web services) and handed to every handler, torn
-down at shutdown. Tests build their own (`with_config(...)`) and make handlers use it
-(`running.using(app)`)."""
+"""The running bot: one object made from the config (fair use, poke cooldowns, the prompt) whose
+services (engine, database, nicknames, MCP servers, web services...) `start` builds whole or not
+at all, handed to every handler, torn down at shutdown in reverse order of building. Tests build
+their own (`with_config(...)`) and make handlers use it (`running.using(app)`)."""
 
 from __future__ import annotations
 
 import dataclasses
 import re
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AsyncExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast, overload
 
 from nonebot import get_driver
 from pydantic import GetCoreSchemaHandler
@@ -52,9 +52,81 @@ MARSHOAI_MCP_FILE = Path("config/marshoai/mcp.json")
 """Where nonebot-plugin-marshoai keeps its MCP servers: in the bot's working directory."""
 
 
+T = TypeVar("T")
+
+
+@dataclass
+class Services:
+    """What the start builds, all of it or none: the handlers' services once the bot is ready.
+    Each is torn down, in reverse order of building, by the start's exit stack."""
+
+    engine: Engine
+    store: SqlStore
+    """The bot's database (the engine's history, and every service's below)."""
+    chat_log: ChatLog
+    active: ActiveReplies
+    meter: Meter
+    nicknames: Nicknames
+    personas: GroupPersonas
+    memories: MemoryStore
+    summary_llm: LLMClient | None = None
+    judge: LLMClient | None = None
+    mcp: McpManager | None = None
+    memory_book: MemoryBook | None = None
+
+
+class Built(Generic[T]):
+    """A service of `Marsho.services`, read and set through the app: NotReadyError saying why
+    (`Marsho.problem`) until the bot is ready, or None for those a setting may leave out
+    (`optional`)."""
+
+    def __init__(self, *, optional: bool = False) -> None:
+        self.optional = optional
+        self.name = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, app: None, owner: type | None = None) -> Built[T]: ...
+
+    @overload
+    def __get__(self, app: Marsho, owner: type | None = None) -> T: ...
+
+    def __get__(self, app: Marsho | None, owner: type | None = None) -> Built[T] | T:
+        if app is None:
+            return self
+        if app.services is None and self.optional:
+            return cast(T, None)
+        return cast(T, getattr(app.built(), self.name))
+
+    def __set__(self, app: Marsho, value: T) -> None:
+        setattr(app.built(), self.name, value)
+
+
+class StageFailed(Exception):
+    """A stage of the start failed; `stage` names what it was building, `__cause__` why."""
+
+    def __init__(self, stage: str) -> None:
+        super().__init__(stage)
+        self.stage = stage
+
+
+@contextmanager
+def stage(name: str) -> Iterator[None]:
+    """Whatever fails in the block fails the start's stage `name`."""
+    try:
+        yield
+    except Exception as error:
+        raise StageFailed(name) from error
+
+
 @dataclass
 class Marsho:
-    """Everything the handlers use, built from one Config; nothing else in the plugin holds state."""
+    """Everything the handlers use, built from one Config; nothing else in the plugin holds state.
+
+    What needs no I/O (texts, prompt, limits, debounce) is made with it; the rest (`Services`)
+    by `start`, whole or not at all, and read through the names below (`app.engine`...)."""
 
     config: Config
     data_dir: Path
@@ -64,38 +136,43 @@ class Marsho:
     legacy_notes: list[str] = field(default_factory=list)
     """marshoai keys read in place of ours or ignored (and why), MARSHO_* keys that are no
     setting: logged at startup (config.read_config)."""
+    services: Services | None = None
+    """What the start built; None until the bot is ready (and after `stop`)."""
+    problem: str = ""
+    """Why the bot is not ready (still starting, a broken setting, the database down), in detail."""
+    problem_brief: str = ""
+    """The catalogue key of what members are told instead of `problem` ("" while starting)."""
     texts: Texts = field(init=False)
     prompt: Prompt = field(init=False)
     fair_use: FairUse = field(init=False)
     poke_cooldown: Cooldown = field(init=False)
-    engine: Engine | None = None
-    problem: str = ""
-    """Why there is no engine (still starting, a broken setting, the database down), in detail."""
-    problem_brief: str = ""
-    """The catalogue key of what members are told instead of `problem` ("" while starting)."""
-    mcp: McpManager | None = None
-    nicknames: Nicknames | None = None
-    chat_log: ChatLog | None = None
-    """The recent chat of groups that share it (`marsho.context`)."""
-    personas: GroupPersonas | None = None
-    """Each group's own persona (`marsho.persona`)."""
-    active: ActiveReplies = field(init=False)
-    """Replies without being called (`marsho.active`): the groups' choices and the guards."""
     debounce: Debounce = field(init=False)
     """Messages of one person in one chat that join one question (MARSHO_DEBOUNCE_SECONDS)."""
-    judge: LLMClient | None = None
-    """The cheap model asked whether to answer unsolicited (MARSHO_ACTIVE_JUDGE_MODEL)."""
-    meter: Meter | None = None
+    _standby: ActiveReplies = field(init=False, repr=False)
+    _stack: AsyncExitStack | None = field(init=False, default=None, repr=False)
+    """What tears the services down; only the app that built them has it (not `with_config`'s)."""
+
+    engine = Built[Engine | None](optional=True)
+    """The engine; None until the bot is ready (handlers use `require_engine`)."""
+    nicknames = Built[Nicknames]()
+    chat_log = Built[ChatLog]()
+    """The recent chat of groups that share it (`marsho.context`)."""
+    personas = Built[GroupPersonas]()
+    """Each group's own persona (`marsho.persona`)."""
+    meter = Built[Meter]()
     """The owner's bill: usage recorded, quotas checked (`marsho.usage`, `marsho.quota`)."""
-    memories: MemoryStore | None = None
+    memories = Built[MemoryStore]()
     """What marsho remembers about people and groups (`marsho.memory`), kept even while
     MARSHO_MEMORY is off, so people can still see and delete it."""
-    memory_book: MemoryBook | None = None
+    memory_book = Built[MemoryBook | None](optional=True)
     """The memory tools and the memories recalled beside each question; None while MARSHO_MEMORY
     is off."""
-    summary_llm: LLMClient | None = None
+    judge = Built[LLMClient | None](optional=True)
+    """The cheap model asked whether to answer unsolicited (MARSHO_ACTIVE_JUDGE_MODEL)."""
+    summary_llm = Built[LLMClient | None](optional=True)
     """The model that writes summaries of trimmed history, when it is not the chat model
     (MARSHO_SUMMARY_MODEL)."""
+    mcp = Built["McpManager | None"](optional=True)
 
     def __post_init__(self) -> None:
         config = self.config
@@ -110,8 +187,27 @@ class Marsho:
         )
         self.fair_use = FairUse.from_config(config)
         self.poke_cooldown = Cooldown(config.marsho_poke_cooldown)
-        self.active = ActiveReplies.from_config(config, None, self.prompt.now)
         self.debounce = Debounce(config.marsho_debounce_seconds)
+        # off everywhere until the groups' choices are read, so nothing answers unsolicited
+        # before the bot is ready; the accounts it ignores are ignored from the first message
+        self._standby = ActiveReplies(None, ignored=config.marsho_ignored_users, now=self.prompt.now)
+
+    @property
+    def ready(self) -> bool:
+        """Whether the services are built (the rules' cheap check before they use one)."""
+        return self.services is not None
+
+    def built(self) -> Services:
+        """The services, or NotReadyError saying what to fix."""
+        if self.services is None:
+            raise NotReadyError(self.problem)
+        return self.services
+
+    @property
+    def active(self) -> ActiveReplies:
+        """Replies without being called (`marsho.active`): the groups' choices and the guards
+        (off everywhere until the bot is ready)."""
+        return self._standby if self.services is None else self.services.active
 
     @classmethod
     def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
@@ -121,20 +217,22 @@ class Marsho:
 
     def with_config(self, **settings: Any) -> Marsho:
         """This bot with some settings changed (and fresh limits, cooldowns, prompt and recent-chat
-        settings built from them), sharing its engine, database, nicknames and MCP servers."""
+        settings built from them), sharing its engine, database, nicknames and MCP servers (which
+        its own `stop` leaves alone)."""
         config = Config.model_validate({**self.config.model_dump(), **settings})
-        chat_log = self.chat_log and self.chat_log.with_settings(
-            size=config.marsho_group_context, ttl=config.marsho_group_context_ttl,
-            default_on=config.marsho_group_context_default == "on")
-        changed = dataclasses.replace(self, config=config, chat_log=chat_log)
-        changed.active = self.active.with_config(config, changed.prompt.now)
+        changed = dataclasses.replace(self, config=config)
+        if self.services is not None:
+            built = self.services
+            changed.services = dataclasses.replace(
+                built, active=built.active.with_config(config, changed.prompt.now),
+                chat_log=built.chat_log.with_settings(
+                    size=config.marsho_group_context, ttl=config.marsho_group_context_ttl,
+                    default_on=config.marsho_group_context_default == "on"))
         return changed
 
     def require_engine(self) -> Engine:
         """The engine, or NotReadyError saying what to fix."""
-        if self.engine is None:
-            raise NotReadyError(self.problem)
-        return self.engine
+        return self.built().engine
 
     def delivery(self) -> Delivery:
         """How answers go out, from the settings."""
@@ -239,7 +337,11 @@ class Marsho:
         return path
 
     async def start(self) -> None:
-        """Load toolkits and connect the engine; report, never raise, so the bot always starts."""
+        """Build every service, whole or not at all; report, never raise, so the bot always
+        starts. A stage that fails tears down what the stages before it built (last built first)
+        and says what failed: in the log, and to every chat until the bot is restarted."""
+        if self._stack is not None:  # started again: the first start's services go first
+            await self.stop()
         config, t = self.config, self.texts
         SECRETS.add(*held_secrets(config))
         for note in self.legacy_notes:
@@ -252,84 +354,131 @@ class Marsho:
             return
         if config.marsho_praises_file and not config.marsho_praises_file.is_file():
             logger.error(f"marsho: MARSHO_PRAISES_FILE={config.marsho_praises_file} does not exist")
+        stack = AsyncExitStack()
         try:
-            toolset = self.load_toolset()
-        except Exception as error:
-            self.problem = t("problem.toolkits", error=f"{type(error).__name__}: {error}")
-            self.problem_brief = "brief.toolkits"
-            logger.opt(exception=error).error(f"marsho: could not load the toolkits: {error}")
+            services = await self.build_services(stack)
+        except StageFailed as failed:
+            self._report(failed.stage, failed.__cause__ or failed)
+            await tear_down(stack)
             return
-        self.log_toolset(toolset)
-        llm = chat_model(config)
-        if llm.needs_key:
-            logger.warning(f"marsho: MARSHO_API_KEY is not set; {llm.base_url} will refuse requests. "
-                           "Set it in .env (chats will be told so until then).")
-        runner = ToolRunner(
-            toolset,
-            timeout=config.marsho_tool_timeout,
-            max_parallel=config.marsho_max_parallel_tools,
-            max_result_bytes=config.marsho_max_tool_result_bytes,
-            max_calls=config.marsho_max_tool_calls,
-        )
-        store: SqlStore | None = None
-        try:
-            try:
-                store = SqlStore(self.database_url())
-            except Exception as error:  # a URL SQLAlchemy cannot read, a driver not installed
-                detail = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
-                raise StoreError(code="store.open", url="MARSHO_DATABASE_URL", detail=detail) from None
+        except BaseException:  # cancelled while starting: nothing it built outlives it
+            await tear_down(stack)
+            raise
+        self.services, self._stack = services, stack
+        self._log_ready(services)
+
+    async def build_services(self, stack: AsyncExitStack) -> Services:
+        """Every service, stage by stage, each one's teardown pushed on `stack` as it is made;
+        a stage that fails raises StageFailed naming it. The one place services are built."""
+        config = self.config
+        with stage("toolkits"):
+            toolset = self.load_toolset()
+            self.log_toolset(toolset)
+            runner = ToolRunner(
+                toolset,
+                timeout=config.marsho_tool_timeout,
+                max_parallel=config.marsho_max_parallel_tools,
+                max_result_bytes=config.marsho_max_tool_result_bytes,
+                max_calls=config.marsho_max_tool_calls,
+            )
+            stack.callback(runner.close)
+        with stage("models"):
+            llm, summary_llm, judge = self._models(stack)
+        with stage("database open"):
+            store = self._open_database()
+            stack.push_async_callback(store.close)
+        with stage("engine"):
             engine = Engine(
                 llm, toolset, store, runner,
                 max_tool_rounds=config.marsho_max_tool_rounds,
                 max_history=config.marsho_max_history,
                 max_tokens=config.marsho_history_tokens,
-                picture_placeholder=t("image.placeholder"),
+                picture_placeholder=self.texts("image.placeholder"),
             )
-            engine.summarizer = self.build_summarizer(engine)
+            engine.summarizer = self.build_summarizer(engine, summary_llm)
+        with stage("database start"):
             await store.start()
             if await engine.restore_model():  # chosen with marsho.model, which wins over .env
                 llm.model_setting = f"{config.marsho_name}.model"
+        with stage("recent chat"):
             chat_log = ChatLog(store, size=config.marsho_group_context, ttl=config.marsho_group_context_ttl,
                                default_on=config.marsho_group_context_default == "on")
+            stack.push_async_callback(chat_log.close)
             await chat_log.load()
+        with stage("active replies"):
             active = ActiveReplies.from_config(config, store, self.prompt.now)
             await active.load()
+        with stage("usage"):
             meter = Meter(
                 UsageStore(store), now=self.prompt.now, counter=lambda: engine.counter,
                 limits=Limits(user=config.marsho_user_daily_tokens, group=config.marsho_group_daily_tokens,
                               all=config.marsho_daily_tokens),
                 retention_days=config.marsho_usage_retention_days)
-            llm.meter = meter
-            if self.summary_llm is not None:
-                self.summary_llm.meter = meter  # its requests are on the bill too
+            stack.push_async_callback(meter.close)
+            bill(meter, llm, summary_llm, judge)
             await meter.roll_up()
-        except StoreError as error:
+        with stage("MCP servers"):
+            mcp = await self.start_mcp(toolset, wait=0)  # slow servers join when they are ready
+            if mcp is not None:
+                stack.push_async_callback(mcp.stop)
+            SECRETS.add(*held_secrets(config, toolset, mcp))
+        with stage("memory"):
+            memories = MemoryStore(store)
+            book = self.add_memory(toolset, memories) if config.marsho_memory else None
+            if book is not None:
+                stack.push_async_callback(book.settled)  # its marks of use, before the database closes
+        return Services(engine=engine, store=store, chat_log=chat_log, active=active, meter=meter,
+                        nicknames=Nicknames(store), personas=GroupPersonas(store), memories=memories,
+                        summary_llm=summary_llm, judge=judge, mcp=mcp, memory_book=book)
+
+    def _models(self, stack: AsyncExitStack) -> tuple[LLMClient, LLMClient | None, LLMClient | None]:
+        """The chat model, and the summary model and the judge where settings ask for them (on
+        the chat model's endpoint, keys and gate), each closed by `stack`."""
+        config = self.config
+        llm = chat_model(config)
+        stack.push_async_callback(llm.close)
+        if llm.needs_key:
+            logger.warning(f"marsho: MARSHO_API_KEY is not set; {llm.base_url} will refuse requests. "
+                           "Set it in .env (chats will be told so until then).")
+        summary_llm: LLMClient | None = None
+        judge: LLMClient | None = None
+        if config.marsho_summary and config.marsho_summary_model:
+            summary_llm = summary_model(config, llm.gate)
+            stack.push_async_callback(summary_llm.close)
+        if config.marsho_active_judge_model:  # no retries
+            judge = judge_model(config, llm.gate)
+            stack.push_async_callback(judge.close)
+        return llm, summary_llm, judge
+
+    def _open_database(self) -> SqlStore:
+        """The bot's database (not yet started), or StoreError naming MARSHO_DATABASE_URL."""
+        try:
+            return SqlStore(self.database_url())
+        except Exception as error:  # a URL SQLAlchemy cannot read, a driver not installed
+            detail = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+            raise StoreError(code="store.open", url="MARSHO_DATABASE_URL", detail=detail) from None
+
+    def _report(self, failed: str, error: BaseException) -> None:
+        """Say that stage `failed` of the start failed: in the log, and to every chat (`problem`)."""
+        t = self.texts
+        if failed == "toolkits":
+            self.problem = t("problem.toolkits", error=f"{type(error).__name__}: {error}")
+            self.problem_brief = "brief.toolkits"
+            logger.opt(exception=error).error(f"marsho: could not load the toolkits: {error}")
+        elif isinstance(error, StoreError):
             self.problem = t("problem.database", error=error_text(t, error))
             self.problem_brief = "brief.database"
             logger.error(f"marsho: cannot use the database: {error}. Check MARSHO_DATABASE_URL.")
-            await llm.close()
-            if self.summary_llm is not None:
-                await self.summary_llm.close()
-                self.summary_llm = None
-            runner.close()
-            if store is not None:
-                await store.close()
-            return
-        self.mcp = await self.start_mcp(toolset, wait=0)  # slow servers join when they are ready
-        SECRETS.add(*held_secrets(config, toolset, self.mcp))
-        self.nicknames = Nicknames(store)
-        self.personas = GroupPersonas(store)
-        self.chat_log = chat_log
-        self.active = active
-        if config.marsho_active_judge_model:  # on the same endpoint, keys and gate; no retries
-            self.judge = judge_model(config, llm.gate)
-            self.judge.meter = meter  # its requests are on the bill too
-        self.meter = meter
-        self.memories = MemoryStore(store)
-        self.memory_book = self.add_memory(toolset, self.memories) if config.marsho_memory else None
-        self.engine = engine
-        logger.info(f"marsho: ready, model {llm.model} at {llm.base_url}, {len(toolset.tools)} tools, "
-                    f"history in {store.safe_url} ({engine.counter.name} token counts); "
+        else:
+            self.problem = t("problem.start", stage=failed, error=f"{type(error).__name__}: {error}")
+            self.problem_brief = "brief.internal"
+            logger.opt(exception=error).error(f"marsho: could not start ({failed}): {error}")
+
+    def _log_ready(self, services: Services) -> None:
+        engine, config = services.engine, self.config
+        llm = engine.llm
+        logger.info(f"marsho: ready, model {llm.model} at {llm.base_url}, {len(engine.toolset.tools)} tools, "
+                    f"history in {services.store.safe_url} ({engine.counter.name} token counts); "
                     f"trigger words: {', '.join(config.trigger_names)}")
         for fallback in llm.endpoints[1:]:
             logger.info(f"marsho: {fallback.name}: model {fallback.model} at {fallback.base_url} "
@@ -377,16 +526,13 @@ class Marsho:
                         + ", ".join(tool.name for tool in toolkit.tools))
         return book
 
-    def build_summarizer(self, engine: Engine) -> Summarizer | None:
-        """What folds trimmed history into summaries (MARSHO_SUMMARY): MARSHO_SUMMARY_MODEL on the
-        chat model's endpoint, keys and gate (made here, closed in `stop`), else the chat model
-        itself (its fallbacks too)."""
+    def build_summarizer(self, engine: Engine, model: LLMClient | None = None) -> Summarizer | None:
+        """What folds trimmed history into summaries (MARSHO_SUMMARY): `model`, MARSHO_SUMMARY_MODEL's
+        own client when the start made one, else the chat model itself (its fallbacks too)."""
         config = self.config
         if not config.marsho_summary:
             return None
-        llm = engine.llm
-        if config.marsho_summary_model:
-            llm = self.summary_llm = summary_model(config, engine.llm.gate)
+        llm = model or engine.llm
         # a summary never takes more than a quarter of the history's tokens, so a long one
         # cannot leave a request no room (MARSHO_SUMMARY_TOKENS may be set above that)
         longest = min(config.marsho_summary_tokens, config.marsho_history_tokens // 4)
@@ -430,8 +576,8 @@ class Marsho:
         (started twice, in two terminals, or two bots on one data folder), say so. Conversations
         would then be answered by both at once, each unaware of the other's turns in progress,
         summaries and settings. The CLI does not claim it: it may run beside the bot."""
-        store = self.engine.history if self.engine is not None else None
-        if isinstance(store, SqlStore) and store.claim() is False:
+        store = self.services.store if self.services is not None else None
+        if store is not None and store.claim() is False:
             logger.warning(
                 f"marsho: another bot process is using the database {store.safe_url}: two processes on "
                 "one SQLite file answer a conversation at the same time and miss each other's summaries "
@@ -439,30 +585,29 @@ class Marsho:
                 "a PostgreSQL database (MARSHO_DATABASE_URL).")
 
     async def stop(self) -> None:
-        """Close the endpoint's connections, the tool threads, the MCP servers and the database."""
-        engine, self.engine = self.engine, None
-        mcp, self.mcp = self.mcp, None
-        chat_log, self.chat_log = self.chat_log, None
-        judge, self.judge = self.judge, None
-        if judge is not None:
-            await judge.close()
-        summary_llm, self.summary_llm = self.summary_llm, None
-        if summary_llm is not None:
-            await summary_llm.close()
-        meter, self.meter = self.meter, None
-        book, self.memory_book = self.memory_book, None
-        self.memories = None
-        if book is not None:
-            await book.settled()  # its marks of use, before the database closes
+        """Tear down what `start` built, last built first (the memory's marks of use, the MCP
+        servers, the bill, the recent chat, the database, the models, the tool threads). Safe to
+        call twice or after a start that failed; the bot is "starting" again after it."""
+        stack, self._stack, self.services = self._stack, None, None
         self.problem, self.problem_brief = self.texts("problem.starting"), ""
-        if chat_log is not None:
-            await chat_log.close()
-        if meter is not None:
-            await meter.close()
-        if mcp is not None:
-            await mcp.stop()
-        if engine is not None:
-            await engine.close()
+        if stack is not None:
+            await tear_down(stack)
+
+
+def bill(meter: Meter, *models: LLMClient | None) -> None:
+    """Every request of these models goes on the owner's bill: the one place a model gets its meter."""
+    for model in models:
+        if model is not None:
+            model.meter = meter
+
+
+async def tear_down(stack: AsyncExitStack) -> None:
+    """Close what `stack` holds, last built first; a close that fails is logged, and the others
+    still run (an exit stack goes on unwinding)."""
+    try:
+        await stack.aclose()
+    except Exception as error:
+        logger.opt(exception=error).error(f"marsho: a service did not close cleanly: {error}")
 
 
 ADAPTER_SECRET = re.compile(r"token|secret|encrypt_key|passw", re.IGNORECASE)

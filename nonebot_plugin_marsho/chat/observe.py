@@ -2,10 +2,10 @@
 the groups whose admins chose it, and what a group's key is.
 
 `observe` runs for every message that is not for marsho, so it returns before reading anything
-of the message when no group shares its chat, and before converting it (alconna) or touching the
-database when this group does not. It says whether it kept the message, so something that answers
-on its own later (issue 17's "active replies") can decide on the same message, and read the
-group's recent chat through the same ChatLog.
+of the message before the bot is ready or when no group shares its chat, and before converting
+it (alconna) or touching the database when this group does not. It says whether it kept the
+message, so something that answers on its own later (issue 17's "active replies") can decide on
+the same message, and read the group's recent chat through the same ChatLog.
 """
 
 from __future__ import annotations
@@ -63,8 +63,10 @@ async def observe(
     """Keep a group message that is not for marsho, if its group shares its recent chat; whether
     it was kept. Never the bot's own messages, those addressed to it (an @ of the bot,
     a reply to it) or private chats. `reserved`: the names nobody may speak as."""
+    if not app.ready:  # nothing kept before the bot is ready (nor read of the message)
+        return False
     log = app.chat_log
-    if log is None or not log.on_anywhere() or event.get_type() != "message":
+    if not log.on_anywhere() or event.get_type() != "message":
         return False
     try:
         if event.is_tome():
@@ -85,7 +87,7 @@ async def observe(
     async def made() -> Observed:
         # labelled as their questions are: the nickname they chose, else their name here (read
         # when written, so that nothing is awaited before the message has its place)
-        nickname = await nicknames.get(f"{where.platform}:{where.user_id}") if nicknames else None
+        nickname = await nicknames.get(f"{where.platform}:{where.user_id}")
         name = nickname or where.name or where.user_id
         # (cut to the column: a reserved name with a long id, Feishu's open_id, runs past it)
         return Observed(speaker_label(name, where.user_id, names)[:SPEAKER_COLUMN], text, at)

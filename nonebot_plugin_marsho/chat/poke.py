@@ -46,15 +46,14 @@ async def poke_line(app: Marsho, who: str, *, thrifty: bool = False) -> str:
     group is over its question rate limit, so the model is not asked."""
     t = app.texts
     fallback = t("poke.fallback", name=app.config.marsho_name)
-    engine = app.engine
-    if app.config.marsho_poke != "model" or engine is None or thrifty:
+    if app.config.marsho_poke != "model" or not app.ready or thrifty:
         return fallback
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": app.prompt.system()},
         {"role": "user", "content": with_turn_note(t("poke.prompt", who=who), app.prompt.note())},
     ]
     try:
-        completion = await engine.llm.complete(messages, None)
+        completion = await app.require_engine().llm.complete(messages, None)
     except MarshoError as error:
         logger.warning(f"marsho: poke answered with the fixed line: {error}")
         return fallback
@@ -80,14 +79,14 @@ async def handle_poke(bot: Bot, event: PokeNotifyEvent, state: T_State) -> None:
     if app.config.marsho_poke == "model":
         superuser = await is_superuser(bot, event)
         over = app.fair_use.charge(where.person, where.chat, superuser=superuser) > 0
-        if not over and not superuser and app.meter is not None:  # a used-up quota: the fixed line
+        if not over and not superuser and app.ready:  # a used-up quota: the fixed line
             try:
                 quota = await app.meter.over_quota(where.person, where.chat or "", limits_of(app.config))
                 over = quota is not None
             except MarshoError as error:
                 logger.warning(f"marsho: poke: {error}")
     try:
-        nickname = await app.nicknames.get(user_key(bot, user)) if app.nicknames else None
+        nickname = await app.nicknames.get(user_key(bot, user)) if app.ready else None
     except MarshoError as error:  # the database is down: poke back all the same
         logger.warning(f"marsho: poke: {error}")
         nickname = None
