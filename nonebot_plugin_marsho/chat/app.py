@@ -43,6 +43,7 @@ from .fairuse import Cooldown, FairUse
 from .models import chat_model, judge_model, summary_model
 from .outgoing import Delivery
 from .render import error_text
+from .targets import TargetBook
 
 if TYPE_CHECKING:
     from ..tools.mcp import McpManager
@@ -69,6 +70,8 @@ class Services:
     nicknames: Nicknames
     personas: GroupPersonas
     memories: MemoryStore
+    targets: TargetBook
+    """Where each chat is, saved, so the bot can speak there later (outside a handler)."""
     summary_llm: LLMClient | None = None
     judge: LLMClient | None = None
     mcp: McpManager | None = None
@@ -164,6 +167,8 @@ class Marsho:
     memories = Built[MemoryStore]()
     """What marsho remembers about people and groups (`marsho.memory`), kept even while
     MARSHO_MEMORY is off, so people can still see and delete it."""
+    targets = Built[TargetBook]()
+    """Each chat's saved target, to speak there later (`send_to`) or after a restart."""
     memory_book = Built[MemoryBook | None](optional=True)
     """The memory tools and the memories recalled beside each question; None while MARSHO_MEMORY
     is off."""
@@ -429,6 +434,7 @@ class Marsho:
                 stack.push_async_callback(book.settled)  # its marks of use, before the database closes
         return Services(engine=engine, store=store, chat_log=chat_log, active=active, meter=meter,
                         nicknames=Nicknames(store), personas=GroupPersonas(store), memories=memories,
+                        targets=TargetBook(store),
                         summary_llm=summary_llm, judge=judge, mcp=mcp, memory_book=book)
 
     def _models(self, stack: AsyncExitStack) -> tuple[LLMClient, LLMClient | None, LLMClient | None]:
