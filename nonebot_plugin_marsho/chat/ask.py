@@ -7,8 +7,9 @@ from collections.abc import Callable, Sequence
 
 from nonebot.adapters import Bot, Event
 
-from ..agent.chatlog import Unread, recent_chat_text, with_recent_chat
+from ..agent.chatlog import Observed, Unread
 from ..agent.engine import Engine, Reply
+from ..agent.turn import TurnFacts, ask
 from ..store.session import session_key
 from ..tools.model import Role, ToolContext
 from .app import Marsho
@@ -30,69 +31,82 @@ async def _chat(
     ask) and tips for the asker. `keep`: whether to store the turn, given the reply (see
     Engine.chat); `observed`: the question as the group's recent chat kept it (an unsolicited
     reply's message), left out of the recent chat that goes with it."""
-    config, t = app.config, app.texts
-    user_id = where.user_id
-    nickname = await app.nicknames.get(user_key(bot, user_id)) if app.nicknames else None
-    model = engine.llm.model
-    vision = sees_pictures(model, config.marsho_vision_models)
-    limits = Limits(config.marsho_max_images, config.marsho_image_max_bytes, config.marsho_image_timeout,
-                    config.marsho_image_allow_private)
-
-    async def read(message: Event, text: str, speaker: str = "") -> Question:
-        return await read_question(bot, message, text, speaker=speaker, vision=vision, model=model,
-                                   limits=limits, marsho_name=config.marsho_name, t=t)
-
+    nickname = await app.nicknames.get(user_key(bot, where.user_id)) if app.nicknames else None
     # in a shared conversation the model must know who is speaking, even for a picture alone
-    question = await read(event, request.text, _speaker(app, bot, where, nickname) if shared else "")
-    if before or after:  # the messages that joined it (MARSHO_DEBOUNCE_SECONDS), in their order
-        question = merged([*[await read(j.event, j.text) for j in before], question,
-                           *[await read(j.event, j.text) for j in after]])
+    speaker = _speaker(app, bot, where, nickname) if shared else ""
+    question = await _question(app, bot, engine, event, request.text, before, after, speaker=speaker)
     asked = request.text or any(joined.text for joined in (*before, *after))
     if not asked and not question.has_pictures and not question.quoted_text:
-        # nothing to ask: a picture the model cannot have (it cannot see, or the download
-        # failed, or pictures are off: the tips say which), or a sticker
-        if not question.images_seen:
-            return None, [usage_text(t, config.trigger_names, config.marsho_at)]
-        if vision and question.tips:
-            return None, question.tips
-        return None, [t("tip.image_only", model=model)]
-    context = ToolContext(session_key=key, user_id=user_id, group_id=where.group_id, role=role,
-                          bot=bot, event=event, platform=where.platform,
-                          chat_key=session_key(where.platform, group_id=where.group_id, user_id=user_id,
-                                               channel=where.kind == "channel"),
-                          # an unsolicited reply: the speaker asked nothing of marsho
-                          personal=observed is None and not where.anonymous)
+        return None, _nothing_asked(app, engine, question)
+    # an unsolicited reply: the speaker asked nothing of marsho
+    context = _tool_context(bot, event, where, key, role, personal=observed is None and not where.anonymous)
     group_persona, unread = await _group_side(app, where, key)
-    content = question.content()
-    if unread is not None:
-        # what the group said since this conversation's last turn goes with the question (and is
-        # stored with it, so later turns read the same history)
-        said = unread.messages
-        if observed is not None and said and _same_message(said[-1].text, observed):  # the question
-            said = said[:-1]
-        if said:
-            content = with_recent_chat(content, recent_chat_text(said, t, app.prompt.now().tzinfo))
-    note = app.prompt.note(nickname=None if shared else nickname)
-    if app.memory_book is not None:  # what it remembers of the asker (and the group) that the words touch
-        words = " ".join(part for part in (*(j.text for j in before), request.text, *(j.text for j in after))
-                         if part)
-        note = "\n".join(part for part in (note, await app.memory_book.note(context, words)) if part)
+    words = " ".join(part for part in (*(j.text for j in before), request.text, *(j.text for j in after))
+                     if part)
+    facts = TurnFacts(question.content(), words=words, shared=shared, nickname=nickname,
+                      group_persona=group_persona, recent=_not_carried(unread, observed))
     try:
-        reply = await engine.chat(
-            key, content, context,
-            system_prompt=app.prompt.system(shared=shared, group_persona=group_persona),
-            # the time, the nickname and the memories change from turn to turn: after the
-            # history, beside the question, so the start of the request stays the same
-            # (providers cache it), and never into history
-            note=note,
-            announce=_announcer(app, app.delivery()),
-            keep=keep,
-        )
+        reply = await ask(engine, key, facts, app.prompt, context=context, memories=app.memory_book,
+                          announce=_announcer(app, app.delivery()), keep=keep)
     except BaseException:
         _carried(app, where, key, unread, stored=False)
         raise
     _carried(app, where, key, unread, stored=reply.stored)
     return reply, question.tips
+
+
+async def _question(app: Marsho, bot: Bot, engine: Engine, event: Event, text: str, before: Sequence[Joined],
+                    after: Sequence[Joined], *, speaker: str) -> Question:
+    """The question as the model reads it: the message `text` came in (its quote and pictures),
+    named with `speaker`'s label, and the messages that joined it (MARSHO_DEBOUNCE_SECONDS), in
+    their order."""
+    config, model = app.config, engine.llm.model
+    vision = sees_pictures(model, config.marsho_vision_models)
+    limits = Limits(config.marsho_max_images, config.marsho_image_max_bytes, config.marsho_image_timeout,
+                    config.marsho_image_allow_private)
+
+    async def read(message: Event, said: str, speaker: str = "") -> Question:
+        return await read_question(bot, message, said, speaker=speaker, vision=vision, model=model,
+                                   limits=limits, marsho_name=config.marsho_name, t=app.texts)
+
+    question = await read(event, text, speaker)
+    if before or after:
+        question = merged([*[await read(j.event, j.text) for j in before], question,
+                           *[await read(j.event, j.text) for j in after]])
+    return question
+
+
+def _nothing_asked(app: Marsho, engine: Engine, question: Question) -> list[str]:
+    """What to tell the asker of a message with nothing to ask: a picture the model cannot have
+    (it cannot see, or the download failed, or pictures are off: the tips say which), or a
+    sticker."""
+    config, t, model = app.config, app.texts, engine.llm.model
+    if not question.images_seen:
+        return [usage_text(t, config.trigger_names, config.marsho_at)]
+    if sees_pictures(model, config.marsho_vision_models) and question.tips:
+        return question.tips
+    return [t("tip.image_only", model=model)]
+
+
+def _tool_context(bot: Bot, event: Event, where: Where, key: str, role: Role, *,
+                  personal: bool) -> ToolContext:
+    """Who asks, and where, for the tools and the memories."""
+    return ToolContext(session_key=key, user_id=where.user_id, group_id=where.group_id, role=role,
+                       bot=bot, event=event, platform=where.platform,
+                       chat_key=session_key(where.platform, group_id=where.group_id, user_id=where.user_id,
+                                            channel=where.kind == "channel"),
+                       personal=personal)
+
+
+def _not_carried(unread: Unread | None, observed: str | None) -> list[Observed]:
+    """What the group said since this conversation's last turn, which goes with the question:
+    the unread messages but the question itself (`observed`, an unsolicited reply's)."""
+    if unread is None:
+        return []
+    said = unread.messages
+    if observed is not None and said and _same_message(said[-1].text, observed):
+        said = said[:-1]
+    return said
 
 
 def _same_message(kept: str, said: str) -> bool:
