@@ -10,11 +10,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..i18n import Texts
+from ..store.session import Message
 from ..tools.model import ToolContext
 from .chatlog import Observed, recent_chat_text, with_recent_chat
 from .engine import Announce, Engine, Progress, Reply
 from .memory import MemoryBook
-from .persona import Prompt
+from .persona import Prompt, with_turn_note
 
 Content = str | list[dict[str, Any]]
 """A user message's content: text, or OpenAI content parts (text and `image_url` pictures)."""
@@ -59,6 +60,14 @@ class TurnRequest:
     """None: the asker's own (a Conversation's `system_prompt`, the engine's)."""
     content: Content
     note: str = ""
+
+    def question(self) -> Message:
+        """The question as history keeps it: without the note."""
+        return {"role": "user", "content": self.content}
+
+    def asked(self) -> Message:
+        """The question as this turn's requests send it: with the note."""
+        return {"role": "user", "content": with_turn_note(self.content, self.note)}
 
 
 async def build_request(facts: TurnFacts, prompt: Prompt | None, *, context: ToolContext | None = None,
