@@ -251,6 +251,7 @@ async def command_call(app: Any, name: str, arguments: str, wait: float = MCP_WA
 
 async def command_ask(app: Any, text: str) -> int:
     """One turn against the configured endpoint, showing each tool call and result."""
+    from nonebot_plugin_marsho.agent.turn import TurnFacts, ask
     from nonebot_plugin_marsho.chat.render import reply_text
     from nonebot_plugin_marsho.exceptions import MarshoError
     from nonebot_plugin_marsho.tools import OWNER_CONTEXT
@@ -270,8 +271,9 @@ async def command_ask(app: Any, text: str) -> int:
             for report in app.mcp.report():
                 if report.state not in ("connected", "disabled"):
                     say(f"! MCP server {report.config.name}: {report.status}", file=sys.stderr)
-        reply = await engine.chat("cli:local", text, OWNER_CONTEXT, system_prompt=app.prompt.system(),
-                                  note=app.prompt.note(), progress=progress)
+        # the owner, in a private conversation of their own: a turn as the bot's private chats ask it
+        reply = await ask(engine, "cli:local", TurnFacts.asking(text), app.prompt, context=OWNER_CONTEXT,
+                          memories=app.memory_book, progress=progress)
     except MarshoError as error:
         say(f"error: {error}", file=sys.stderr)
         return 1
