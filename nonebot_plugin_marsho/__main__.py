@@ -291,12 +291,25 @@ MARSHOAI_MEMORY_FILE = "memory.json"
 def read_marshoai_memories(path: Path) -> tuple[dict[str, list[str]], list[str]]:
     """The memories of marshoai's memory.json (or of the folder holding it), by user id, and what
     could not be read (each naming where); raises ValueError when the file as a whole cannot be."""
-    from nonebot_plugin_marsho.tools.runner import clean_text
-
     if path.is_dir():
         path = path / MARSHOAI_MEMORY_FILE
+    data = _read_json(path)
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected an object of user ids, each with a list of memories, "
+                         f"found {type(data).__name__}")
+    found: dict[str, list[str]] = {}
+    problems: list[str] = []
+    for user_id, memories in data.items():
+        user, texts = _memories_of(path, user_id, memories, problems)
+        if texts:
+            found.setdefault(user, []).extend(texts)
+    return found, problems
+
+
+def _read_json(path: Path) -> Any:
+    """The JSON of the file at `path`, or ValueError saying why it cannot be read."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ValueError(f"{path}: no such file (marshoai keeps it as {MARSHOAI_MEMORY_FILE} in its "
                          "data folder)") from None
@@ -309,30 +322,32 @@ def read_marshoai_memories(path: Path) -> tuple[dict[str, list[str]], list[str]]
                          f"column {error.colno}") from None
     except OSError as error:
         raise ValueError(f"{path}: cannot be read: {error.strerror or error}") from None
-    if not isinstance(data, dict):
-        raise ValueError(f"{path}: expected an object of user ids, each with a list of memories, "
-                         f"found {type(data).__name__}")
-    found: dict[str, list[str]] = {}
-    problems: list[str] = []
-    for user_id, memories in data.items():
-        user = clean_text(str(user_id)).strip()
-        if not user or len(user) > 64 or any(c.isspace() or c in ":/\x00" for c in user):
-            problems.append(f"{path}: {user_id!r} is not a user id; its memories were skipped")
+
+
+def _memories_of(path: Path, user_id: Any, memories: Any, problems: list[str]) -> tuple[str, list[str]]:
+    """One user's entry of memory.json: their id and the memories that are texts (each one
+    cleaned); what is skipped is added to `problems`."""
+    from nonebot_plugin_marsho.tools.runner import clean_text
+
+    user = clean_text(str(user_id)).strip()
+    if not user or len(user) > 64 or any(c.isspace() or c in ":/\x00" for c in user):
+        problems.append(f"{path}: {user_id!r} is not a user id; its memories were skipped")
+        return user, []
+    if isinstance(memories, str):
+        memories = [memories]
+    if not isinstance(memories, list):
+        problems.append(f"{path}: {user_id!r}: expected a list of memories, found "
+                        f"{type(memories).__name__}; skipped")
+        return user, []
+    texts = []
+    for index, memory in enumerate(memories):
+        if isinstance(memory, str):  # no NUL (PostgreSQL refuses it), no lone surrogate
+            memory = " ".join(clean_text(memory).replace("\x00", " ").split())
+        if not isinstance(memory, str) or not memory:
+            problems.append(f"{path}: {user_id!r}[{index}]: not a text; skipped")
             continue
-        if isinstance(memories, str):
-            memories = [memories]
-        if not isinstance(memories, list):
-            problems.append(f"{path}: {user_id!r}: expected a list of memories, found "
-                            f"{type(memories).__name__}; skipped")
-            continue
-        for index, memory in enumerate(memories):
-            if isinstance(memory, str):  # no NUL (PostgreSQL refuses it), no lone surrogate
-                memory = " ".join(clean_text(memory).replace("\x00", " ").split())
-            if not isinstance(memory, str) or not memory:
-                problems.append(f"{path}: {user_id!r}[{index}]: not a text; skipped")
-                continue
-            found.setdefault(user, []).append(memory)
-    return found, problems
+        texts.append(memory)
+    return user, texts
 
 
 def adapter_names() -> dict[str, str]:
