@@ -10,6 +10,7 @@ import asyncio
 import json
 import sys
 from collections.abc import Collection
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -405,13 +406,11 @@ async def command_import_memory(app: Any, path: Path, platform: str, from_groups
     """Import marshoai's memories into marsho's memory, once: a memory already kept is not kept
     twice, so running it again changes nothing."""
     from nonebot_plugin_marsho.exceptions import MarshoError
-    from nonebot_plugin_marsho.store.memory import IMPORTED, same_text
+    from nonebot_plugin_marsho.store.memory import MemoryStore
+    from nonebot_plugin_marsho.store.sql import SqlStore
 
-    if app.config_error:  # the database, the limits: whatever .env says is what the bot will use
-        say(f"error: {app.config_error}. Fix .env first: nothing was imported.", file=sys.stderr)
-        return 1
-    if problem := platform_problem(platform):
-        say(f"error: {problem}. Nothing was imported.", file=sys.stderr)
+    if refused := _import_refused(app, platform):
+        say(f"error: {refused}", file=sys.stderr)
         return 1
     if path.is_dir():
         path = path / MARSHOAI_MEMORY_FILE
@@ -422,55 +421,99 @@ async def command_import_memory(app: Any, path: Path, platform: str, from_groups
         return 1
     for problem in problems:
         say(f"! {problem}", file=sys.stderr)
-    from nonebot_plugin_marsho.store.memory import MemoryStore
-    from nonebot_plugin_marsho.store.sql import SqlStore
-
-    config = app.config
-    limit, chars = config.marsho_memory_per_user, config.marsho_memory_chars
-    kept = again = cut = left_out = moved = 0
     store = None
     try:
         store = SqlStore(app.database_url())  # the bot's own database; no endpoint is needed
-        memories = MemoryStore(store)
-        for user, texts in found.items():
-            owner = f"{platform}:{user}"
-            learned_in = "import" if from_groups else f"{platform}:private:{user}"
-            # the newest `limit` (the older ones would only push each other out, and running
-            # the import again would bring them back in turn)
-            left_out += max(0, len(texts) - limit)
-            # imported before without --from-groups: that private copy becomes this one
-            private_copies = [m for m in await memories.of_owner("user", owner, private=True)
-                              if m.author == IMPORTED] if from_groups else []
-            for text in texts[-limit:]:
-                if len(text) > chars:
-                    text, cut = text[:chars - 1] + "…", cut + 1
-                copies = [m.id for m in private_copies if same_text(m.text, text)]
-                moved += await memories.delete(copies) > 0
-                added = await memories.add("user", owner, text, learned_in=learned_in,
-                                           private=not from_groups, author=IMPORTED, limit=limit)
-                again += added.again
-                kept += not added.again
+        counts = await _import_all(app.config, MemoryStore(store), found, platform, from_groups)
     except MarshoError as error:
         say(f"error: {error}", file=sys.stderr)
         return 1
     except Exception as error:  # a URL SQLAlchemy cannot read, a driver not installed
-        from sqlalchemy.engine import make_url
-
-        try:
-            url = make_url(app.database_url()).render_as_string(hide_password=True)
-        except Exception:
-            url = "MARSHO_DATABASE_URL"
-        say(f"error: cannot open the database {url}: {type(error).__name__}: {error}", file=sys.stderr)
+        say(f"error: cannot open the database {_database_shown(app)}: {type(error).__name__}: {error}",
+            file=sys.stderr)
         return 1
     finally:
         if store is not None:
             await store.close()
-    say(f"Imported {_count(kept, 'memory', 'memories')} of {_count(len(found), 'person', 'people')} "
-        f"on {platform} from {path}"
+    _say_imported(app.config, counts, len(found), f"on {platform} from {path}", from_groups)
+    return 1 if problems else 0
+
+
+def _import_refused(app: Any, platform: str) -> str:
+    """Why nothing may be imported ("" if it may): whatever .env says (the database, the
+    limits) is what the bot will use, and the ids must be a platform's."""
+    if app.config_error:
+        return f"{app.config_error}. Fix .env first: nothing was imported."
+    if problem := platform_problem(platform):
+        return f"{problem}. Nothing was imported."
+    return ""
+
+
+def _database_shown(app: Any) -> str:
+    """The bot's database URL with its password hidden (or the setting's name, if unreadable)."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(app.database_url()).render_as_string(hide_password=True)
+    except Exception:
+        return "MARSHO_DATABASE_URL"
+
+
+@dataclass
+class _Imported:
+    """What an import did, counted for its summary."""
+
+    kept: int = 0
+    again: int = 0
+    """Already kept (imported before)."""
+    cut: int = 0
+    """Longer than MARSHO_MEMORY_CHARS."""
+    left_out: int = 0
+    """Older than a person's newest MARSHO_MEMORY_PER_USER."""
+    moved: int = 0
+    """Imported before for private chats only, now used in groups too."""
+
+
+async def _import_all(config: Any, memories: Any, found: dict[str, list[str]], platform: str,
+                      from_groups: bool) -> _Imported:
+    """Keep each person's memories (`found`, by user id on `platform`) in `memories`."""
+    from nonebot_plugin_marsho.store.memory import IMPORTED, same_text
+
+    limit, chars = config.marsho_memory_per_user, config.marsho_memory_chars
+    counts = _Imported()
+    for user, texts in found.items():
+        owner = f"{platform}:{user}"
+        learned_in = "import" if from_groups else f"{platform}:private:{user}"
+        # the newest `limit` (the older ones would only push each other out, and running
+        # the import again would bring them back in turn)
+        counts.left_out += max(0, len(texts) - limit)
+        # imported before without --from-groups: that private copy becomes this one
+        private_copies = [m for m in await memories.of_owner("user", owner, private=True)
+                          if m.author == IMPORTED] if from_groups else []
+        for text in texts[-limit:]:
+            if len(text) > chars:
+                text, counts.cut = text[:chars - 1] + "…", counts.cut + 1
+            copies = [m.id for m in private_copies if same_text(m.text, text)]
+            counts.moved += await memories.delete(copies) > 0
+            added = await memories.add("user", owner, text, learned_in=learned_in,
+                                       private=not from_groups, author=IMPORTED, limit=limit)
+            counts.again += added.again
+            counts.kept += not added.again
+    return counts
+
+
+def _say_imported(config: Any, counts: _Imported, people: int, source: str, from_groups: bool) -> None:
+    """The import's summary, and where the memories will be used."""
+    limit, chars = config.marsho_memory_per_user, config.marsho_memory_chars
+    again = counts.again
+    say(f"Imported {_count(counts.kept, 'memory', 'memories')} of {_count(people, 'person', 'people')} "
+        f"{source}"
         + (f"; {again} {'was' if again == 1 else 'were'} already kept" if again else "")
-        + (f"; {moved} imported before for private chats only now used in groups too" if moved else "")
-        + (f"; {cut} cut to MARSHO_MEMORY_CHARS={chars} characters" if cut else "")
-        + (f"; {left_out} older ones left out by MARSHO_MEMORY_PER_USER={limit}" if left_out else "") + ".")
+        + (f"; {counts.moved} imported before for private chats only now used in groups too"
+           if counts.moved else "")
+        + (f"; {counts.cut} cut to MARSHO_MEMORY_CHARS={chars} characters" if counts.cut else "")
+        + (f"; {counts.left_out} older ones left out by MARSHO_MEMORY_PER_USER={limit}"
+           if counts.left_out else "") + ".")
     if from_groups and config.marsho_memory_scope == "chat":
         say("! MARSHO_MEMORY_SCOPE=chat uses a memory only in the chat it was learned in, and marshoai "
             "did not record one: these are unused until the scope is `user` (or import them without "
@@ -481,7 +524,6 @@ async def command_import_memory(app: Any, path: Path, platform: str, from_groups
         say("They are used only in each person's private chat: marshoai did not record where it learned "
             "them, and what was told in private must never reach a group (--from-groups if your bot "
             "only ever talked in groups).")
-    return 1 if problems else 0
 
 
 def _count(number: int, one: str, many: str) -> str:
