@@ -10,6 +10,7 @@ import asyncio
 import json
 import sys
 from collections.abc import Collection
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -251,6 +252,7 @@ async def command_call(app: Any, name: str, arguments: str, wait: float = MCP_WA
 
 async def command_ask(app: Any, text: str) -> int:
     """One turn against the configured endpoint, showing each tool call and result."""
+    from nonebot_plugin_marsho.agent.turn import TurnFacts, ask
     from nonebot_plugin_marsho.chat.render import reply_text
     from nonebot_plugin_marsho.exceptions import MarshoError
     from nonebot_plugin_marsho.tools import OWNER_CONTEXT
@@ -270,8 +272,9 @@ async def command_ask(app: Any, text: str) -> int:
             for report in app.mcp.report():
                 if report.state not in ("connected", "disabled"):
                     say(f"! MCP server {report.config.name}: {report.status}", file=sys.stderr)
-        reply = await engine.chat("cli:local", text, OWNER_CONTEXT, system_prompt=app.prompt.system(),
-                                  note=app.prompt.note(), progress=progress)
+        # the owner, in a private conversation of their own: a turn as the bot's private chats ask it
+        reply = await ask(engine, "cli:local", TurnFacts.asking(text), app.prompt, context=OWNER_CONTEXT,
+                          memories=app.memory_book, progress=progress)
     except MarshoError as error:
         say(f"error: {error}", file=sys.stderr)
         return 1
@@ -289,12 +292,25 @@ MARSHOAI_MEMORY_FILE = "memory.json"
 def read_marshoai_memories(path: Path) -> tuple[dict[str, list[str]], list[str]]:
     """The memories of marshoai's memory.json (or of the folder holding it), by user id, and what
     could not be read (each naming where); raises ValueError when the file as a whole cannot be."""
-    from nonebot_plugin_marsho.tools.runner import clean_text
-
     if path.is_dir():
         path = path / MARSHOAI_MEMORY_FILE
+    data = _read_json(path)
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected an object of user ids, each with a list of memories, "
+                         f"found {type(data).__name__}")
+    found: dict[str, list[str]] = {}
+    problems: list[str] = []
+    for user_id, memories in data.items():
+        user, texts = _memories_of(path, user_id, memories, problems)
+        if texts:
+            found.setdefault(user, []).extend(texts)
+    return found, problems
+
+
+def _read_json(path: Path) -> Any:
+    """The JSON of the file at `path`, or ValueError saying why it cannot be read."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ValueError(f"{path}: no such file (marshoai keeps it as {MARSHOAI_MEMORY_FILE} in its "
                          "data folder)") from None
@@ -307,30 +323,32 @@ def read_marshoai_memories(path: Path) -> tuple[dict[str, list[str]], list[str]]
                          f"column {error.colno}") from None
     except OSError as error:
         raise ValueError(f"{path}: cannot be read: {error.strerror or error}") from None
-    if not isinstance(data, dict):
-        raise ValueError(f"{path}: expected an object of user ids, each with a list of memories, "
-                         f"found {type(data).__name__}")
-    found: dict[str, list[str]] = {}
-    problems: list[str] = []
-    for user_id, memories in data.items():
-        user = clean_text(str(user_id)).strip()
-        if not user or len(user) > 64 or any(c.isspace() or c in ":/\x00" for c in user):
-            problems.append(f"{path}: {user_id!r} is not a user id; its memories were skipped")
+
+
+def _memories_of(path: Path, user_id: Any, memories: Any, problems: list[str]) -> tuple[str, list[str]]:
+    """One user's entry of memory.json: their id and the memories that are texts (each one
+    cleaned); what is skipped is added to `problems`."""
+    from nonebot_plugin_marsho.tools.runner import clean_text
+
+    user = clean_text(str(user_id)).strip()
+    if not user or len(user) > 64 or any(c.isspace() or c in ":/\x00" for c in user):
+        problems.append(f"{path}: {user_id!r} is not a user id; its memories were skipped")
+        return user, []
+    if isinstance(memories, str):
+        memories = [memories]
+    if not isinstance(memories, list):
+        problems.append(f"{path}: {user_id!r}: expected a list of memories, found "
+                        f"{type(memories).__name__}; skipped")
+        return user, []
+    texts = []
+    for index, memory in enumerate(memories):
+        if isinstance(memory, str):  # no NUL (PostgreSQL refuses it), no lone surrogate
+            memory = " ".join(clean_text(memory).replace("\x00", " ").split())
+        if not isinstance(memory, str) or not memory:
+            problems.append(f"{path}: {user_id!r}[{index}]: not a text; skipped")
             continue
-        if isinstance(memories, str):
-            memories = [memories]
-        if not isinstance(memories, list):
-            problems.append(f"{path}: {user_id!r}: expected a list of memories, found "
-                            f"{type(memories).__name__}; skipped")
-            continue
-        for index, memory in enumerate(memories):
-            if isinstance(memory, str):  # no NUL (PostgreSQL refuses it), no lone surrogate
-                memory = " ".join(clean_text(memory).replace("\x00", " ").split())
-            if not isinstance(memory, str) or not memory:
-                problems.append(f"{path}: {user_id!r}[{index}]: not a text; skipped")
-                continue
-            found.setdefault(user, []).append(memory)
-    return found, problems
+        texts.append(memory)
+    return user, texts
 
 
 def adapter_names() -> dict[str, str]:
@@ -388,13 +406,11 @@ async def command_import_memory(app: Any, path: Path, platform: str, from_groups
     """Import marshoai's memories into marsho's memory, once: a memory already kept is not kept
     twice, so running it again changes nothing."""
     from nonebot_plugin_marsho.exceptions import MarshoError
-    from nonebot_plugin_marsho.store.memory import IMPORTED, same_text
+    from nonebot_plugin_marsho.store.memory import MemoryStore
+    from nonebot_plugin_marsho.store.sql import SqlStore
 
-    if app.config_error:  # the database, the limits: whatever .env says is what the bot will use
-        say(f"error: {app.config_error}. Fix .env first: nothing was imported.", file=sys.stderr)
-        return 1
-    if problem := platform_problem(platform):
-        say(f"error: {problem}. Nothing was imported.", file=sys.stderr)
+    if refused := _import_refused(app, platform):
+        say(f"error: {refused}", file=sys.stderr)
         return 1
     if path.is_dir():
         path = path / MARSHOAI_MEMORY_FILE
@@ -405,55 +421,99 @@ async def command_import_memory(app: Any, path: Path, platform: str, from_groups
         return 1
     for problem in problems:
         say(f"! {problem}", file=sys.stderr)
-    from nonebot_plugin_marsho.store.memory import MemoryStore
-    from nonebot_plugin_marsho.store.sql import SqlStore
-
-    config = app.config
-    limit, chars = config.marsho_memory_per_user, config.marsho_memory_chars
-    kept = again = cut = left_out = moved = 0
     store = None
     try:
         store = SqlStore(app.database_url())  # the bot's own database; no endpoint is needed
-        memories = MemoryStore(store)
-        for user, texts in found.items():
-            owner = f"{platform}:{user}"
-            learned_in = "import" if from_groups else f"{platform}:private:{user}"
-            # the newest `limit` (the older ones would only push each other out, and running
-            # the import again would bring them back in turn)
-            left_out += max(0, len(texts) - limit)
-            # imported before without --from-groups: that private copy becomes this one
-            private_copies = [m for m in await memories.of_owner("user", owner, private=True)
-                              if m.author == IMPORTED] if from_groups else []
-            for text in texts[-limit:]:
-                if len(text) > chars:
-                    text, cut = text[:chars - 1] + "…", cut + 1
-                copies = [m.id for m in private_copies if same_text(m.text, text)]
-                moved += await memories.delete(copies) > 0
-                added = await memories.add("user", owner, text, learned_in=learned_in,
-                                           private=not from_groups, author=IMPORTED, limit=limit)
-                again += added.again
-                kept += not added.again
+        counts = await _import_all(app.config, MemoryStore(store), found, platform, from_groups)
     except MarshoError as error:
         say(f"error: {error}", file=sys.stderr)
         return 1
     except Exception as error:  # a URL SQLAlchemy cannot read, a driver not installed
-        from sqlalchemy.engine import make_url
-
-        try:
-            url = make_url(app.database_url()).render_as_string(hide_password=True)
-        except Exception:
-            url = "MARSHO_DATABASE_URL"
-        say(f"error: cannot open the database {url}: {type(error).__name__}: {error}", file=sys.stderr)
+        say(f"error: cannot open the database {_database_shown(app)}: {type(error).__name__}: {error}",
+            file=sys.stderr)
         return 1
     finally:
         if store is not None:
             await store.close()
-    say(f"Imported {_count(kept, 'memory', 'memories')} of {_count(len(found), 'person', 'people')} "
-        f"on {platform} from {path}"
+    _say_imported(app.config, counts, len(found), f"on {platform} from {path}", from_groups)
+    return 1 if problems else 0
+
+
+def _import_refused(app: Any, platform: str) -> str:
+    """Why nothing may be imported ("" if it may): whatever .env says (the database, the
+    limits) is what the bot will use, and the ids must be a platform's."""
+    if app.config_error:
+        return f"{app.config_error}. Fix .env first: nothing was imported."
+    if problem := platform_problem(platform):
+        return f"{problem}. Nothing was imported."
+    return ""
+
+
+def _database_shown(app: Any) -> str:
+    """The bot's database URL with its password hidden (or the setting's name, if unreadable)."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(app.database_url()).render_as_string(hide_password=True)
+    except Exception:
+        return "MARSHO_DATABASE_URL"
+
+
+@dataclass
+class _Imported:
+    """What an import did, counted for its summary."""
+
+    kept: int = 0
+    again: int = 0
+    """Already kept (imported before)."""
+    cut: int = 0
+    """Longer than MARSHO_MEMORY_CHARS."""
+    left_out: int = 0
+    """Older than a person's newest MARSHO_MEMORY_PER_USER."""
+    moved: int = 0
+    """Imported before for private chats only, now used in groups too."""
+
+
+async def _import_all(config: Any, memories: Any, found: dict[str, list[str]], platform: str,
+                      from_groups: bool) -> _Imported:
+    """Keep each person's memories (`found`, by user id on `platform`) in `memories`."""
+    from nonebot_plugin_marsho.store.memory import IMPORTED, same_text
+
+    limit, chars = config.marsho_memory_per_user, config.marsho_memory_chars
+    counts = _Imported()
+    for user, texts in found.items():
+        owner = f"{platform}:{user}"
+        learned_in = "import" if from_groups else f"{platform}:private:{user}"
+        # the newest `limit` (the older ones would only push each other out, and running
+        # the import again would bring them back in turn)
+        counts.left_out += max(0, len(texts) - limit)
+        # imported before without --from-groups: that private copy becomes this one
+        private_copies = [m for m in await memories.of_owner("user", owner, private=True)
+                          if m.author == IMPORTED] if from_groups else []
+        for text in texts[-limit:]:
+            if len(text) > chars:
+                text, counts.cut = text[:chars - 1] + "…", counts.cut + 1
+            copies = [m.id for m in private_copies if same_text(m.text, text)]
+            counts.moved += await memories.delete(copies) > 0
+            added = await memories.add("user", owner, text, learned_in=learned_in,
+                                       private=not from_groups, author=IMPORTED, limit=limit)
+            counts.again += added.again
+            counts.kept += not added.again
+    return counts
+
+
+def _say_imported(config: Any, counts: _Imported, people: int, source: str, from_groups: bool) -> None:
+    """The import's summary, and where the memories will be used."""
+    limit, chars = config.marsho_memory_per_user, config.marsho_memory_chars
+    again = counts.again
+    say(f"Imported {_count(counts.kept, 'memory', 'memories')} of {_count(people, 'person', 'people')} "
+        f"{source}"
         + (f"; {again} {'was' if again == 1 else 'were'} already kept" if again else "")
-        + (f"; {moved} imported before for private chats only now used in groups too" if moved else "")
-        + (f"; {cut} cut to MARSHO_MEMORY_CHARS={chars} characters" if cut else "")
-        + (f"; {left_out} older ones left out by MARSHO_MEMORY_PER_USER={limit}" if left_out else "") + ".")
+        + (f"; {counts.moved} imported before for private chats only now used in groups too"
+           if counts.moved else "")
+        + (f"; {counts.cut} cut to MARSHO_MEMORY_CHARS={chars} characters" if counts.cut else "")
+        + (f"; {counts.left_out} older ones left out by MARSHO_MEMORY_PER_USER={limit}"
+           if counts.left_out else "") + ".")
     if from_groups and config.marsho_memory_scope == "chat":
         say("! MARSHO_MEMORY_SCOPE=chat uses a memory only in the chat it was learned in, and marshoai "
             "did not record one: these are unused until the scope is `user` (or import them without "
@@ -464,7 +524,6 @@ async def command_import_memory(app: Any, path: Path, platform: str, from_groups
         say("They are used only in each person's private chat: marshoai did not record where it learned "
             "them, and what was told in private must never reach a group (--from-groups if your bot "
             "only ever talked in groups).")
-    return 1 if problems else 0
 
 
 def _count(number: int, one: str, many: str) -> str:

@@ -15,6 +15,8 @@ from ..tools.schema import function_tool
 from ..tools.toolbox import Toolbox
 from .engine import Progress, answer
 from .llm import Completion, LLMClient
+from .persona import Prompt
+from .turn import TurnFacts, build_request
 
 ToolSpec = Mapping[str, Any] | Callable[..., Any] | Tool
 """What `set_tools` takes: an OpenAI tool schema (you run it yourself), a function, or a Tool."""
@@ -49,6 +51,9 @@ class Conversation:
     With `auto_run_tools=True` (the default) tool calls run as in chat: `chat()` returns the
     final answer. With `auto_run_tools=False` nothing runs by itself: `chat()` may stop at tool
     calls, which you read with `get_tool_calls()` and answer with `submit_tool_results()`.
+
+    Each question is built as a chat turn is (agent/turn.py): with `prompt` (the bot's own,
+    `Marsho.prompt`) it gets the bot's system prompt, and the time and `nickname` beside it.
     """
 
     def __init__(
@@ -60,8 +65,23 @@ class Conversation:
         max_tool_rounds: int = 8,
         tool_timeout: float = 30.0,
         context: ToolContext | None = None,
+        prompt: Prompt | None = None,
+        nickname: str | None = None,
+        speaker: str = "",
+        group_persona: str | None = None,
     ) -> None:
+        if prompt is not None and system_prompt:
+            raise ValueError("give Conversation a system_prompt or a prompt, not both")
         self._llm = llm
+        self.prompt = prompt
+        """The bot's way of prompting (persona, additional prompt, liked people; the time and the
+        nickname beside each question), as a chat turn gets it; None: `system_prompt` alone."""
+        self.nickname = nickname
+        """What the asker asked to be called (told beside each question, with `prompt`)."""
+        self.speaker = speaker
+        """The asker's label in a conversation of several people: each question starts with it."""
+        self.group_persona = group_persona
+        """The asker's group's own persona (in the system prompt, with `prompt`)."""
         self.auto_run_tools = auto_run_tools
         self.max_tool_rounds = max_tool_rounds
         self.context = context
@@ -132,19 +152,36 @@ class Conversation:
             raise MarshoError(
                 "the last response's tool calls are unanswered: call submit_tool_results first"
             )
+        # built as a chat turn is; its note goes with this question's requests only
+        request = await build_request(self._facts(text), self.prompt, context=self.context)
+        if request.system_prompt is not None:
+            self._use_system_prompt(request.system_prompt)
         # nothing is kept unless the endpoint answers: a failed chat can simply be retried
-        question: Message = {"role": "user", "content": text}
+        question, asked = request.question(), request.asked()
         if not self.auto_run_tools:
-            completion = await self.llm.complete([*self.messages, question], self.tools or None)
+            completion = await self.llm.complete([*self.messages, asked], self.tools or None)
             return self._take([question], completion)
         outcome = await answer(
-            self.llm, self._runner, lambda added: [*self.messages, question, *added], self.tools,
+            self.llm, self._runner, lambda added: [*self.messages, asked, *added], self.tools,
             context=self.context, max_tool_rounds=self.max_tool_rounds, progress=progress,
         )
         self.messages.extend([question, *outcome.added])
         self._last_calls = [call for call, _ in outcome.reply.calls]
         self._last_response = outcome.reply.text
         return self._last_response
+
+    def _facts(self, text: str) -> TurnFacts:
+        """The facts of a turn asking `text` in this conversation."""
+        return TurnFacts.asking(text, speaker=self.speaker, nickname=self.nickname,
+                                group_persona=self.group_persona)
+
+    def _use_system_prompt(self, system_prompt: str) -> None:
+        # the prompt's, at the start of the conversation: the same each turn (but for a change
+        # of praises.json), so the request's start repeats
+        if self.messages and self.messages[0]["role"] == "system":
+            del self.messages[0]
+        if system_prompt:
+            self.messages.insert(0, {"role": "system", "content": system_prompt})
 
     def _take(self, sent: list[Message], completion: Completion) -> str:
         self.messages.extend(sent)

@@ -1,0 +1,135 @@
+"""A question to the model from a chat message: the turn's facts gathered from the event, then
+asked, and the recent chat it carried marked."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from nonebot.adapters import Bot, Event
+
+from ..agent.chatlog import Observed, Unread
+from ..agent.engine import Engine, Reply
+from ..agent.turn import TurnFacts, ask
+from ..store.session import session_key
+from ..tools.model import Role, ToolContext
+from .app import Marsho
+from .debounce import Joined, merged
+from .incoming import Limits, Question, read_question, sees_pictures
+from .matchers import Request, _announcer, _speaker, user_key
+from .observe import group_key
+from .render import usage_text
+from .where import Where
+
+
+async def _chat(
+    app: Marsho, bot: Bot, event: Event, where: Where, engine: Engine, request: Request, key: str, *,
+    shared: bool, role: Role, before: Sequence[Joined] = (), after: Sequence[Joined] = (),
+    keep: Callable[[Reply], bool] | None = None, observed: str | None = None,
+) -> tuple[Reply | None, list[str]]:
+    """Ask the model: the question with its quote and pictures (and the messages that joined
+    it: `before`, `after`), this turn's system prompt; the reply (None when there is nothing to
+    ask) and tips for the asker. `keep`: whether to store the turn, given the reply (see
+    Engine.chat); `observed`: the question as the group's recent chat kept it (an unsolicited
+    reply's message), left out of the recent chat that goes with it."""
+    nickname = await app.nicknames.get(user_key(bot, where.user_id)) if app.nicknames else None
+    # in a shared conversation the model must know who is speaking, even for a picture alone
+    speaker = _speaker(app, bot, where, nickname) if shared else ""
+    question = await _question(app, bot, engine, event, request.text, before, after, speaker=speaker)
+    asked = request.text or any(joined.text for joined in (*before, *after))
+    if not asked and not question.has_pictures and not question.quoted_text:
+        return None, _nothing_asked(app, engine, question)
+    # an unsolicited reply: the speaker asked nothing of marsho
+    context = _tool_context(bot, event, where, key, role, personal=observed is None and not where.anonymous)
+    group_persona, unread = await _group_side(app, where, key)
+    words = " ".join(part for part in (*(j.text for j in before), request.text, *(j.text for j in after))
+                     if part)
+    facts = TurnFacts(question.content(), words=words, shared=shared, nickname=nickname,
+                      group_persona=group_persona, recent=_not_carried(unread, observed))
+    try:
+        reply = await ask(engine, key, facts, app.prompt, context=context, memories=app.memory_book,
+                          announce=_announcer(app, app.delivery()), keep=keep)
+    except BaseException:
+        _carried(app, where, key, unread, stored=False)
+        raise
+    _carried(app, where, key, unread, stored=reply.stored)
+    return reply, question.tips
+
+
+async def _question(app: Marsho, bot: Bot, engine: Engine, event: Event, text: str, before: Sequence[Joined],
+                    after: Sequence[Joined], *, speaker: str) -> Question:
+    """The question as the model reads it: the message `text` came in (its quote and pictures),
+    named with `speaker`'s label, and the messages that joined it (MARSHO_DEBOUNCE_SECONDS), in
+    their order."""
+    config, model = app.config, engine.llm.model
+    vision = sees_pictures(model, config.marsho_vision_models)
+    limits = Limits(config.marsho_max_images, config.marsho_image_max_bytes, config.marsho_image_timeout,
+                    config.marsho_image_allow_private)
+
+    async def read(message: Event, said: str, speaker: str = "") -> Question:
+        return await read_question(bot, message, said, speaker=speaker, vision=vision, model=model,
+                                   limits=limits, marsho_name=config.marsho_name, t=app.texts)
+
+    question = await read(event, text, speaker)
+    if before or after:
+        question = merged([*[await read(j.event, j.text) for j in before], question,
+                           *[await read(j.event, j.text) for j in after]])
+    return question
+
+
+def _nothing_asked(app: Marsho, engine: Engine, question: Question) -> list[str]:
+    """What to tell the asker of a message with nothing to ask: a picture the model cannot have
+    (it cannot see, or the download failed, or pictures are off: the tips say which), or a
+    sticker."""
+    config, t, model = app.config, app.texts, engine.llm.model
+    if not question.images_seen:
+        return [usage_text(t, config.trigger_names, config.marsho_at)]
+    if sees_pictures(model, config.marsho_vision_models) and question.tips:
+        return question.tips
+    return [t("tip.image_only", model=model)]
+
+
+def _tool_context(bot: Bot, event: Event, where: Where, key: str, role: Role, *,
+                  personal: bool) -> ToolContext:
+    """Who asks, and where, for the tools and the memories."""
+    return ToolContext(session_key=key, user_id=where.user_id, group_id=where.group_id, role=role,
+                       bot=bot, event=event, platform=where.platform,
+                       chat_key=session_key(where.platform, group_id=where.group_id, user_id=where.user_id,
+                                            channel=where.kind == "channel"),
+                       personal=personal)
+
+
+def _not_carried(unread: Unread | None, observed: str | None) -> list[Observed]:
+    """What the group said since this conversation's last turn, which goes with the question:
+    the unread messages but the question itself (`observed`, an unsolicited reply's)."""
+    if unread is None:
+        return []
+    said = unread.messages
+    if observed is not None and said and _same_message(said[-1].text, observed):
+        said = said[:-1]
+    return said
+
+
+def _same_message(kept: str, said: str) -> bool:
+    """Whether the recent chat's copy of a message is `said` (kept whole, or cut with "…")."""
+    return kept == said or (kept.endswith("…") and said.startswith(kept[:-1]))
+
+
+async def _group_side(app: Marsho, where: Where, key: str) -> tuple[str | None, Unread | None]:
+    """What the asker's group adds to a question: its persona, and the recent chat the session
+    has not carried yet (None and None in private chats, or where the group has neither)."""
+    if not where.shared:
+        return None, None
+    group = group_key(where)
+    persona = await app.personas.get(group) if app.config.marsho_group_persona and app.personas else None
+    # a conversation that follows a person across groups (MARSHO_SESSION_SCOPE=user) stores
+    # what it carries: one group's chat would reach their other groups
+    carries = app.chat_log is not None and app.config.marsho_session_scope != "user"
+    unread = await app.chat_log.unread(key, group) if carries and app.chat_log is not None else None
+    return persona, unread
+
+
+def _carried(app: Marsho, where: Where, key: str, unread: Unread | None, *, stored: bool) -> None:
+    """The turn that carried `unread` ended: stored, its next question starts after them; else
+    the next one carries them again (marked in the background: the answer does not wait)."""
+    if unread is not None and app.chat_log is not None:
+        app.chat_log.finish_soon(key, group_key(where), unread, stored=stored)
