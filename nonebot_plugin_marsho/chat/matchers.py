@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import re
-import time
 import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -24,11 +22,8 @@ from ..agent.gate import lane
 from ..agent.judge import judge
 from ..agent.metering import Asker, charged_to, model_for_turn
 from ..agent.persona import (
-    GROUP_PERSONA_CHARS,
     NicknameError,
-    PersonaError,
     check_nickname,
-    check_persona,
     speaker_label,
 )
 from ..exceptions import EndpointError, MarshoError, NotReadyError, StoreError
@@ -36,9 +31,13 @@ from ..i18n import Texts
 from ..redaction import logger, redact
 from ..store.session import session_key
 from ..tools.model import Role, ToolCall, ToolContext
-from .active import flagged_bot, parse_keywords
+from .active import flagged_bot
 from .app import Marsho, current_app
 from .bill import limits_of, quota_command, quota_text, usage_report
+from .commands.group import active_command, context_command, persona_command
+from .commands.owner import switch_model
+from .commands.session import export_session
+from .commands.words import RESET_WORDS
 from .debounce import person_in_chat, picture_only
 from .fairuse import seconds_text
 from .incoming import text_only
@@ -65,11 +64,6 @@ COMMANDS = ("help", "reset", "tools", "calls", "history", "export", "model", "ni
             "persona", "active", "status", "usage", "quota", "memory")
 GROUP_COMMANDS = ("context", "forget", "persona", "active")
 """Commands about the group they are sent in (its recent chat, its persona, its active replies)."""
-ON_WORDS = ("on", "yes", "true", "1", "开", "开启", "打开")
-OFF_WORDS = ("off", "no", "false", "0", "关", "关闭")
-RESET_WORDS = ("reset", "clear", "-", "重置", "清除")
-KEYWORD_WORDS = ("keywords", "keyword", "关键词")
-MAX_EXPORT_CHARS = 3000
 _is_superuser = SuperUser()
 STATE_KEY = "marsho_request"
 APP_KEY = "marsho_app"
@@ -350,57 +344,6 @@ async def group_command(app: Marsho, request: Request, where: Where, role: Role)
     return await context_command(app, request.command, group, admin, text)
 
 
-async def persona_command(app: Marsho, group: str, admin: bool, text: str) -> str:
-    """`marsho.persona`: show the group's persona; admins set it, or (`reset`) remove it."""
-    t, personas, name = app.texts, app.personas, app.config.marsho_name
-    assert personas is not None
-    if not app.config.marsho_group_persona:
-        return t("persona.disabled")
-    if not text:
-        persona = await personas.get(group)
-        return t("persona.show", persona=persona) if persona else t("persona.unset", name=name)
-    if not admin:
-        return t("persona.admins")
-    if text.casefold() in RESET_WORDS:
-        await personas.set(group, None)
-        return t("persona.cleared")
-    try:
-        persona = check_persona(text, GROUP_PERSONA_CHARS)
-    except PersonaError as error:
-        return error_text(t, error)
-    await personas.set(group, persona)
-    return t("persona.set", persona=persona)
-
-
-async def context_command(app: Marsho, command: str, group: str, admin: bool, text: str) -> str:
-    """`marsho.context`: whether the group's recent chat goes to the model (admins: `on`, `off`,
-    which also forgets it); `marsho.forget`: admins empty it."""
-    t, log, name = app.texts, app.chat_log, app.config.marsho_name
-    assert log is not None
-    if command == "forget":
-        if not admin:
-            return t("forget.admins")
-        return t("forget.done", messages_text=t.plural("count.messages", await log.forget(group)))
-    count, ttl = log.size, seconds_text(t, log.ttl)
-    if count == 0:
-        return t("context.disabled")
-    if not text:
-        source = t("context.source_default") if log.choice(group) is None else t("context.source_group")
-        if log.is_on(group):
-            kept = t.plural("count.messages", await log.kept(group))
-            return t("context.show_on", source=source, count=count, ttl=ttl, kept_text=kept)
-        return t("context.show_off", source=source)
-    word = text.casefold()
-    if word not in ON_WORDS + OFF_WORDS:
-        return t("context.bad_value", name=name)
-    if not admin:
-        return t("context.admins")
-    if word in ON_WORDS:
-        await log.set_on(group, True)
-        return t("context.on", count=count, ttl=ttl, name=name)
-    await log.set_on(group, False)
-    return t("context.off")
-
 
 async def _command(app: Marsho, engine: Engine, request: Request, key: str, role: Role, shared: bool) -> str:
     """The reply to a `marsho.<command>`."""
@@ -436,35 +379,6 @@ async def bill_command(app: Marsho, request: Request, where: Where, role: Role) 
         return await quota_command(app.meter, app.texts, app.config, where, role, request.text), []
     return await usage_report(app.meter, app.texts, app.config, where, role, request.text)
 
-
-async def export_session(app: Marsho, engine: Engine, key: str) -> str:
-    """Save the session as JSON in the data folder; the reply says where (and shows it if short)."""
-    data: dict[str, Any] = {"session": key, "messages": await engine.history.export(key)}
-    summary = await engine.summary(key)
-    if summary is not None:
-        data["summary"] = {"text": summary.text, "turns": summary.turns, "through_turn": summary.through_turn,
-                           "time": summary.updated_at}
-    text = redact(json.dumps(data, ensure_ascii=False, indent=1))
-    folder = app.data_dir / "exports"
-    folder.mkdir(parents=True, exist_ok=True)
-    stamp = time.strftime("%Y%m%d-%H%M%S") + f"-{time.time_ns() % 10**9:09d}"
-    path = folder / f"{re.sub(r'[^A-Za-z0-9_-]+', '_', key)}-{stamp}.json"
-    path.write_text(text, encoding="utf-8")
-    t = app.texts
-    shown = text if len(text) <= MAX_EXPORT_CHARS else t("export.too_long", chars=len(text))
-    return t("export.done", count=len(data["messages"]), path=path, shown=shown)
-
-
-async def switch_model(app: Marsho, engine: Engine, name: str) -> str:
-    """Show the model, or switch to another and keep the choice across restarts."""
-    t = app.texts
-    if not name:
-        return t("model.show", model=engine.llm.model, url=engine.llm.base_url)
-    if not re.fullmatch(r"[\w.:/@+-]{1,128}", name):
-        return t("model.bad_name", name=name)
-    previous = await engine.switch_model(name)
-    engine.llm.model_setting = f"{app.config.marsho_name}.model"  # what the owner changes it with now
-    return t("model.switched", previous=previous, model=name)
 
 
 def _announcer(app: Marsho, how: Delivery) -> Callable[[list[ToolCall]], Any] | None:
@@ -729,54 +643,6 @@ async def _active_reply(app: Marsho, bot: Bot, event: Event, where: Where, group
     active.sent(group, answer)
     logger.info(f"marsho: answered unsolicited in {group} ({called})")
     await send_answer(bot, answer, reply.images, app.delivery(), quote=False, to=target)
-
-
-async def active_command(app: Marsho, group: str, admin: bool, text: str) -> str:
-    """`marsho.active`: the group's active replies; admins set the chance (0..1), `off`, or
-    `keywords word ...` (`keywords off`)."""
-    t, active, name = app.texts, app.active, app.config.marsho_name
-    if active.ceiling <= 0 or active.per_hour <= 0:
-        return t("active.disabled")
-    if not text:
-        settings = active.settings(group)
-        source = t("context.source_default") if active.choice(group) is None else t("context.source_group")
-        if settings.chance is None and not settings.keywords:
-            return t("active.show_off", source=source, name=name)
-        keywords = ", ".join(settings.keywords) or t("active.no_keywords")
-        judged = t("active.judged") if app.judge is not None else ""
-        return t("active.show_on", source=source, chance=f"{settings.chance or 0:g}", keywords=keywords,
-                 judged=judged, cooldown=seconds_text(t, active.cooldown), per_hour=active.per_hour)
-    first, _, words = text.partition(" ")
-    if first.casefold() in KEYWORD_WORDS:
-        rest = words.strip()
-        if not rest:
-            return t("active.bad_value", name=name)
-        if not admin:
-            return t("active.admins")
-        if rest.casefold() in OFF_WORDS + RESET_WORDS:
-            await active.choose(group, keywords=())
-            return t("active.keywords_off")
-        chosen = parse_keywords(rest)
-        await active.choose(group, keywords=chosen)
-        return t("active.keywords_set", keywords=", ".join(chosen))
-    word = text.casefold()
-    if word in OFF_WORDS and word != "0":
-        if not admin:
-            return t("active.admins")
-        await active.choose(group, off=True)
-        return t("active.off")
-    try:
-        chance = float(word)
-    except ValueError:
-        return t("active.bad_value", name=name)
-    if not 0 <= chance <= 1:  # also NaN
-        return t("active.bad_value", name=name)
-    if not admin:
-        return t("active.admins")
-    if chance > active.ceiling:
-        return t("active.over_max", max=f"{active.ceiling:g}")
-    await active.choose(group, chance=chance)
-    return t("active.on", chance=f"{chance:g}", name=name)
 
 
 from .ask import _chat  # noqa: E402  (ask.py uses the helpers above)

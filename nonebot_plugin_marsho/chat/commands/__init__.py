@@ -1,0 +1,1 @@
+"""marsho's commands (`marsho.<name>`), one module per family."""
