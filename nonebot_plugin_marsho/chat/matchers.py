@@ -225,45 +225,15 @@ async def _is_for_marsho(bot: Bot, event: Event, state: T_State) -> bool:
     app = current_app()
     if event.get_type() != "message":
         return False
-    config = app.config
-    starts = get_driver().config.command_start
-    names = config.trigger_names
-    request = None
-    native: str | None = None
-    if bot.adapter.get_name() in RICH_TEXT_PLATFORMS:  # a post's plain text holds its pictures' keys
-        native = await _text_without_mentions(bot, event)
-        request = parse_request(native, names, starts) if native else None
+    request = await _read_request(app, bot, event)
     if request is None:
-        request = parse_request(_message_text(event), names, starts)
-    if request is None:  # what the adapter left of the message (an @ of the bot taken out...)
-        request = parse_request(event.get_plaintext(), names, starts)
-    if request is None and bot.adapter.get_name() not in ("OneBot V11", *RICH_TEXT_PLATFORMS):
-        # a leading @ segment... (v11's plain text already leaves out what is not text)
-        native = await _text_without_mentions(bot, event)
-        request = parse_request(native, names, starts) if native else None
-    where = None
-    at_counts = config.marsho_at or bot.adapter.get_name() in AT_ONLY_PLATFORMS
-    if request is None and at_counts and not looks_private(event) and event.is_tome():
-        where = await where_of(bot, event, state)
-        if where.shared:  # an @ of the bot in a group; private chats need the trigger word
-            request = Request("chat", event.get_plaintext().strip())
+        request = await _called_by_mention(app, bot, event, state)
     if request is not None and _from_a_bot(app, bot, event):
         return False  # never answer itself, another bot, or an account the owner ignores
     if request is None:
-        debounce = app.debounce
-        if debounce.on:  # a second line of a question being answered joins it; a picture is kept
-            line = event.get_plaintext().strip() if debounce.busy else ""
-            if debounce.busy and debounce.join(person_in_chat(bot, event), event, line):
-                return False
-            if picture_only(event) and (person := person_in_chat(bot, event)):
-                debounce.keep_picture(person, event)
-        # the group's recent chat, where its admins chose to share it: kept here, in the order
-        # messages arrive, at no cost where nobody did
-        await observe(app, bot, event, state, reserved_names(app, bot))
-        if app.active.on_anywhere():  # maybe answered anyway, in the background
-            await consider_active(app, bot, event, state)
+        await _not_for_marsho(app, bot, event, state)
         return False
-    where = where or await where_of(bot, event, state)
+    where = await where_of(bot, event, state)
     if not await admitted_here(app, bot, event, where):
         return False
     if request.command == "chat" and app.fair_use.queue.silenced(where.person):
@@ -271,6 +241,54 @@ async def _is_for_marsho(bot: Bot, event: Event, state: T_State) -> bool:
     state[STATE_KEY] = request
     state[APP_KEY] = app
     return True
+
+
+async def _read_request(app: Marsho, bot: Bot, event: Event) -> Request | None:
+    """The trigger word (and command) in the message's text, read the cheapest way that works."""
+    starts, names = get_driver().config.command_start, app.config.trigger_names
+
+    def read(text: str | None) -> Request | None:
+        return parse_request(text, names, starts, REGISTRY) if text else None
+
+    adapter = bot.adapter.get_name()
+    request = None
+    if adapter in RICH_TEXT_PLATFORMS:  # a post's plain text holds its pictures' keys
+        request = read(await _text_without_mentions(bot, event))
+    if request is None:
+        request = read(_message_text(event))
+    if request is None:  # what the adapter left of the message (an @ of the bot taken out...)
+        request = read(event.get_plaintext())
+    if request is None and adapter not in ("OneBot V11", *RICH_TEXT_PLATFORMS):
+        # a leading @ segment... (v11's plain text already leaves out what is not text)
+        request = read(await _text_without_mentions(bot, event))
+    return request
+
+
+async def _called_by_mention(app: Marsho, bot: Bot, event: Event, state: T_State) -> Request | None:
+    """An @ of the bot in a group, where that calls marsho (MARSHO_AT, or a platform that sends a
+    bot only those); private chats need the trigger word."""
+    at_counts = app.config.marsho_at or bot.adapter.get_name() in AT_ONLY_PLATFORMS
+    if not at_counts or looks_private(event) or not event.is_tome():
+        return None
+    where = await where_of(bot, event, state)
+    return Request("chat", event.get_plaintext().strip()) if where.shared else None
+
+
+async def _not_for_marsho(app: Marsho, bot: Bot, event: Event, state: T_State) -> None:
+    """A message not for marsho: a line that joins a question being answered, a picture kept for
+    the next question, the group's recent chat, maybe an unsolicited reply."""
+    debounce = app.debounce
+    if debounce.on:  # a second line of a question being answered joins it; a picture is kept
+        line = event.get_plaintext().strip() if debounce.busy else ""
+        if debounce.busy and debounce.join(person_in_chat(bot, event), event, line):
+            return
+        if picture_only(event) and (person := person_in_chat(bot, event)):
+            debounce.keep_picture(person, event)
+    # the group's recent chat, where its admins chose to share it: kept here, in the order
+    # messages arrive, at no cost where nobody did
+    await observe(app, bot, event, state, reserved_names(app, bot))
+    if app.active.on_anywhere():  # maybe answered anyway, in the background
+        await consider_active(app, bot, event, state)
 
 
 marsho = on_message(rule=Rule(_is_for_marsho), priority=10, block=True)
