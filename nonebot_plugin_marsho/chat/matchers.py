@@ -591,28 +591,9 @@ async def _active_reply(app: Marsho, bot: Bot, event: Event, where: Where, group
     model say so: in the group's conversation with its recent chat, like a question, counted
     against the rate limits, not quoting it; silent on every failure."""
     active, config = app.active, app.config
-    try:
-        # a used-up daily quota: no unsolicited answer, and not even the judge is asked
-        if app.meter is not None and await app.meter.over_quota(where.person, where.chat or "",
-                                                                limits_of(config)) is not None:
-            return
-    except MarshoError as error:
-        logger.warning(f"marsho: no unsolicited reply in {group}: {error}")
+    if await _quota_used_up(app, where, group):
         return
-    called = active.called_by(group, said)
-    if called is None and app.judge is not None:
-        # one judge request at a time per group, and only while the guards would let an answer
-        # through: a burst in a busy group is not a burst of paid requests
-        if group in active.judging or not active.guards_pass(group):
-            return
-        active.judging.add(group)
-        try:
-            # on the bill of the member it judged (not as a question)
-            with charged_to(Asker("", where.person, where.chat or "", question=False)):
-                if await judge(app.judge, config.marsho_name, said):
-                    called = "judge"
-        finally:
-            active.judging.discard(group)
+    called = await _called_unasked(app, where, group, said)
     engine = app.engine
     if called is None or engine is None:
         return
@@ -622,6 +603,51 @@ async def _active_reply(app: Marsho, bot: Bot, event: Event, where: Where, group
     if not turn.go:
         return
     target = speak_in(bot, event)  # no handler here: what this task says goes to the group
+    reply = await _unsolicited(app, bot, event, where, engine, group, said, turn)
+    if reply is None:
+        return
+    answer = reply_text(app.texts, reply, engine.max_tool_rounds, config.marsho_max_answer_chars)
+    active.sent(group, answer)
+    logger.info(f"marsho: answered unsolicited in {group} ({called})")
+    await send_answer(bot, answer, reply.images, app.delivery(), quote=False, to=target)
+
+
+async def _quota_used_up(app: Marsho, where: Where, group: str) -> bool:
+    """A used-up daily quota: no unsolicited answer, and not even the judge is asked (nor when
+    the quota cannot be read)."""
+    try:
+        return app.meter is not None and await app.meter.over_quota(
+            where.person, where.chat or "", limits_of(app.config)) is not None
+    except MarshoError as error:
+        logger.warning(f"marsho: no unsolicited reply in {group}: {error}")
+        return True
+
+
+async def _called_unasked(app: Marsho, where: Where, group: str, said: str) -> str | None:
+    """Why the message gets an answer: "keyword", "chance", or "judge" (the judge model said so);
+    None if nothing calls it."""
+    active = app.active
+    called = active.called_by(group, said)
+    if called is not None or app.judge is None:
+        return called
+    # one judge request at a time per group, and only while the guards would let an answer
+    # through: a burst in a busy group is not a burst of paid requests
+    if group in active.judging or not active.guards_pass(group):
+        return None
+    active.judging.add(group)
+    try:
+        # on the bill of the member it judged (not as a question)
+        with charged_to(Asker("", where.person, where.chat or "", question=False)):
+            return "judge" if await judge(app.judge, app.config.marsho_name, said) else None
+    finally:
+        active.judging.discard(group)
+
+
+async def _unsolicited(app: Marsho, bot: Bot, event: Event, where: Where, engine: Engine, group: str,
+                       said: str, turn: Admission) -> Reply | None:
+    """The unsolicited reply to send, None if there is none (it failed, was not saved, or repeats
+    a recent one: then it is neither stored nor sent)."""
+    active, config = app.active, app.config
     scope, channel = config.marsho_session_scope, where.kind == "channel"
     key = session_key(where.platform, group_id=where.group_id, user_id=where.user_id, scope=scope,
                       channel=channel)
@@ -644,17 +670,13 @@ async def _active_reply(app: Marsho, bot: Bot, event: Event, where: Where, group
             turn.done()
     except Exception as error:
         logger.warning(f"marsho: an unsolicited reply in {group} failed: {error}")
-        return
+        return None
     if reply is None or reply.save_error is not None:
         turn.refund()
-        return
+        return None
     if reply.declined:  # `fresh` said it repeats a recent reply: neither stored nor sent
         logger.info(f"marsho: an unsolicited reply in {group} repeated a recent one; not sent")
-        return
-    answer = reply_text(app.texts, reply, engine.max_tool_rounds, config.marsho_max_answer_chars)
-    active.sent(group, answer)
-    logger.info(f"marsho: answered unsolicited in {group} ({called})")
-    await send_answer(bot, answer, reply.images, app.delivery(), quote=False, to=target)
-
+        return None
+    return reply
 
 from .ask import _chat  # noqa: E402  (ask.py uses the helpers above)
