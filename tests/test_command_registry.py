@@ -67,9 +67,10 @@ def test_a_word_shared_by_two_declarations_is_an_error(first: Command, second: C
     assert registry.names() == (first.name,)
 
 
-def test_a_command_cannot_name_itself_twice() -> None:
-    with pytest.raises(DuplicateCommandError):
-        Registry([Command("reminders", said, aliases=("reminders",))])
+@pytest.mark.parametrize("aliases", [("reminders",), ("remind", "remind")])
+def test_a_command_cannot_declare_one_word_twice(aliases: tuple[str, ...]) -> None:
+    with pytest.raises(DuplicateCommandError, match=f"marsho.{aliases[-1]} is declared twice"):
+        Registry([Command("reminders", said, aliases=aliases)])
 
 
 @pytest.mark.parametrize("name", ["Reminders", "chat", "unknown", "1st", "remind me", "", "x" * 33])

@@ -152,12 +152,11 @@ class Registry:
 
     def register(self, command: Command) -> Command:
         """Add `command`; DuplicateCommandError if one of its words already calls another."""
-        taken = [word for word in command.words if word in self._words]
-        if taken or len(set(command.words)) != len(command.words):
-            word = taken[0] if taken else command.name
-            holder = self._words.get(word, command).name
-            raise DuplicateCommandError(f"marsho.{word} is declared twice: by {holder!r} and by "
-                                        f"{command.name!r}")
+        for index, word in enumerate(command.words):
+            holder = self._words.get(word) or (command if word in command.words[:index] else None)
+            if holder is not None:
+                raise DuplicateCommandError(f"marsho.{word} is declared twice: by {holder.name!r} and by "
+                                            f"{command.name!r}")
         self._commands[command.name] = command
         self._words.update(dict.fromkeys(command.words, command))
         return command
