@@ -23,7 +23,8 @@ from nonebot_plugin_marsho.chat.matchers import Request, parse_request
 from nonebot_plugin_marsho.chat.render import unknown_command_text, usage_text
 from nonebot_plugin_marsho.i18n import EN, ZH, Texts
 from tests.conftest import SUPERUSER_ID
-from tests.onebot import group_message, onebot_bot, private_message, reply_call
+from tests.onebot import group_message, private_message
+from tests.test_persona import exchange
 
 EN_TEXTS = Texts("en")
 
@@ -140,19 +141,11 @@ def reminders(monkeypatch: pytest.MonkeyPatch) -> Iterator[Registry]:
     yield registry
 
 
-async def answers(app: App, *exchanges: tuple[object, str]) -> None:
-    async with app.test_matcher() as ctx:
-        bot = onebot_bot(ctx)
-        for number, (event, reply) in enumerate(exchanges):
-            ctx.receive_event(bot, event)
-            ctx.should_call_api(*reply_call(event, reply), result={"message_id": number})  # type: ignore[arg-type]
-
-
 async def test_a_command_registered_later_is_answered_by_its_name_and_alias(
     app: App, plugin_engine, reminders: Registry
 ) -> None:
-    await answers(app, (group_message("marsho.reminders tomorrow 9:00"), "reminders for 10001: tomorrow 9:00"),
-                  (private_message("marsho.remind"), "reminders for 10001: none"))
+    await exchange(app, (group_message("marsho.reminders tomorrow 9:00"), "reminders for 10001: tomorrow 9:00"),
+                   (private_message("marsho.remind"), "reminders for 10001: none"))
 
 
 async def test_an_unknown_word_is_told_the_closest_command_of_the_registry(
@@ -160,7 +153,7 @@ async def test_an_unknown_word_is_told_the_closest_command_of_the_registry(
 ) -> None:
     expected = unknown_command_text(EN_TEXTS, "marsho", "remindrs", reminders.names())
     assert expected.startswith("marsho.remindrs is not one of my commands. Did you mean marsho.reminders?")
-    await answers(app, (group_message("marsho.remindrs"), expected))
+    await exchange(app, (group_message("marsho.remindrs"), expected))
 
 
 async def test_the_help_lists_a_command_registered_later(
@@ -169,14 +162,14 @@ async def test_the_help_lists_a_command_registered_later(
     config = marsho.config
     help_text = usage_text(EN_TEXTS, config.trigger_names, config.marsho_at, reminders.names())
     assert "marsho.reminders  reminders things" in help_text.split("\n")
-    await answers(app, (group_message("marsho.help"), help_text))
+    await exchange(app, (group_message("marsho.help"), help_text))
 
 
 async def test_who_may_use_a_command_is_checked_from_its_declaration(
     app: App, plugin_engine, reminders: Registry
 ) -> None:
     boss = int(SUPERUSER_ID)
-    await answers(
+    await exchange(
         app,
         (group_message("marsho.secret"), "Only the bot's superusers may use marsho.secret."),
         (group_message("marsho.secret", user_id=boss), "the secret, for superuser"),
@@ -189,5 +182,5 @@ async def test_who_may_use_a_command_is_checked_from_its_declaration(
 async def test_a_command_that_fails_gets_the_failures_reply(app: App, plugin_engine, reminders: Registry) -> None:
     brief = EN_TEXTS("error.brief", reason=EN_TEXTS("brief.internal"))
     detail = EN_TEXTS("error.internal", error="RuntimeError: a bug")
-    await answers(app, (group_message("marsho.broken"), brief),
-                  (group_message("marsho.broken", user_id=int(SUPERUSER_ID)), detail))
+    await exchange(app, (group_message("marsho.broken"), brief),
+                   (group_message("marsho.broken", user_id=int(SUPERUSER_ID)), detail))
