@@ -565,12 +565,7 @@ async def consider_active(app: Marsho, bot: Bot, event: Event, state: T_State) -
     """A group message not for marsho, in a group with active replies on: if the guards let it
     (never the bot itself, nor another bot, nor a private chat; quiet hours, the group's cooldown
     and hourly ceiling), decide and answer in the background, so the rule never waits on it."""
-    if event.get_type() != "message" or looks_private(event) or flagged_bot(event):
-        return
-    try:
-        if event.is_tome():  # an @ of the bot, where MARSHO_AT is off: the owner's choice
-            return
-    except Exception:
+    if not _unaddressed(event):
         return
     where = await where_of(bot, event, state)
     active = app.active
@@ -584,6 +579,17 @@ async def consider_active(app: Marsho, bot: Bot, event: Event, state: T_State) -
     said = message_text(bot, event, app.texts)
     if said:
         active.spawn(_active_reply(app, bot, event, where, group, said))
+
+
+def _unaddressed(event: Event) -> bool:
+    """A message in a shared chat, from a person, that does not @ the bot (where MARSHO_AT is off,
+    an @ not answered is the owner's choice)."""
+    if event.get_type() != "message" or looks_private(event) or flagged_bot(event):
+        return False
+    try:
+        return not event.is_tome()
+    except Exception:
+        return False
 
 
 async def _active_reply(app: Marsho, bot: Bot, event: Event, where: Where, group: str, said: str) -> None:
