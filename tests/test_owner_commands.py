@@ -13,9 +13,10 @@ from nonebot import get_driver
 from nonebot.adapters.onebot.v11.bot import _check_nickname
 from nonebug import App
 
+from nonebot_plugin_marsho.chat.commands import HELP_ORDER
 from nonebot_plugin_marsho.chat.fairuse import FairUse, RateLimiter
 from nonebot_plugin_marsho.chat.matchers import Request, parse_request
-from nonebot_plugin_marsho.chat.render import HELP_ORDER, history_text, unknown_command_text
+from nonebot_plugin_marsho.chat.render import history_text, unknown_command_text
 from nonebot_plugin_marsho.exceptions import StoreError
 from nonebot_plugin_marsho.i18n import EN, ZH, Texts
 from tests.conftest import configured

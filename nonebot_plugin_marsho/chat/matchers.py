@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import re
-import time
 import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -22,54 +20,31 @@ from nonebot_plugin_alconna.uniseg import Image, Text, UniMessage
 from ..agent.engine import Engine, Reply
 from ..agent.gate import lane
 from ..agent.judge import judge
-from ..agent.metering import Asker, charged_to, model_for_turn
+from ..agent.metering import Asker, OverQuota, charged_to, model_for_turn
 from ..agent.persona import (
-    GROUP_PERSONA_CHARS,
-    NicknameError,
-    PersonaError,
-    check_nickname,
-    check_persona,
     speaker_label,
 )
 from ..exceptions import EndpointError, MarshoError, NotReadyError, StoreError
 from ..i18n import Texts
 from ..redaction import logger, redact
 from ..store.session import session_key
-from ..tools.model import Role, ToolCall, ToolContext
-from .active import flagged_bot, parse_keywords
+from ..tools.model import Role, ToolCall
+from .active import flagged_bot
 from .app import Marsho, current_app
-from .bill import limits_of, quota_command, quota_text, usage_report
+from .bill import limits_of, quota_text
+from .commands import REGISTRY, Command, CommandContext, Registry
 from .debounce import person_in_chat, picture_only
-from .fairuse import seconds_text
+from .fairuse import Admission, seconds_text
 from .incoming import text_only
-from .memory import memory_command
 from .native import own_content
 from .observe import group_key, message_text, observe
 from .outgoing import Delivery, picture_segment, send_answer, send_progress, send_reasoning
-from .render import (
-    brief_reason,
-    brief_text,
-    calls_text,
-    error_text,
-    history_text,
-    reply_text,
-    status_text,
-    tools_text,
-    unknown_command_text,
-    usage_text,
-)
+from .render import brief_reason, brief_text, error_text, reply_text, unknown_command_text, usage_text
 from .targets import speak_in
 from .where import Where, looks_private, platform_name, where_of
 
-COMMANDS = ("help", "reset", "tools", "calls", "history", "export", "model", "nickname", "context", "forget",
-            "persona", "active", "status", "usage", "quota", "memory")
-GROUP_COMMANDS = ("context", "forget", "persona", "active")
-"""Commands about the group they are sent in (its recent chat, its persona, its active replies)."""
-ON_WORDS = ("on", "yes", "true", "1", "开", "开启", "打开")
-OFF_WORDS = ("off", "no", "false", "0", "关", "关闭")
-RESET_WORDS = ("reset", "clear", "-", "重置", "清除")
-KEYWORD_WORDS = ("keywords", "keyword", "关键词")
-MAX_EXPORT_CHARS = 3000
+COMMANDS = REGISTRY.names()
+"""The commands' names (chat/commands/: their declarations)."""
 _is_superuser = SuperUser()
 STATE_KEY = "marsho_request"
 APP_KEY = "marsho_app"
@@ -96,10 +71,12 @@ BOT_MENTION = re.compile(r"@[A-Za-z0-9_]{1,64}(?=\s|$)", re.ASCII)
 """A bot's @username glued to the trigger word ("/marsho@MarshoBot ...")."""
 
 
-def parse_request(text: str, names: list[str], command_starts: Iterable[str]) -> Request | None:
+def parse_request(text: str, names: list[str], command_starts: Iterable[str],
+                  commands: Registry | None = None) -> Request | None:
     """Read `marsho ...`, `/marsho ...`, `!marsho ...`, `Marsho.reset` or `小棉你好`; None if not
-    for us. `marsho.<word>` with a word that names no command is Request("unknown", word);
-    `marsho. <question>` (a space after the dot) is a question."""
+    for us. `marsho.<word>` with a word that names no command of `commands` (the registry) is
+    Request("unknown", word); `marsho. <question>` (a space after the dot) is a question."""
+    commands = REGISTRY if commands is None else commands
     text = text.strip()
     # whatever the bot's COMMAND_START (["!"], [""], several), "marsho", "/marsho" and
     # "<any start>marsho" all work
@@ -109,7 +86,7 @@ def parse_request(text: str, names: list[str], command_starts: Iterable[str]) ->
             candidates.append(text[len(start):].lstrip())
             break
     for candidate in candidates:
-        request = _read_trigger(candidate, names)
+        request = _read_trigger(candidate, names, commands)
         if request is not None:
             return request
     return None
@@ -122,7 +99,7 @@ def _folded(name: str) -> str:
     return unicodedata.normalize("NFKC", name).casefold()
 
 
-def _read_trigger(text: str, names: list[str]) -> Request | None:
+def _read_trigger(text: str, names: list[str], commands: Registry) -> Request | None:
     for name in sorted(names, key=len, reverse=True):
         # any case, and typed full-width (ｍａｒｓｈｏ) as an input method may
         if unicodedata.normalize("NFKC", text[:len(name)]).casefold() != _folded(name):
@@ -131,15 +108,9 @@ def _read_trigger(text: str, names: list[str]) -> Request | None:
         mention = BOT_MENTION.match(rest)
         if mention:  # Telegram's "/marsho@MarshoBot hi": the command names the bot it is for
             rest = rest[mention.end():]
-        match = COMMAND_WORD.match(rest)
-        if match:
-            word = unicodedata.normalize("NFKC", match.group(2)).lower()
-            if word in COMMANDS:  # its arguments as ASCII too: "ｍａｒｓｈｏ．ｎｉｃｋｎａｍｅ　ｒｅｓｅｔ"
-                return Request(word, unicodedata.normalize("NFKC", rest[match.end():]).strip())
-            return Request("unknown", word)
-        match = IDEOGRAPHIC_COMMAND.match(rest)
-        if match and (word := unicodedata.normalize("NFKC", match.group(1))) in COMMANDS:
-            return Request(word, "")
+        request = _read_command(rest, commands)
+        if request is not None:
+            return request
         # "marsho." and "marsho. what is this" ask; "marshomallow" and "marsho.ai/x" are not for
         # us; "marsho你好" and "小棉你好" need no space (each read as typed full-width too)
         first, second = unicodedata.normalize("NFKC", rest[:1]), unicodedata.normalize("NFKC", rest[1:2])
@@ -149,6 +120,21 @@ def _read_trigger(text: str, names: list[str]) -> Request | None:
             continue
         return Request("chat", rest.lstrip(" \t\r\n,，:：!！?？~.。．").strip())
     return None
+
+
+def _read_command(rest: str, commands: Registry) -> Request | None:
+    """The command right after a trigger word (`.reset`, `。reset`), by its name even when an
+    alias called it; None if `rest` names none."""
+    match = COMMAND_WORD.match(rest)
+    if match:
+        word = unicodedata.normalize("NFKC", match.group(2)).lower()
+        command = commands.get(word)
+        if command is not None:  # its arguments as ASCII too: "ｍａｒｓｈｏ．ｎｉｃｋｎａｍｅ　ｒｅｓｅｔ"
+            return Request(command.name, unicodedata.normalize("NFKC", rest[match.end():]).strip())
+        return Request("unknown", word)
+    match = IDEOGRAPHIC_COMMAND.match(rest)
+    command = commands.get(unicodedata.normalize("NFKC", match.group(1))) if match else None
+    return Request(command.name, "") if command is not None else None
 
 
 def _message_text(event: Event) -> str:
@@ -239,45 +225,15 @@ async def _is_for_marsho(bot: Bot, event: Event, state: T_State) -> bool:
     app = current_app()
     if event.get_type() != "message":
         return False
-    config = app.config
-    starts = get_driver().config.command_start
-    names = config.trigger_names
-    request = None
-    native: str | None = None
-    if bot.adapter.get_name() in RICH_TEXT_PLATFORMS:  # a post's plain text holds its pictures' keys
-        native = await _text_without_mentions(bot, event)
-        request = parse_request(native, names, starts) if native else None
+    request = await _read_request(app, bot, event)
     if request is None:
-        request = parse_request(_message_text(event), names, starts)
-    if request is None:  # what the adapter left of the message (an @ of the bot taken out...)
-        request = parse_request(event.get_plaintext(), names, starts)
-    if request is None and bot.adapter.get_name() not in ("OneBot V11", *RICH_TEXT_PLATFORMS):
-        # a leading @ segment... (v11's plain text already leaves out what is not text)
-        native = await _text_without_mentions(bot, event)
-        request = parse_request(native, names, starts) if native else None
-    where = None
-    at_counts = config.marsho_at or bot.adapter.get_name() in AT_ONLY_PLATFORMS
-    if request is None and at_counts and not looks_private(event) and event.is_tome():
-        where = await where_of(bot, event, state)
-        if where.shared:  # an @ of the bot in a group; private chats need the trigger word
-            request = Request("chat", event.get_plaintext().strip())
+        request = await _called_by_mention(app, bot, event, state)
     if request is not None and _from_a_bot(app, bot, event):
         return False  # never answer itself, another bot, or an account the owner ignores
     if request is None:
-        debounce = app.debounce
-        if debounce.on:  # a second line of a question being answered joins it; a picture is kept
-            line = event.get_plaintext().strip() if debounce.busy else ""
-            if debounce.busy and debounce.join(person_in_chat(bot, event), event, line):
-                return False
-            if picture_only(event) and (person := person_in_chat(bot, event)):
-                debounce.keep_picture(person, event)
-        # the group's recent chat, where its admins chose to share it: kept here, in the order
-        # messages arrive, at no cost where nobody did
-        await observe(app, bot, event, state, reserved_names(app, bot))
-        if app.active.on_anywhere():  # maybe answered anyway, in the background
-            await consider_active(app, bot, event, state)
+        await _not_for_marsho(app, bot, event, state)
         return False
-    where = where or await where_of(bot, event, state)
+    where = await where_of(bot, event, state)
     if not await admitted_here(app, bot, event, where):
         return False
     if request.command == "chat" and app.fair_use.queue.silenced(where.person):
@@ -285,6 +241,54 @@ async def _is_for_marsho(bot: Bot, event: Event, state: T_State) -> bool:
     state[STATE_KEY] = request
     state[APP_KEY] = app
     return True
+
+
+async def _read_request(app: Marsho, bot: Bot, event: Event) -> Request | None:
+    """The trigger word (and command) in the message's text, read the cheapest way that works."""
+    starts, names = get_driver().config.command_start, app.config.trigger_names
+
+    def read(text: str | None) -> Request | None:
+        return parse_request(text, names, starts, REGISTRY) if text else None
+
+    adapter = bot.adapter.get_name()
+    request = None
+    if adapter in RICH_TEXT_PLATFORMS:  # a post's plain text holds its pictures' keys
+        request = read(await _text_without_mentions(bot, event))
+    if request is None:
+        request = read(_message_text(event))
+    if request is None:  # what the adapter left of the message (an @ of the bot taken out...)
+        request = read(event.get_plaintext())
+    if request is None and adapter not in ("OneBot V11", *RICH_TEXT_PLATFORMS):
+        # a leading @ segment... (v11's plain text already leaves out what is not text)
+        request = read(await _text_without_mentions(bot, event))
+    return request
+
+
+async def _called_by_mention(app: Marsho, bot: Bot, event: Event, state: T_State) -> Request | None:
+    """An @ of the bot in a group, where that calls marsho (MARSHO_AT, or a platform that sends a
+    bot only those); private chats need the trigger word."""
+    at_counts = app.config.marsho_at or bot.adapter.get_name() in AT_ONLY_PLATFORMS
+    if not at_counts or looks_private(event) or not event.is_tome():
+        return None
+    where = await where_of(bot, event, state)
+    return Request("chat", event.get_plaintext().strip()) if where.shared else None
+
+
+async def _not_for_marsho(app: Marsho, bot: Bot, event: Event, state: T_State) -> None:
+    """A message not for marsho: a line that joins a question being answered, a picture kept for
+    the next question, the group's recent chat, maybe an unsolicited reply."""
+    debounce = app.debounce
+    if debounce.on:  # a second line of a question being answered joins it; a picture is kept
+        line = event.get_plaintext().strip() if debounce.busy else ""
+        if debounce.busy and debounce.join(person_in_chat(bot, event), event, line):
+            return
+        if picture_only(event) and (person := person_in_chat(bot, event)):
+            debounce.keep_picture(person, event)
+    # the group's recent chat, where its admins chose to share it: kept here, in the order
+    # messages arrive, at no cost where nobody did
+    await observe(app, bot, event, state, reserved_names(app, bot))
+    if app.active.on_anywhere():  # maybe answered anyway, in the background
+        await consider_active(app, bot, event, state)
 
 
 marsho = on_message(rule=Rule(_is_for_marsho), priority=10, block=True)
@@ -318,155 +322,6 @@ def user_key(bot: Bot, user_id: str) -> str:
     return f"{platform_name(bot)}:{user_id}"
 
 
-async def nickname_command(app: Marsho, bot: Bot, user_id: str, text: str) -> str:
-    """`marsho.nickname`: show, set, or (`reset`) forget the asker's nickname."""
-    nicknames, t, config = app.nicknames, app.texts, app.config
-    assert nicknames is not None
-    name, key = config.marsho_name, user_key(bot, user_id)
-    if not text:
-        current = await nicknames.get(key)
-        return t("nickname.show", nickname=current, name=name) if current else t("nickname.unset", name=name)
-    if text.casefold() in RESET_WORDS:
-        await nicknames.set(key, None)
-        return t("nickname.cleared")
-    try:
-        nickname = check_nickname(text, config.marsho_nickname_limit, reserved_names(app, bot))
-    except NicknameError as error:
-        return error_text(t, error)
-    await nicknames.set(key, nickname)
-    return t("nickname.set", nickname=nickname)
-
-
-async def group_command(app: Marsho, request: Request, where: Where, role: Role) -> str:
-    """`marsho.context [on|off]`, `marsho.forget` and `marsho.persona [text|reset]`: about the
-    group they are sent in; anyone may look, group admins, owners and superusers may change."""
-    if not where.shared:
-        return app.texts("group.only", command=f"{app.config.marsho_name}.{request.command}")
-    group, admin, text = group_key(where), role != "member", request.text.strip()
-    if request.command == "persona":
-        return await persona_command(app, group, admin, text)
-    if request.command == "active":
-        return await active_command(app, group, admin, text)
-    return await context_command(app, request.command, group, admin, text)
-
-
-async def persona_command(app: Marsho, group: str, admin: bool, text: str) -> str:
-    """`marsho.persona`: show the group's persona; admins set it, or (`reset`) remove it."""
-    t, personas, name = app.texts, app.personas, app.config.marsho_name
-    assert personas is not None
-    if not app.config.marsho_group_persona:
-        return t("persona.disabled")
-    if not text:
-        persona = await personas.get(group)
-        return t("persona.show", persona=persona) if persona else t("persona.unset", name=name)
-    if not admin:
-        return t("persona.admins")
-    if text.casefold() in RESET_WORDS:
-        await personas.set(group, None)
-        return t("persona.cleared")
-    try:
-        persona = check_persona(text, GROUP_PERSONA_CHARS)
-    except PersonaError as error:
-        return error_text(t, error)
-    await personas.set(group, persona)
-    return t("persona.set", persona=persona)
-
-
-async def context_command(app: Marsho, command: str, group: str, admin: bool, text: str) -> str:
-    """`marsho.context`: whether the group's recent chat goes to the model (admins: `on`, `off`,
-    which also forgets it); `marsho.forget`: admins empty it."""
-    t, log, name = app.texts, app.chat_log, app.config.marsho_name
-    assert log is not None
-    if command == "forget":
-        if not admin:
-            return t("forget.admins")
-        return t("forget.done", messages_text=t.plural("count.messages", await log.forget(group)))
-    count, ttl = log.size, seconds_text(t, log.ttl)
-    if count == 0:
-        return t("context.disabled")
-    if not text:
-        source = t("context.source_default") if log.choice(group) is None else t("context.source_group")
-        if log.is_on(group):
-            kept = t.plural("count.messages", await log.kept(group))
-            return t("context.show_on", source=source, count=count, ttl=ttl, kept_text=kept)
-        return t("context.show_off", source=source)
-    word = text.casefold()
-    if word not in ON_WORDS + OFF_WORDS:
-        return t("context.bad_value", name=name)
-    if not admin:
-        return t("context.admins")
-    if word in ON_WORDS:
-        await log.set_on(group, True)
-        return t("context.on", count=count, ttl=ttl, name=name)
-    await log.set_on(group, False)
-    return t("context.off")
-
-
-async def _command(app: Marsho, engine: Engine, request: Request, key: str, role: Role, shared: bool) -> str:
-    """The reply to a `marsho.<command>`."""
-    t = app.texts
-    if request.command == "reset":
-        if shared and role == "member":
-            return t("reset.shared")
-        dropped = await engine.reset(key)
-        return t("reset.done", turns_text=t.plural("count.turns", dropped)) if dropped else t("reset.empty")
-    if request.command == "tools":
-        return tools_text(t, engine.toolset, app.mcp.status() if app.mcp else None, owner=role == "superuser")
-    if request.command == "calls":
-        asker = ToolContext(session_key=key, role=role)
-        return calls_text(t, await engine.last_calls(key, asker), app.config.marsho_calls_chars)
-    if request.command == "history":
-        turns, messages, tokens = await engine.history.stats(key)
-        return history_text(t, turns, messages, tokens, engine.max_tokens, engine.counter.name,
-                            await engine.summary(key))
-    if role != "superuser":
-        return t("command.superusers", command=f"{app.config.marsho_name}.{request.command}")
-    if request.command == "export":
-        return await export_session(app, engine, key)
-    if request.command == "status":
-        return status_text(t, engine.llm.status(), engine.summarizer.status() if engine.summarizer else None)
-    return await switch_model(app, engine, request.text)
-
-
-async def bill_command(app: Marsho, request: Request, where: Where, role: Role) -> tuple[str, list[bytes]]:
-    """`marsho.usage` and `marsho.quota` (chat/bill.py)."""
-    if app.meter is None:
-        return app.texts("bill.unavailable"), []
-    if request.command == "quota":
-        return await quota_command(app.meter, app.texts, app.config, where, role, request.text), []
-    return await usage_report(app.meter, app.texts, app.config, where, role, request.text)
-
-
-async def export_session(app: Marsho, engine: Engine, key: str) -> str:
-    """Save the session as JSON in the data folder; the reply says where (and shows it if short)."""
-    data: dict[str, Any] = {"session": key, "messages": await engine.history.export(key)}
-    summary = await engine.summary(key)
-    if summary is not None:
-        data["summary"] = {"text": summary.text, "turns": summary.turns, "through_turn": summary.through_turn,
-                           "time": summary.updated_at}
-    text = redact(json.dumps(data, ensure_ascii=False, indent=1))
-    folder = app.data_dir / "exports"
-    folder.mkdir(parents=True, exist_ok=True)
-    stamp = time.strftime("%Y%m%d-%H%M%S") + f"-{time.time_ns() % 10**9:09d}"
-    path = folder / f"{re.sub(r'[^A-Za-z0-9_-]+', '_', key)}-{stamp}.json"
-    path.write_text(text, encoding="utf-8")
-    t = app.texts
-    shown = text if len(text) <= MAX_EXPORT_CHARS else t("export.too_long", chars=len(text))
-    return t("export.done", count=len(data["messages"]), path=path, shown=shown)
-
-
-async def switch_model(app: Marsho, engine: Engine, name: str) -> str:
-    """Show the model, or switch to another and keep the choice across restarts."""
-    t = app.texts
-    if not name:
-        return t("model.show", model=engine.llm.model, url=engine.llm.base_url)
-    if not re.fullmatch(r"[\w.:/@+-]{1,128}", name):
-        return t("model.bad_name", name=name)
-    previous = await engine.switch_model(name)
-    engine.llm.model_setting = f"{app.config.marsho_name}.model"  # what the owner changes it with now
-    return t("model.switched", previous=previous, model=name)
-
-
 def _announcer(app: Marsho, how: Delivery) -> Callable[[list[ToolCall]], Any] | None:
     if not app.config.marsho_tool_progress:
         return None
@@ -483,122 +338,193 @@ def _failure(t: Texts, owner: bool, detail: str, error: BaseException) -> str:
 
 @marsho.handle()
 async def handle_request(bot: Bot, event: Event, state: T_State) -> None:
-    """Answer one request: a command or a question for the model."""
+    """Answer one request: a command (chat/commands/) or a question for the model."""
     request: Request = state[STATE_KEY]
     app: Marsho = state[APP_KEY]
     config, t = app.config, app.texts
+    commands = REGISTRY
     if request.command == "unknown":  # marsho.<word> that names no command: the closest, then all
-        await _send(unknown_command_text(t, config.trigger_names[0], request.text))
+        await _send(unknown_command_text(t, config.trigger_names[0], request.text, commands.names()))
         return
+    command = commands.get(request.command)
     person = person_in_chat(bot, event) if app.debounce.on else ""
-    # a bare trigger right after a picture asks about the picture
-    picture_before = bool(person) and app.debounce.picture(person) is not None
-    has_more = request.text or not text_only(bot, event) or picture_before
-    if request.command == "help" or (request.command == "chat" and not has_more and not app.config_error):
-        await _send(usage_text(t, config.trigger_names, config.marsho_at))
+    if command is None and not app.config_error and not _asks_something(app, bot, event, request, person):
+        await _send(usage_text(t, config.trigger_names, config.marsho_at, commands.names()))
         return
     where = await where_of(bot, event, state)
-    user_id = where.user_id
     role = await asker_role(bot, event, where)
-    # superusers (and the log) get the detail; everyone else one sentence without addresses,
-    # paths or upstream text
-    owner = role == "superuser"
+    if command is None or command.needs_model:
+        refusal = _not_ready(app, role)
+        if refusal is not None:
+            await _send(refusal)
+            return
+    context = _context(app, bot, event, where, role, request.text, commands)
+    if command is not None:
+        await _run(command, context)
+    else:
+        await _ask(context, request, person)
+
+
+def _asks_something(app: Marsho, bot: Bot, event: Event, request: Request, person: str) -> bool:
+    """Whether a question has more than the trigger word: text, a picture or a quote, or a picture
+    sent just before (a bare trigger then asks about it); else the help answers."""
+    return bool(request.text) or not text_only(bot, event) or (
+        bool(person) and app.debounce.picture(person) is not None)
+
+
+def _not_ready(app: Marsho, role: Role) -> str | None:
+    """What the asker is told while the settings are broken or the model is not ready (None: it
+    is): superusers (and the log) the detail, everyone else one sentence without addresses,
+    paths or upstream text."""
+    t, owner = app.texts, role == "superuser"
     if app.config_error:
-        await _send(t("config.broken", error=app.config_error) if owner else brief_text(t, "brief.config"))
-        return
+        return t("config.broken", error=app.config_error) if owner else brief_text(t, "brief.config")
     try:
-        engine = app.require_engine()
+        app.require_engine()
     except NotReadyError as error:
-        await _send(str(error) if owner or not app.problem_brief else brief_text(t, app.problem_brief))
-        return
-    scope = config.marsho_session_scope
-    channel = where.kind == "channel"
-    key = session_key(where.platform, group_id=where.group_id, user_id=user_id, scope=scope, channel=channel)
-    shared = where.shared and scope == "group"
+        return str(error) if owner or not app.problem_brief else brief_text(t, app.problem_brief)
+    return None
+
+
+def _context(app: Marsho, bot: Bot, event: Event, where: Where, role: Role, text: str,
+             commands: Registry) -> CommandContext:
+    """The asker, where, and the session key of their conversation here (MARSHO_SESSION_SCOPE)."""
+    scope = app.config.marsho_session_scope
+    key = session_key(where.platform, group_id=where.group_id, user_id=where.user_id, scope=scope,
+                      channel=where.kind == "channel")
+    return CommandContext(app=app, bot=bot, event=event, where=where, role=role, key=key,
+                          shared=where.shared and scope == "group", text=text, commands=commands,
+                          reserved=reserved_names(app, bot))
+
+
+async def _run(command: Command, context: CommandContext) -> None:
+    """A command: who may use it and where (its declaration), its handler, its reply sent."""
     try:
-        if request.command == "nickname":
-            await _send(await nickname_command(app, bot, user_id, request.text))
-            return
-        if request.command in GROUP_COMMANDS:
-            await _send(await group_command(app, request, where, role))
-            return
-        if request.command == "memory":
-            await _send(await memory_command(app, where, role, request.text))
-            return
-        if request.command in ("usage", "quota"):
-            await _send(*await bill_command(app, request, where, role))
-            return
-        if request.command != "chat":
-            await _send(await _command(app, engine, request, key, role, shared))
-            return
-        # over a daily quota: refused before the rate limits count it (or a cheaper model answers)
-        over = None if owner or app.meter is None else await app.meter.over_quota(
-            where.person, where.chat or "", limits_of(config))
-        cheaper = config.marsho_quota_fallback_model if over is not None else ""
-        if over is not None and not cheaper:
-            if app.fair_use.notices.first(f"quota:{where.person}"):  # told once a window, then silence
-                await _send(quota_text(t, over))
-            return
-        # a flood costs nothing: a full queue or a rate limit refuses the question, and only the
-        # first refusal is told (once per burst, once per window); then silence
-        if person and app.debounce.join(person, event, request.text):
-            return  # a second line of a question being answered: it restarts with both, one answer
-        turn = app.fair_use.admit(where.person, where.chat, superuser=owner)
-        if not turn.go:
-            if turn.notice == "queue":
-                await _send(t("queue.full"))
-            elif turn.notice == "rate":
-                await _send(t("rate.limited", wait=seconds_text(t, turn.wait)))
-            return
-        try:
-            # this turn's requests wait their turn in the lane of the chat it came from (the group,
-            # whatever MARSHO_SESSION_SCOPE; else the private chat): a flood in one group, by one
-            # member or many, waits behind itself and never ahead of the other chats
-            chat = session_key(where.platform, group_id=where.group_id, user_id=user_id, channel=channel)
-            # every request of the turn (tool rounds included) goes on the asker's bill
-            with lane(chat), charged_to(Asker(key, where.person, where.chat or "")), model_for_turn(cheaper):
-                reply, tips = await _answered(app, bot, event, where, engine, request, key, shared=shared,
-                                              role=role, person=person)
-            if over is not None and reply is not None:
-                tips = [*tips, t("quota.cheaper", model=cheaper, reason=quota_text(t, over))]
-        except BaseException:
-            turn.refund()  # a failed answer does not use up the asker's (or the group's) rate limit
-            raise
-        finally:
-            turn.done()
-        if reply is None:  # nothing was asked (the tips say why): it costs nothing either
-            turn.refund()
-    except EndpointError as error:
-        logger.warning(f"marsho: session {key}: {error}")
-        await _send(_failure(t, owner, t("error.endpoint", error=error_text(t, error)), error))
-        return
-    except StoreError as error:
-        logger.error(f"marsho: session {key}: {error}")
-        await _send(_failure(t, owner, t("error.database", error=error_text(t, error)), error))
-        return
-    except MarshoError as error:  # a problem we can name (the token budget...)
-        logger.warning(f"marsho: session {key}: {error}")
-        await _send(_failure(t, owner, t("error.named", error=error_text(t, error)), error))
-        return
+        answer = await command.answer(context)
     except Exception as error:
-        logger.opt(exception=error).error(f"marsho: session {key}: {request.command} failed")
-        await _send(_failure(t, owner, t("error.internal", error=f"{type(error).__name__}: {error}"), error))
+        await _send(_failure_text(context, command.name, error))
         return
+    await _send(answer.text, answer.pictures)
+
+
+def _failure_text(context: CommandContext, what: str, error: Exception) -> str:
+    """A failed request, logged, and the reply: the detail for superusers, one sentence for
+    members."""
+    t, key, owner = context.t, context.key, context.role == "superuser"
+    if isinstance(error, EndpointError):
+        logger.warning(f"marsho: session {key}: {error}")
+        detail = t("error.endpoint", error=error_text(t, error))
+    elif isinstance(error, StoreError):
+        logger.error(f"marsho: session {key}: {error}")
+        detail = t("error.database", error=error_text(t, error))
+    elif isinstance(error, MarshoError):  # a problem we can name (the token budget...)
+        logger.warning(f"marsho: session {key}: {error}")
+        detail = t("error.named", error=error_text(t, error))
+    else:
+        logger.opt(exception=error).error(f"marsho: session {key}: {what} failed")
+        detail = t("error.internal", error=f"{type(error).__name__}: {error}")
+    return _failure(t, owner, detail, error)
+
+
+async def _ask(context: CommandContext, request: Request, person: str) -> None:
+    """A question: asked (or refused, or joined to one being answered), then its answer sent."""
+    try:
+        asked = await _asked(context, request, person)
+    except Exception as error:
+        await _send(_failure_text(context, request.command, error))
+        return
+    if asked is None:  # refused (and told, where it is told), or joined to another question
+        return
+    reply, tips = asked
     if reply is None:  # nothing to ask (a picture for a model that cannot see): the tip says so
         await _send("\n".join(tips))
         return
+    await _deliver(context, reply, tips)
+
+
+async def _asked(context: CommandContext, request: Request,
+                 person: str) -> tuple[Reply | None, list[str]] | None:
+    """The question's reply and tips, through the quota, the debounce and fair use; None when one
+    of them takes it (a refusal is told once, then silence)."""
+    app, where, t = context.app, context.where, context.t
+    over = await _over_quota(context)
+    # over a daily quota: refused before the rate limits count it (or a cheaper model answers)
+    cheaper = app.config.marsho_quota_fallback_model if over is not None else ""
+    if over is not None and not cheaper:
+        if app.fair_use.notices.first(f"quota:{where.person}"):  # told once a window, then silence
+            await _send(quota_text(t, over))
+        return None
+    # a flood costs nothing: a full queue or a rate limit refuses the question, and only the
+    # first refusal is told (once per burst, once per window); then silence
+    if person and app.debounce.join(person, context.event, request.text):
+        return None  # a second line of a question being answered: it restarts with both, one answer
+    turn = app.fair_use.admit(where.person, where.chat, superuser=context.role == "superuser")
+    if not turn.go:
+        await _refused(t, turn)
+        return None
+    try:
+        reply, tips = await _in_lane(context, request, person, cheaper)
+        if over is not None and reply is not None:
+            tips = [*tips, t("quota.cheaper", model=cheaper, reason=quota_text(t, over))]
+    except BaseException:
+        turn.refund()  # a failed answer does not use up the asker's (or the group's) rate limit
+        raise
+    finally:
+        turn.done()
+    if reply is None:  # nothing was asked (the tips say why): it costs nothing either
+        turn.refund()
+    return reply, tips
+
+
+async def _over_quota(context: CommandContext) -> OverQuota | None:
+    """The daily quota the asker (or their group, or everyone) used up; superusers have none."""
+    app, where = context.app, context.where
+    if context.role == "superuser" or app.meter is None:
+        return None
+    return await app.meter.over_quota(where.person, where.chat or "", limits_of(app.config))
+
+
+async def _refused(t: Texts, turn: Admission) -> None:
+    """Fair use's refusal, where it is to be told: the queue is full, or the asker waits."""
+    if turn.notice == "queue":
+        await _send(t("queue.full"))
+    elif turn.notice == "rate":
+        await _send(t("rate.limited", wait=seconds_text(t, turn.wait)))
+
+
+async def _in_lane(context: CommandContext, request: Request, person: str,
+                   cheaper: str) -> tuple[Reply | None, list[str]]:
+    """Ask in the lane of the chat the question came from, on the asker's bill."""
+    app, where, key = context.app, context.where, context.key
+    # this turn's requests wait their turn in the lane of the chat it came from (the group,
+    # whatever MARSHO_SESSION_SCOPE; else the private chat): a flood in one group, by one
+    # member or many, waits behind itself and never ahead of the other chats
+    chat = session_key(where.platform, group_id=where.group_id, user_id=where.user_id,
+                       channel=where.kind == "channel")
+    # every request of the turn (tool rounds included) goes on the asker's bill
+    with lane(chat), charged_to(Asker(key, where.person, where.chat or "")), model_for_turn(cheaper):
+        return await _answered(app, context.bot, context.event, where, context.engine, request, key,
+                               shared=context.shared, role=context.role, person=person)
+
+
+async def _deliver(context: CommandContext, reply: Reply, tips: list[str]) -> None:
+    """Send the answer: its reasoning first where the owner wants it, then the text and pictures,
+    with the tips (or the note that it was not saved)."""
+    app, t, config, key = context.app, context.t, context.app.config, context.key
     how = app.delivery()
     if config.marsho_send_reasoning and reply.reasoning:
-        await send_reasoning(bot, reply.reasoning, how)
-    answer = reply_text(t, reply, engine.max_tool_rounds, config.marsho_max_answer_chars)
+        await send_reasoning(context.bot, reply.reasoning, how)
+    answer = reply_text(t, reply, context.engine.max_tool_rounds, config.marsho_max_answer_chars)
     if reply.save_error is not None:  # answered, but not saved: still worth sending
         logger.error(f"marsho: session {key}: {reply.save_error}")
         saved = reply.save_error
+        owner = context.role == "superuser"
         unsaved = t("error.unsaved", error=error_text(t, saved)) if owner else t("error.unsaved_brief")
         text = f"{answer}\n{unsaved}"
     else:
         text = "\n\n".join([answer, *tips])
-    await send_answer(bot, text, reply.images, how)
+    await send_answer(context.bot, text, reply.images, how)
+    where = context.where
     if where.shared and app.active.on_anywhere():  # an unsolicited reply never repeats it
         app.active.sent(group_key(where), answer)
 
@@ -639,12 +565,7 @@ async def consider_active(app: Marsho, bot: Bot, event: Event, state: T_State) -
     """A group message not for marsho, in a group with active replies on: if the guards let it
     (never the bot itself, nor another bot, nor a private chat; quiet hours, the group's cooldown
     and hourly ceiling), decide and answer in the background, so the rule never waits on it."""
-    if event.get_type() != "message" or looks_private(event) or flagged_bot(event):
-        return
-    try:
-        if event.is_tome():  # an @ of the bot, where MARSHO_AT is off: the owner's choice
-            return
-    except Exception:
+    if not _unaddressed(event):
         return
     where = await where_of(bot, event, state)
     active = app.active
@@ -660,33 +581,25 @@ async def consider_active(app: Marsho, bot: Bot, event: Event, state: T_State) -
         active.spawn(_active_reply(app, bot, event, where, group, said))
 
 
+def _unaddressed(event: Event) -> bool:
+    """A message in a shared chat, from a person, that does not @ the bot (where MARSHO_AT is off,
+    an @ not answered is the owner's choice)."""
+    if event.get_type() != "message" or looks_private(event) or flagged_bot(event):
+        return False
+    try:
+        return not event.is_tome()
+    except Exception:
+        return False
+
+
 async def _active_reply(app: Marsho, bot: Bot, event: Event, where: Where, group: str, said: str) -> None:
     """Answer a message nobody addressed to marsho, if its group's keywords, chance or judge
     model say so: in the group's conversation with its recent chat, like a question, counted
     against the rate limits, not quoting it; silent on every failure."""
     active, config = app.active, app.config
-    try:
-        # a used-up daily quota: no unsolicited answer, and not even the judge is asked
-        if app.meter is not None and await app.meter.over_quota(where.person, where.chat or "",
-                                                                limits_of(config)) is not None:
-            return
-    except MarshoError as error:
-        logger.warning(f"marsho: no unsolicited reply in {group}: {error}")
+    if await _quota_used_up(app, where, group):
         return
-    called = active.called_by(group, said)
-    if called is None and app.judge is not None:
-        # one judge request at a time per group, and only while the guards would let an answer
-        # through: a burst in a busy group is not a burst of paid requests
-        if group in active.judging or not active.guards_pass(group):
-            return
-        active.judging.add(group)
-        try:
-            # on the bill of the member it judged (not as a question)
-            with charged_to(Asker("", where.person, where.chat or "", question=False)):
-                if await judge(app.judge, config.marsho_name, said):
-                    called = "judge"
-        finally:
-            active.judging.discard(group)
+    called = await _called_unasked(app, where, group, said)
     engine = app.engine
     if called is None or engine is None:
         return
@@ -696,6 +609,51 @@ async def _active_reply(app: Marsho, bot: Bot, event: Event, where: Where, group
     if not turn.go:
         return
     target = speak_in(bot, event)  # no handler here: what this task says goes to the group
+    reply = await _unsolicited(app, bot, event, where, engine, group, said, turn)
+    if reply is None:
+        return
+    answer = reply_text(app.texts, reply, engine.max_tool_rounds, config.marsho_max_answer_chars)
+    active.sent(group, answer)
+    logger.info(f"marsho: answered unsolicited in {group} ({called})")
+    await send_answer(bot, answer, reply.images, app.delivery(), quote=False, to=target)
+
+
+async def _quota_used_up(app: Marsho, where: Where, group: str) -> bool:
+    """A used-up daily quota: no unsolicited answer, and not even the judge is asked (nor when
+    the quota cannot be read)."""
+    try:
+        return app.meter is not None and await app.meter.over_quota(
+            where.person, where.chat or "", limits_of(app.config)) is not None
+    except MarshoError as error:
+        logger.warning(f"marsho: no unsolicited reply in {group}: {error}")
+        return True
+
+
+async def _called_unasked(app: Marsho, where: Where, group: str, said: str) -> str | None:
+    """Why the message gets an answer: "keyword", "chance", or "judge" (the judge model said so);
+    None if nothing calls it."""
+    active = app.active
+    called = active.called_by(group, said)
+    if called is not None or app.judge is None:
+        return called
+    # one judge request at a time per group, and only while the guards would let an answer
+    # through: a burst in a busy group is not a burst of paid requests
+    if group in active.judging or not active.guards_pass(group):
+        return None
+    active.judging.add(group)
+    try:
+        # on the bill of the member it judged (not as a question)
+        with charged_to(Asker("", where.person, where.chat or "", question=False)):
+            return "judge" if await judge(app.judge, app.config.marsho_name, said) else None
+    finally:
+        active.judging.discard(group)
+
+
+async def _unsolicited(app: Marsho, bot: Bot, event: Event, where: Where, engine: Engine, group: str,
+                       said: str, turn: Admission) -> Reply | None:
+    """The unsolicited reply to send, None if there is none (it failed, was not saved, or repeats
+    a recent one: then it is neither stored nor sent)."""
+    active, config = app.active, app.config
     scope, channel = config.marsho_session_scope, where.kind == "channel"
     key = session_key(where.platform, group_id=where.group_id, user_id=where.user_id, scope=scope,
                       channel=channel)
@@ -718,65 +676,13 @@ async def _active_reply(app: Marsho, bot: Bot, event: Event, where: Where, group
             turn.done()
     except Exception as error:
         logger.warning(f"marsho: an unsolicited reply in {group} failed: {error}")
-        return
+        return None
     if reply is None or reply.save_error is not None:
         turn.refund()
-        return
+        return None
     if reply.declined:  # `fresh` said it repeats a recent reply: neither stored nor sent
         logger.info(f"marsho: an unsolicited reply in {group} repeated a recent one; not sent")
-        return
-    answer = reply_text(app.texts, reply, engine.max_tool_rounds, config.marsho_max_answer_chars)
-    active.sent(group, answer)
-    logger.info(f"marsho: answered unsolicited in {group} ({called})")
-    await send_answer(bot, answer, reply.images, app.delivery(), quote=False, to=target)
-
-
-async def active_command(app: Marsho, group: str, admin: bool, text: str) -> str:
-    """`marsho.active`: the group's active replies; admins set the chance (0..1), `off`, or
-    `keywords word ...` (`keywords off`)."""
-    t, active, name = app.texts, app.active, app.config.marsho_name
-    if active.ceiling <= 0 or active.per_hour <= 0:
-        return t("active.disabled")
-    if not text:
-        settings = active.settings(group)
-        source = t("context.source_default") if active.choice(group) is None else t("context.source_group")
-        if settings.chance is None and not settings.keywords:
-            return t("active.show_off", source=source, name=name)
-        keywords = ", ".join(settings.keywords) or t("active.no_keywords")
-        judged = t("active.judged") if app.judge is not None else ""
-        return t("active.show_on", source=source, chance=f"{settings.chance or 0:g}", keywords=keywords,
-                 judged=judged, cooldown=seconds_text(t, active.cooldown), per_hour=active.per_hour)
-    first, _, words = text.partition(" ")
-    if first.casefold() in KEYWORD_WORDS:
-        rest = words.strip()
-        if not rest:
-            return t("active.bad_value", name=name)
-        if not admin:
-            return t("active.admins")
-        if rest.casefold() in OFF_WORDS + RESET_WORDS:
-            await active.choose(group, keywords=())
-            return t("active.keywords_off")
-        chosen = parse_keywords(rest)
-        await active.choose(group, keywords=chosen)
-        return t("active.keywords_set", keywords=", ".join(chosen))
-    word = text.casefold()
-    if word in OFF_WORDS and word != "0":
-        if not admin:
-            return t("active.admins")
-        await active.choose(group, off=True)
-        return t("active.off")
-    try:
-        chance = float(word)
-    except ValueError:
-        return t("active.bad_value", name=name)
-    if not 0 <= chance <= 1:  # also NaN
-        return t("active.bad_value", name=name)
-    if not admin:
-        return t("active.admins")
-    if chance > active.ceiling:
-        return t("active.over_max", max=f"{active.ceiling:g}")
-    await active.choose(group, chance=chance)
-    return t("active.on", chance=f"{chance:g}", name=name)
-
+        return None
+    return reply
 
 from .ask import _chat  # noqa: E402  (ask.py uses the helpers above)

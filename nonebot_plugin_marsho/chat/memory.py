@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import unicodedata
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 
 from ..i18n import Texts
-from ..store.memory import IMPORTED, About, Memory
+from ..store.memory import IMPORTED, About, Memory, MemoryStore
 from ..store.session import session_key
 from ..tools.model import Role
 from .app import Marsho
@@ -42,6 +43,20 @@ def _shown_here(where: Where, about: About, per_chat: bool) -> Callable[[Memory]
     return lambda memory: not memory.private and (not per_chat or memory.learned_in == here)
 
 
+@dataclass(frozen=True)
+class _Whose:
+    """Whose memories a `marsho.memory ...` is about, and the words after that."""
+
+    about: About
+    owner: str
+    """The memories' owner key (a person's "<platform>:<id>", a group's session key)."""
+    whose: str
+    """How the reply names them: "own", "user", "group" (this one), "other_group"."""
+    shown_id: str
+    """The person's or group's id as the reply shows it."""
+    words: list[str]
+
+
 async def memory_command(app: Marsho, where: Where, role: Role, text: str) -> str:
     """The reply to `marsho.memory ...`."""
     t, memories, name = app.texts, app.memories, app.config.marsho_name
@@ -50,44 +65,70 @@ async def memory_command(app: Marsho, where: Where, role: Role, text: str) -> st
     if app.config.marsho_memory_days:  # what has not been used for that long is gone
         await memories.expire(app.config.marsho_memory_days)
     words = unicodedata.normalize("NFKC", text).split()  # full-width digits: "forget ２"
-    about: About = "user"
-    owner = where.person
-    whose = "own"
-    shown_id = where.user_id
-    if words and words[0].casefold() in OF_WORDS:
+    asked = _whose(t, name, where, role, words)
+    if isinstance(asked, str):
+        return asked
+    shown = _shown_here(where, asked.about, app.config.marsho_memory_scope == "chat")
+    kept = await memories.of_owner(asked.about, asked.owner)
+    listed = [memory for memory in kept if shown(memory)]
+    hidden = len(kept) - len(listed)
+    command = f"{name}.memory" + {"own": "", "user": f" of {asked.shown_id}", "group": " group",
+                                  "other_group": f" group {asked.shown_id}"}[asked.whose]
+    words = asked.words
+    if not words:
+        return _listing(t, listed, hidden, asked.whose, asked.shown_id, command, name, _read_in(where, asked))
+    if words[0].casefold() not in FORGET_WORDS or len(words) != 2:
+        return t("memory.bad", name=name)
+    if asked.about == "group" and role == "member":
+        return t("memory.admins", name=name)
+    return await _forget(t, memories, listed, hidden, command, name, words[1].casefold())
+
+
+def _whose(t: Texts, name: str, where: Where, role: Role, words: list[str]) -> _Whose | str:
+    """Whose memories the words ask about (the asker's own, `of <user id>`, `group [<group id>]`),
+    or why the asker may not ask that here."""
+    own = _Whose("user", where.person, "own", where.user_id, words)
+    if not words:
+        return own
+    first = words[0].casefold()
+    if first in OF_WORDS:
         if role != "superuser":
             return t("memory.superusers_only", name=name)
         if len(words) < 2:
             return t("memory.bad", name=name)
-        owner, whose, shown_id, words = f"{where.platform}:{words[1]}", "user", words[1], words[2:]
-    elif words and words[0].casefold() in GROUP_WORDS:
-        about, words = "group", words[1:]
-        if words and words[0].casefold() not in FORGET_WORDS:  # a group named by its id
-            if role != "superuser":
-                return t("memory.superusers_only", name=name)
-            shown_id, words = words[0], words[1:]
-            owner = session_key(where.platform, group_id=shown_id, user_id="", channel="/" in shown_id)
-            whose = "group" if where.shared and owner == group_key(where) else "other_group"
-        elif where.shared:
-            owner, shown_id, whose = group_key(where), where.chat_id, "group"
-        else:
-            return t("memory.group_only", name=name)
-    shown = _shown_here(where, about, app.config.marsho_memory_scope == "chat")
-    kept = await memories.of_owner(about, owner)
-    listed = [memory for memory in kept if shown(memory)]
-    hidden = len(kept) - len(listed)
-    # the group a listing is read in, named "this group" (None: every group by its id)
-    here = (None if whose == "other_group" else owner if about == "group"
-            else group_key(where) if where.shared else None)
-    command = f"{name}.memory" + {"own": "", "user": f" of {shown_id}", "group": " group",
-                                  "other_group": f" group {shown_id}"}[whose]
-    if not words:
-        return _listing(t, listed, hidden, whose, shown_id, command, name, here)
-    if words[0].casefold() not in FORGET_WORDS or len(words) != 2:
-        return t("memory.bad", name=name)
-    if about == "group" and role == "member":
-        return t("memory.admins", name=name)
-    target = words[1].casefold()
+        return _Whose("user", f"{where.platform}:{words[1]}", "user", words[1], words[2:])
+    if first in GROUP_WORDS:
+        return _group_whose(t, name, where, role, words[1:])
+    return own
+
+
+def _group_whose(t: Texts, name: str, where: Where, role: Role, words: list[str]) -> _Whose | str:
+    """`group [forget ...]`: the group it is sent in; `group <group id> ...`: any group's
+    (superusers)."""
+    if words and words[0].casefold() not in FORGET_WORDS:  # a group named by its id
+        if role != "superuser":
+            return t("memory.superusers_only", name=name)
+        shown_id = words[0]
+        owner = session_key(where.platform, group_id=shown_id, user_id="", channel="/" in shown_id)
+        whose = "group" if where.shared and owner == group_key(where) else "other_group"
+        return _Whose("group", owner, whose, shown_id, words[1:])
+    if where.shared:
+        return _Whose("group", group_key(where), "group", where.chat_id, words)
+    return t("memory.group_only", name=name)
+
+
+def _read_in(where: Where, asked: _Whose) -> str | None:
+    """The group a listing is read in, named "this group" in it (None: every group by its id)."""
+    if asked.whose == "other_group":
+        return None
+    if asked.about == "group":
+        return asked.owner
+    return group_key(where) if where.shared else None
+
+
+async def _forget(t: Texts, memories: MemoryStore, listed: list[Memory], hidden: int, command: str,
+                  name: str, target: str) -> str:
+    """`forget all` (what the listing here shows) or `forget <number>`."""
     if target in ALL_WORDS:
         gone = await memories.delete([memory.id for memory in listed])
         lines = [t("memory.forgot_all", count_text=t.plural("count.memories", gone)) if gone

@@ -17,9 +17,6 @@ from ..i18n import Texts
 from ..store.session import Summary
 from ..tools.model import Toolset
 
-HELP_ORDER = ("reset", "tools", "calls", "history", "nickname", "memory", "context", "forget", "persona",
-              "active", "help", "usage", "model", "export", "status", "quota")
-"""The commands in the order the help lists them."""
 MAX_CALLS_RESULT_CHARS = 500
 """Characters of each tool result shown by `marsho.calls`; the full text stays in history."""
 
@@ -34,20 +31,32 @@ def reply_text(t: Texts, reply: Reply, max_tool_rounds: int, max_chars: int = 0)
     return t("reply.empty")
 
 
-def usage_text(t: Texts, names: list[str], at_enabled: bool) -> str:
-    """What `marsho` alone and `marsho.help` answer."""
+def _registered() -> tuple[str, ...]:
+    """The registry's commands in the help's order (chat/commands/, which renders its replies
+    with this module: imported when first needed)."""
+    from .commands import REGISTRY
+
+    return REGISTRY.names()
+
+
+def usage_text(t: Texts, names: list[str], at_enabled: bool, commands: Sequence[str] | None = None) -> str:
+    """What `marsho` alone and `marsho.help` answer; `commands`: the names of those it lists, in
+    its order (the registry's)."""
     name = names[0]
     lines = [t("usage.ask", name=name), t("usage.triggers", names=t.join(names))]
     if at_enabled:
         lines.append(t("usage.at"))
     lines.append(t("usage.quote"))
-    lines += [t(f"usage.{command}", name=name) for command in HELP_ORDER]
+    commands = _registered() if commands is None else commands
+    lines += [t(f"usage.{command}", name=name) for command in commands]
     return "\n".join(lines)
 
 
-def unknown_command_text(t: Texts, name: str, word: str, commands: Sequence[str] = HELP_ORDER) -> str:
+def unknown_command_text(t: Texts, name: str, word: str, commands: Sequence[str] | None = None) -> str:
     """What `marsho.<word>` answers when no command is called `word`: the closest command if one
-    is close (difflib), then every command with what it does, the closest first."""
+    is close (difflib), then every command with what it does, the closest first; `commands`: the
+    names (the registry's, in the help's order)."""
+    commands = _registered() if commands is None else commands
     ratios = {command: difflib.SequenceMatcher(None, word, command).ratio() for command in commands}
     ranked = sorted(commands, key=lambda command: -ratios[command])  # ties keep the help's order
     asked = f"{name}.{word}"

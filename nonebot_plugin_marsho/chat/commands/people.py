@@ -1,0 +1,38 @@
+"""Commands about the asker: what marsho calls them (nickname), what it remembers (memory)."""
+
+from __future__ import annotations
+
+from ...agent.persona import NicknameError, check_nickname
+from ..memory import memory_command as memory_reply
+from ..render import error_text
+from .registry import Command, CommandContext
+from .words import RESET_WORDS
+
+
+async def nickname_command(context: CommandContext) -> str:
+    """`marsho.nickname`: show, set, or (`reset`) forget the asker's nickname (one per person per
+    platform, in every group and private chat)."""
+    nicknames, t, config, text = context.app.nicknames, context.t, context.app.config, context.text
+    assert nicknames is not None
+    name, key = config.marsho_name, context.where.person
+    if not text:
+        current = await nicknames.get(key)
+        return t("nickname.show", nickname=current, name=name) if current else t("nickname.unset", name=name)
+    if text.casefold() in RESET_WORDS:
+        await nicknames.set(key, None)
+        return t("nickname.cleared")
+    try:
+        nickname = check_nickname(text, config.marsho_nickname_limit, context.reserved)
+    except NicknameError as error:
+        return error_text(t, error)
+    await nicknames.set(key, nickname)
+    return t("nickname.set", nickname=nickname)
+
+
+async def memory_command(context: CommandContext) -> str:
+    """`marsho.memory ...` (chat/memory.py)."""
+    return await memory_reply(context.app, context.where, context.role, context.text)
+
+
+NICKNAME = Command("nickname", nickname_command)
+MEMORY = Command("memory", memory_command)

@@ -1,0 +1,186 @@
+"""Commands are declarations in one registry (chat/commands/): a command without a handler or a
+name declared twice fails, every command has its help in both languages, and the bot answers,
+refuses and suggests from whatever the registry holds."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Iterator
+
+import pytest
+from nonebug import App
+
+from nonebot_plugin_marsho.chat import matchers
+from nonebot_plugin_marsho.chat.commands import (
+    REGISTRY,
+    Answer,
+    Command,
+    CommandContext,
+    DuplicateCommandError,
+    Registry,
+)
+from nonebot_plugin_marsho.chat.matchers import Request, parse_request
+from nonebot_plugin_marsho.chat.render import unknown_command_text, usage_text
+from nonebot_plugin_marsho.i18n import EN, ZH, Texts
+from tests.conftest import SUPERUSER_ID
+from tests.onebot import group_message, private_message
+from tests.test_persona import exchange
+
+EN_TEXTS = Texts("en")
+
+
+async def said(context: CommandContext) -> str:
+    return f"reminders for {context.where.user_id}: {context.text or 'none'}"
+
+
+# the declarations
+
+
+def test_a_command_declared_without_a_handler_fails() -> None:
+    with pytest.raises(TypeError, match="marsho.reminders is declared without a handler"):
+        Command("reminders", None)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        Command("reminders")  # type: ignore[call-arg]
+
+
+def test_every_registered_command_has_a_handler_to_await() -> None:
+    assert len(REGISTRY) == 16
+    assert [c.name for c in REGISTRY.all() if not inspect.iscoroutinefunction(c.handler)] == []
+
+
+def test_two_declarations_of_one_name_are_an_error_not_an_overwrite() -> None:
+    registry = Registry([Command("reminders", said)])
+    with pytest.raises(DuplicateCommandError, match="marsho.reminders is declared twice"):
+        registry.register(Command("reminders", said, who="superuser"))
+    kept = registry.get("reminders")
+    assert kept is not None and kept.who == "member"
+
+
+@pytest.mark.parametrize(("first", "second"), [
+    (Command("reminders", said, aliases=("remind",)), Command("remind", said)),  # a name taken as an alias
+    (Command("reminders", said), Command("later", said, aliases=("reminders",))),  # an alias taken as a name
+    (Command("reminders", said, aliases=("r",)), Command("later", said, aliases=("r",))),  # one alias, twice
+])
+def test_a_word_shared_by_two_declarations_is_an_error(first: Command, second: Command) -> None:
+    registry = Registry([first])
+    with pytest.raises(DuplicateCommandError):
+        registry.register(second)
+    assert registry.names() == (first.name,)
+
+
+@pytest.mark.parametrize("aliases", [("reminders",), ("remind", "remind")])
+def test_a_command_cannot_declare_one_word_twice(aliases: tuple[str, ...]) -> None:
+    with pytest.raises(DuplicateCommandError, match=f"marsho.{aliases[-1]} is declared twice"):
+        Registry([Command("reminders", said, aliases=aliases)])
+
+
+@pytest.mark.parametrize("name", ["Reminders", "chat", "unknown", "1st", "remind me", "", "x" * 33])
+def test_a_name_the_trigger_cannot_read_is_refused(name: str) -> None:
+    with pytest.raises(ValueError):
+        Command(name, said)
+
+
+def test_the_registry_has_no_word_twice() -> None:
+    words = [word for command in REGISTRY.all() for word in command.words]
+    assert len(words) == len(set(words))
+
+
+@pytest.mark.parametrize("catalogue", [EN, ZH], ids=["en", "zh-CN"])
+def test_every_registered_command_has_its_help_line_in_both_languages(catalogue: dict[str, str]) -> None:
+    for command in REGISTRY.all():
+        assert command.help_key in catalogue, command.name
+        line = catalogue[command.help_key].format(name="marsho")
+        assert line.startswith(f"marsho.{command.name} "), line
+
+
+def test_the_help_lists_every_registered_command_in_its_order() -> None:
+    lines = usage_text(EN_TEXTS, ["marsho"], False).split("\n")
+    assert lines[-len(REGISTRY):] == [EN_TEXTS(c.help_key, name="marsho") for c in REGISTRY.all()]
+
+
+# reading a message with a registry
+
+
+def test_the_command_words_are_the_registrys() -> None:
+    registry = Registry([*REGISTRY.all(), Command("reminders", said, aliases=("remind",))])
+    assert parse_request("marsho.reminders soon", ["marsho"], {"/"}, registry) == Request("reminders", "soon")
+    assert parse_request("marsho.remind soon", ["marsho"], {"/"}, registry) == Request("reminders", "soon")
+    assert parse_request("小棉。remind", ["小棉"], {"/"}, registry) == Request("reminders", "")
+    assert parse_request("marsho.reminders soon", ["marsho"], {"/"}) == Request("unknown", "reminders")
+
+
+def test_the_did_you_mean_comes_from_the_registry(reminders: Registry) -> None:
+    lines = unknown_command_text(EN_TEXTS, "marsho", "remindrs", reminders.names()).split("\n")
+    assert lines[:2] == ["marsho.remindrs is not one of my commands. Did you mean marsho.reminders? All of them:",
+                         "marsho.reminders  reminders things"]
+    assert len(lines) == 1 + len(reminders)
+    assert "Did you mean" not in unknown_command_text(EN_TEXTS, "marsho", "remindrs")  # the bot's own
+
+
+# the bot answering from a registry of the test's own
+
+
+@pytest.fixture
+def reminders(monkeypatch: pytest.MonkeyPatch) -> Iterator[Registry]:
+    """The bot's registry with four commands more, and their help lines."""
+    async def secret(context: CommandContext) -> Answer:
+        return Answer(f"the secret, for {context.role}")
+
+    async def broken(context: CommandContext) -> str:
+        raise RuntimeError("a bug")
+
+    registry = Registry([
+        *REGISTRY.all(), Command("reminders", said, aliases=("remind",)),
+        Command("secret", secret, who="superuser"), Command("tidy", secret, who="admin", where="groups"),
+        Command("broken", broken),
+    ])
+    for name in ("reminders", "secret", "tidy", "broken"):
+        monkeypatch.setitem(EN, f"usage.{name}", f"{{name}}.{name}  {name} things")
+        monkeypatch.setitem(ZH, f"usage.{name}", f"{{name}}.{name}  {name}")
+    monkeypatch.setattr(matchers, "REGISTRY", registry)
+    yield registry
+
+
+async def test_a_command_registered_later_is_answered_by_its_name_and_alias(
+    app: App, plugin_engine, reminders: Registry
+) -> None:
+    await exchange(app, (group_message("marsho.reminders tomorrow 9:00"), "reminders for 10001: tomorrow 9:00"),
+                   (private_message("marsho.remind"), "reminders for 10001: none"))
+
+
+async def test_an_unknown_word_is_told_the_closest_command_of_the_registry(
+    app: App, plugin_engine, reminders: Registry
+) -> None:
+    expected = unknown_command_text(EN_TEXTS, "marsho", "remindrs", reminders.names())
+    assert expected.startswith("marsho.remindrs is not one of my commands. Did you mean marsho.reminders?")
+    await exchange(app, (group_message("marsho.remindrs"), expected))
+
+
+async def test_the_help_lists_a_command_registered_later(
+    app: App, plugin_engine, marsho, reminders: Registry
+) -> None:
+    config = marsho.config
+    help_text = usage_text(EN_TEXTS, config.trigger_names, config.marsho_at, reminders.names())
+    assert "marsho.reminders  reminders things" in help_text.split("\n")
+    await exchange(app, (group_message("marsho.help"), help_text))
+
+
+async def test_who_may_use_a_command_is_checked_from_its_declaration(
+    app: App, plugin_engine, reminders: Registry
+) -> None:
+    boss = int(SUPERUSER_ID)
+    await exchange(
+        app,
+        (group_message("marsho.secret"), "Only the bot's superusers may use marsho.secret."),
+        (group_message("marsho.secret", user_id=boss), "the secret, for superuser"),
+        (group_message("marsho.tidy"), "Only group admins and superusers may use marsho.tidy."),
+        (group_message("marsho.tidy", role="admin"), "the secret, for admin"),
+        (private_message("marsho.tidy", user_id=boss), "marsho.tidy works in groups only."),
+    )
+
+
+async def test_a_command_that_fails_gets_the_failures_reply(app: App, plugin_engine, reminders: Registry) -> None:
+    brief = EN_TEXTS("error.brief", reason=EN_TEXTS("brief.internal"))
+    detail = EN_TEXTS("error.internal", error="RuntimeError: a bug")
+    await exchange(app, (group_message("marsho.broken"), brief),
+                   (group_message("marsho.broken", user_id=int(SUPERUSER_ID)), detail))
