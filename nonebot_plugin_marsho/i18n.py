@@ -285,7 +285,6 @@ EN: dict[str, str] = {
     "bill.chart_tokens": "Tokens",
     "bill.chart_yours": "Your tokens per day (30 days)",
     "bill.chart_everyone": "Tokens per day, everyone (30 days)",
-    "bill.unavailable": "Usage is not available: the database is not ready.",
     "quota.used_up_user": "You have used your tokens for today ({used} of {limit}); it resets at {resets}.",
     "quota.used_up_group": (
         "This group has used its tokens for today ({used} of "
@@ -312,7 +311,6 @@ EN: dict[str, str] = {
         "{name}.quota group <id> <tokens|off|default>."
     ),
     # marsho.memory (chat/memory.py)
-    "memory.unavailable": "Memory is not available: the database did not open.",
     "memory.superusers_only": (
         "Only superusers may look at or delete someone else's memories ({name}.memory)."
     ),
@@ -688,7 +686,6 @@ ZH: dict[str, str] = {
     "bill.chart_tokens": "token",
     "bill.chart_yours": "你每天的 token（30 天）",
     "bill.chart_everyone": "全部用户每天的 token（30 天）",
-    "bill.unavailable": "暂时看不到用量：数据库还没准备好。",
     "quota.used_up_user": "你今天的 token 用完啦（{used} / {limit}），{resets} 重置。",
     "quota.used_up_group": "本群今天的 token 用完啦（{used} / {limit}），{resets} 重置。",
     "quota.used_up_all": "今天所有人的 token 都用完啦（{used} / {limit}），{resets} 重置。",
@@ -705,7 +702,6 @@ ZH: dict[str, str] = {
         "请写 {name}.quota user <id> <token数|off|default> 或 "
         "{name}.quota group <id> <token数|off|default>。"
     ),
-    "memory.unavailable": "记忆不可用：数据库没有打开。",
     "memory.superusers_only": "只有超级用户可以查看或删除别人的记忆（{name}.memory）。",
     "memory.bad": (
         "请写 {name}.memory、{name}.memory forget <编号> 或 {name}.memory forget all；"

@@ -164,7 +164,7 @@ def test_the_scan_finds_the_calls() -> None:
     assert "chat/poke.py" in used["poke.someone"]  # app.texts("...")
     assert "chat/app.py" in used["problem.starting"]  # self.texts("...")
     assert "config.py" in used["config.invalid"]  # i18n.text(language, "...")
-    assert "agent/llm.py" in used["endpoint.no_key.hint"]  # hint="..."
+    assert "agent/model/retry.py" in used["endpoint.no_key.hint"]  # hint="..."
     assert "agent/persona.py" in used["nickname.too_long"]  # NicknameError(code="...")
     assert "tools/mcp.py" in used["mcp.connected"]  # ServerStatus("...")
     assert "i18n.py" in used["weekday"] and "i18n.py" in used["list.separator"]  # self("...")

@@ -31,7 +31,7 @@ async def _chat(
     ask) and tips for the asker. `keep`: whether to store the turn, given the reply (see
     Engine.chat); `observed`: the question as the group's recent chat kept it (an unsolicited
     reply's message), left out of the recent chat that goes with it."""
-    nickname = await app.nicknames.get(user_key(bot, where.user_id)) if app.nicknames else None
+    nickname = await app.nicknames.get(user_key(bot, where.user_id))
     # in a shared conversation the model must know who is speaking, even for a picture alone
     speaker = _speaker(app, bot, where, nickname) if shared else ""
     question = await _question(app, bot, engine, event, request.text, before, after, speaker=speaker)
@@ -120,16 +120,16 @@ async def _group_side(app: Marsho, where: Where, key: str) -> tuple[str | None, 
     if not where.shared:
         return None, None
     group = group_key(where)
-    persona = await app.personas.get(group) if app.config.marsho_group_persona and app.personas else None
+    persona = await app.personas.get(group) if app.config.marsho_group_persona else None
     # a conversation that follows a person across groups (MARSHO_SESSION_SCOPE=user) stores
     # what it carries: one group's chat would reach their other groups
-    carries = app.chat_log is not None and app.config.marsho_session_scope != "user"
-    unread = await app.chat_log.unread(key, group) if carries and app.chat_log is not None else None
+    carries = app.config.marsho_session_scope != "user"
+    unread = await app.chat_log.unread(key, group) if carries else None
     return persona, unread
 
 
 def _carried(app: Marsho, where: Where, key: str, unread: Unread | None, *, stored: bool) -> None:
     """The turn that carried `unread` ended: stored, its next question starts after them; else
     the next one carries them again (marked in the background: the answer does not wait)."""
-    if unread is not None and app.chat_log is not None:
+    if unread is not None:
         app.chat_log.finish_soon(key, group_key(where), unread, stored=stored)

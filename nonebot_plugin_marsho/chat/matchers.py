@@ -479,7 +479,7 @@ async def _asked(context: CommandContext, request: Request,
 async def _over_quota(context: CommandContext) -> OverQuota | None:
     """The daily quota the asker (or their group, or everyone) used up; superusers have none."""
     app, where = context.app, context.where
-    if context.role == "superuser" or app.meter is None:
+    if context.role == "superuser":
         return None
     return await app.meter.over_quota(where.person, where.chat or "", limits_of(app.config))
 
@@ -572,7 +572,7 @@ async def consider_active(app: Marsho, bot: Bot, event: Event, state: T_State) -
     if not where.shared or where.user_id == str(bot.self_id) or where.user_id in active.ignored:
         return
     group = group_key(where)
-    if not active.is_on(group) or not active.guards_pass(group) or app.engine is None or app.config_error:
+    if not active.is_on(group) or not active.guards_pass(group) or not app.ready or app.config_error:
         return
     if not app.fair_use.admits(where.names or None, where.user_id, superuser=False):
         return
@@ -622,7 +622,7 @@ async def _quota_used_up(app: Marsho, where: Where, group: str) -> bool:
     """A used-up daily quota: no unsolicited answer, and not even the judge is asked (nor when
     the quota cannot be read)."""
     try:
-        return app.meter is not None and await app.meter.over_quota(
+        return await app.meter.over_quota(
             where.person, where.chat or "", limits_of(app.config)) is not None
     except MarshoError as error:
         logger.warning(f"marsho: no unsolicited reply in {group}: {error}")

@@ -60,8 +60,6 @@ class _Whose:
 async def memory_command(app: Marsho, where: Where, role: Role, text: str) -> str:
     """The reply to `marsho.memory ...`."""
     t, memories, name = app.texts, app.memories, app.config.marsho_name
-    if memories is None:
-        return t("memory.unavailable")
     if app.config.marsho_memory_days:  # what has not been used for that long is gone
         await memories.expire(app.config.marsho_memory_days)
     words = unicodedata.normalize("NFKC", text).split()  # full-width digits: "forget ２"

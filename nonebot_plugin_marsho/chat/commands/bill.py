@@ -9,20 +9,16 @@ from .registry import Answer, Command, CommandContext
 
 async def usage_command(context: CommandContext) -> Answer:
     """`marsho.usage [all]`: the report, and its chart."""
-    meter = context.app.meter
-    if meter is None:
-        return Answer(context.t("bill.unavailable"))
-    text, pictures = await usage_report(meter, context.t, context.app.config, context.where, context.role,
+    app = context.app
+    text, pictures = await usage_report(app.meter, context.t, app.config, context.where, context.role,
                                         context.text)
     return Answer(text, pictures)
 
 
 async def quota_command(context: CommandContext) -> str:
     """`marsho.quota [user|group <id> <tokens|off|default>]`."""
-    meter = context.app.meter
-    if meter is None:
-        return context.t("bill.unavailable")
-    return await quota_reply(meter, context.t, context.app.config, context.where, context.role, context.text)
+    app = context.app
+    return await quota_reply(app.meter, context.t, app.config, context.where, context.role, context.text)
 
 
 USAGE = Command("usage", usage_command)

@@ -16,7 +16,6 @@ async def persona_command(context: CommandContext) -> str:
     """`marsho.persona`: show the group's persona; admins set it, or (`reset`) remove it."""
     app, t, text = context.app, context.t, context.text.strip()
     personas, group = app.personas, group_key(context.where)
-    assert personas is not None
     if not app.config.marsho_group_persona:
         return t("persona.disabled")
     if not text:
@@ -38,7 +37,6 @@ async def persona_command(context: CommandContext) -> str:
 async def forget_command(context: CommandContext) -> str:
     """`marsho.forget`: admins empty the group's recent chat."""
     t, log = context.t, context.app.chat_log
-    assert log is not None
     if not context.admin:
         return t("forget.admins")
     forgotten = await log.forget(group_key(context.where))
@@ -49,7 +47,6 @@ async def context_command(context: CommandContext) -> str:
     """`marsho.context`: whether the group's recent chat goes to the model (admins: `on`, `off`,
     which also forgets it)."""
     t, log, name, text = context.t, context.app.chat_log, context.name, context.text.strip()
-    assert log is not None
     group = group_key(context.where)
     count, ttl = log.size, seconds_text(t, log.ttl)
     if count == 0:

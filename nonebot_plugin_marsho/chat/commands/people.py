@@ -13,7 +13,6 @@ async def nickname_command(context: CommandContext) -> str:
     """`marsho.nickname`: show, set, or (`reset`) forget the asker's nickname (one per person per
     platform, in every group and private chat)."""
     nicknames, t, config, text = context.app.nicknames, context.t, context.app.config, context.text
-    assert nicknames is not None
     name, key = config.marsho_name, context.where.person
     if not text:
         current = await nicknames.get(key)
