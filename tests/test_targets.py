@@ -319,3 +319,17 @@ async def test_an_unsolicited_reply_and_its_progress_line_go_to_the_group_withou
                                       "It is noon, by the way."]
     assert [(data["message_type"], data["group_id"]) for _, data in sent] == [("group", int(group.group_id))] * 2
     assert [data["message"][0].type for _, data in sent] == ["text", "text"]  # neither quotes
+
+
+async def test_a_question_answered_in_a_group_saves_where_it_was_asked_for_later(
+    fake: FakeOpenAI, plugin_engine: Any, group: Chat,
+) -> None:
+    with configured() as app:
+        fake.push(text("Hello, Alice."))
+        await say(group, group.group_event("marsho hello", user_id="10503", name="Alice"))
+        keys = [key for key in app.targets._known if key.endswith(f":group:{group.group_id}")]
+        assert len(keys) == 1, keys  # the group's chat key, whoever asked and whatever the scope
+        with connected(group):
+            await app.targets.send_to(keys[0], "later")
+    assert group.sent_texts()[-1] == "later"
+    assert group.sent_calls()[-1][1]["group_id"] == int(group.group_id)

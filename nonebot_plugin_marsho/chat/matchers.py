@@ -499,12 +499,18 @@ async def _in_lane(context: CommandContext, request: Request, person: str,
     # this turn's requests wait their turn in the lane of the chat it came from (the group,
     # whatever MARSHO_SESSION_SCOPE; else the private chat): a flood in one group, by one
     # member or many, waits behind itself and never ahead of the other chats
-    chat = session_key(where.platform, group_id=where.group_id, user_id=where.user_id,
-                       channel=where.kind == "channel")
+    chat = chat_key(where)
     # every request of the turn (tool rounds included) goes on the asker's bill
     with lane(chat), charged_to(Asker(key, where.person, where.chat or "")), model_for_turn(cheaper):
         return await _answered(app, context.bot, context.event, where, context.engine, request, key,
                                shared=context.shared, role=context.role, person=person)
+
+
+def chat_key(where: Where) -> str:
+    """The chat a message came from (the group, the channel, else the private chat), whatever
+    MARSHO_SESSION_SCOPE: its lane, and the key its saved target is found by."""
+    return session_key(where.platform, group_id=where.group_id, user_id=where.user_id,
+                       channel=where.kind == "channel")
 
 
 async def _deliver(context: CommandContext, reply: Reply, tips: list[str]) -> None:
@@ -525,6 +531,8 @@ async def _deliver(context: CommandContext, reply: Reply, tips: list[str]) -> No
         text = "\n\n".join([answer, *tips])
     await send_answer(context.bot, text, reply.images, how)
     where = context.where
+    # where this chat is, kept for whatever speaks in it later (a write only when it changed)
+    await app.targets.remember(context.bot, context.event, chat_key(where))
     if where.shared and app.active.on_anywhere():  # an unsolicited reply never repeats it
         app.active.sent(group_key(where), answer)
 
