@@ -144,66 +144,109 @@ def read_table(data: Any, field_headers: Sequence[Any] | None = None) -> ChartTa
     one of those is read too.
     """
     if isinstance(data, str):
-        import json
-
-        try:
-            data = json.loads(data)
-        except ValueError:
-            raise ChartDataError("'data' is a string, not rows of chart data") from None
+        data = _json_data(data)
     headers_given = [str(h) for h in field_headers] if isinstance(field_headers, (list, tuple)) else []
     if isinstance(data, Mapping):
-        columns = {str(k): v for k, v in data.items()}
-        if not columns or not all(isinstance(v, list) for v in columns.values()):
-            raise ChartDataError("'data' is an object but not one of columns (each a list of values)")
-        length = max(len(v) for v in columns.values())
-        names = list(columns)
-        rows = [[columns[n][i] if i < len(columns[n]) else None for n in names] for i in range(length)]
-        headers = names
+        headers, rows = _read_columns(data)
     elif isinstance(data, list):
-        if not data:
-            raise ChartDataError("'data' has no rows")
-        if all(isinstance(row, Mapping) for row in data):
-            keys: list[str] = []
-            for row in data:
-                for key in row:
-                    if str(key) not in keys:
-                        keys.append(str(key))
-            if headers_given and all(h in keys for h in headers_given):
-                headers = headers_given + [k for k in keys if k not in headers_given]
-            else:
-                headers = keys
-            rows = [[{str(k): v for k, v in row.items()}.get(h) for h in headers] for row in data]
-            if headers_given and len(headers_given) == len(keys) and headers == keys \
-                    and headers_given != keys:
-                headers = headers_given  # display names for the keys, in order
-        elif all(isinstance(row, (list, tuple)) for row in data):
-            width = max(len(row) for row in data)
-            if width == 0:
-                raise ChartDataError("'data' rows are empty")
-            headers = headers_given[:width] + [
-                f"column {i + 1}" for i in range(len(headers_given), width)
-            ]
-            rows = [list(row) + [None] * (width - len(row)) for row in data]
-        elif all(not isinstance(row, (list, tuple, Mapping)) for row in data):
-            headers = headers_given[:1] or ["value"]
-            rows = [[value] for value in data]
-        else:
-            raise ChartDataError("'data' mixes rows of different kinds (lists, objects, values)")
+        headers, rows = _read_rows(data, headers_given)
     else:
         raise ChartDataError(
             f"'data' must be a list of rows or an object of columns, not {json_type(data)}"
         )
     if len(headers) > MAX_COLUMNS:
         raise ChartDataError(f"'data' has {len(headers)} columns; at most {MAX_COLUMNS} can be drawn")
-    # the same name twice would make columns indistinguishable
+    return ChartTable(headers=_distinct(headers), rows=rows)
+
+
+_Shape = tuple[list[str], list[list[Any]]]
+"""Headers and rows, as one of the shapes of `data` reads."""
+
+
+def _json_data(text: str) -> Any:
+    import json
+
+    try:
+        return json.loads(text)
+    except ValueError:
+        raise ChartDataError("'data' is a string, not rows of chart data") from None
+
+
+def _read_columns(data: Mapping[Any, Any]) -> _Shape:
+    """{"月份": [...], "销量": [...]}: shorter columns are padded with None."""
+    columns = {str(k): v for k, v in data.items()}
+    if not columns or not all(isinstance(v, list) for v in columns.values()):
+        raise ChartDataError("'data' is an object but not one of columns (each a list of values)")
+    length = max(len(v) for v in columns.values())
+    names = list(columns)
+    rows = [[columns[n][i] if i < len(columns[n]) else None for n in names] for i in range(length)]
+    return names, rows
+
+
+def _read_rows(data: list[Any], headers_given: list[str]) -> _Shape:
+    """A list whose rows are all objects, all lists, or all plain values."""
+    if not data:
+        raise ChartDataError("'data' has no rows")
+    if all(isinstance(row, Mapping) for row in data):
+        return _read_object_rows(data, headers_given)
+    if all(isinstance(row, (list, tuple)) for row in data):
+        return _read_list_rows(data, headers_given)
+    if all(not isinstance(row, (list, tuple, Mapping)) for row in data):
+        return headers_given[:1] or ["value"], [[value] for value in data]
+    raise ChartDataError("'data' mixes rows of different kinds (lists, objects, values)")
+
+
+def _read_object_rows(data: list[Mapping[Any, Any]], headers_given: list[str]) -> _Shape:
+    """Objects' keys are the columns, in the order `headers_given` names them when it names them
+    all; when it names as many columns as there are keys but different ones, it gives the keys'
+    display names, in order."""
+    keys = _keys_in_order(data)
+    if headers_given and all(h in keys for h in headers_given):
+        headers = headers_given + [k for k in keys if k not in headers_given]
+    else:
+        headers = keys
+    rows = [[{str(k): v for k, v in row.items()}.get(h) for h in headers] for row in data]
+    if headers_given and len(headers_given) == len(keys) and headers == keys \
+            and headers_given != keys:
+        headers = headers_given  # display names for the keys, in order
+    return headers, rows
+
+
+def _keys_in_order(data: list[Mapping[Any, Any]]) -> list[str]:
+    """Every key of the objects, as text, in the order it first appears."""
+    keys: list[str] = []
+    for row in data:
+        for key in row:
+            if str(key) not in keys:
+                keys.append(str(key))
+    return keys
+
+
+def _read_list_rows(data: list[Sequence[Any]], headers_given: list[str]) -> _Shape:
+    """Rows as lists, padded with None to the widest; unnamed columns are "column N"."""
+    width = max(len(row) for row in data)
+    if width == 0:
+        raise ChartDataError("'data' rows are empty")
+    headers = headers_given[:width] + [
+        f"column {i + 1}" for i in range(len(headers_given), width)
+    ]
+    rows = [list(row) + [None] * (width - len(row)) for row in data]
+    return headers, rows
+
+
+def _distinct(headers: list[str]) -> list[str]:
+    """The headers with repeats numbered ("x", "x (2)"): the same name twice would make columns
+    indistinguishable."""
     seen: dict[str, int] = {}
-    for i, header in enumerate(headers):
+    named: list[str] = []
+    for header in headers:
         if header in seen:
             seen[header] += 1
-            headers[i] = f"{header} ({seen[header]})"
+            named.append(f"{header} ({seen[header]})")
         else:
             seen[header] = 1
-    return ChartTable(headers=list(headers), rows=rows)
+            named.append(header)
+    return named
 
 
 # --- candlesticks ------------------------------------------------------------------------------
