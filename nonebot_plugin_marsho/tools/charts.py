@@ -423,6 +423,21 @@ def _ticks(ax: Any, labels: list[str]) -> None:
                        rotation=30 if slant else 0, ha="right" if slant else "center")
 
 
+@dataclass
+class _Plot:
+    """What each chart type draws from: the axes, the rows drawn (`n`), the x axis and the
+    numeric columns besides it (`series`)."""
+
+    ax: Any
+    table: ChartTable
+    n: int
+    x_index: int | None
+    x_labels: list[str]
+    x_name: str
+    series: list[int]
+    title: str
+
+
 def _draw(fig: Any, chart_type: str, table: ChartTable, dimension: str | None, title: str) -> None:
     ax = fig.add_subplot()
     rows = table.rows[:MAX_ROWS]
@@ -434,75 +449,108 @@ def _draw(fig: Any, chart_type: str, table: ChartTable, dimension: str | None, t
     series = [i for i in table.numeric_columns if i != x_index]
     if title:
         ax.set_title("\n".join(textwrap.wrap(title, 60)[:2]))
-
-    if chart_type == "candlestick":
-        cols = candlestick_columns(table, x_index)
-        color_up, color_down = "#d62728", "#2ca02c"  # red rises, green falls (as in China)
-        for i in range(n):
-            o, h, lo, c = (table.numbers[cols[k]][i] for k in ("open", "high", "low", "close"))
-            if None in (o, h, lo, c):
-                continue
-            color = color_up if c >= o else color_down  # type: ignore[operator]
-            ax.vlines(i, lo, h, color=color, linewidth=1, zorder=1)
-            height = abs(c - o) or (h - lo) * 0.002 or 0.001  # type: ignore[operator]
-            ax.bar(i, height, bottom=min(o, c), width=0.6, color=color,  # type: ignore[type-var]
-                   edgecolor=color, zorder=2)
-        ax.set_xlim(-0.8, n - 0.2)
-        _ticks(ax, x_labels)
-        ax.set_xlabel(x_name)
-        ax.set_ylabel(" / ".join(table.headers[cols[k]] for k in ("open", "high", "low", "close")))
-        ax.grid(axis="y", alpha=0.3)
-        return
-
-    if not series:
+    plot = _Plot(ax, table, n, x_index, x_labels, x_name, series, title)
+    if chart_type != "candlestick" and not series:  # a candlestick says which columns it lacks
         raise ChartDataError(f"no numeric column to plot (columns: {', '.join(table.headers)})")
+    _DRAWERS[chart_type](plot)
 
-    if chart_type == "pie":
-        column = series[0]
-        pairs = [(label, table.numbers[column][i]) for i, label in enumerate(x_labels)]
-        pairs = [(label, v) for label, v in pairs if v is not None]
-        if any(v < 0 for _, v in pairs):  # type: ignore[operator]
-            raise ChartDataError(f"a pie chart cannot show negative values ({table.headers[column]})")
-        pairs = [(label, v) for label, v in pairs if v > 0]  # type: ignore[operator]
-        if not pairs:
-            raise ChartDataError(f"a pie chart needs positive values; {table.headers[column]} has none")
-        if len(pairs) > MAX_PIE_SLICES:
-            pairs.sort(key=lambda p: p[1], reverse=True)  # type: ignore[arg-type,return-value]
-            rest = pairs[MAX_PIE_SLICES - 1:]
-            pairs = pairs[: MAX_PIE_SLICES - 1] + [(f"other ({len(rest)})",
-                                                    math.fsum(v for _, v in rest))]  # type: ignore[misc]
-        # labels go in the legend: on the wedges, small slices' labels collide
-        wedges = ax.pie(
-            [v for _, v in pairs], autopct=lambda pct: f"{pct:.1f}%" if pct >= 3 else "",
-            startangle=90, counterclock=False, pctdistance=0.75,
-        )[0]
-        ax.axis("equal")
-        ax.legend(wedges, [_cell(label, 30) for label, _ in pairs], title=x_name or None,
-                  loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize="small")
-        if not title:
-            ax.set_title(table.headers[column])
-        return
 
-    positions = list(range(n))
-    if chart_type == "bar":
-        width = 0.8 / len(series)
-        for k, column in enumerate(series):
-            offset = (k - (len(series) - 1) / 2) * width
-            heights = [v if v is not None else 0.0 for v in table.numbers[column][:n]]
-            ax.bar([p + offset for p in positions], heights, width=width, label=table.headers[column])
-        ax.axhline(0, color="black", linewidth=0.6)
-    else:  # line
-        for column in series:
-            values = [v if v is not None else math.nan for v in table.numbers[column][:n]]
-            ax.plot(positions, values, marker="o" if n <= 40 else None, markersize=4,
-                    label=table.headers[column])
-    _ticks(ax, x_labels)
-    ax.set_xlabel(x_name)
-    if len(series) == 1:
-        ax.set_ylabel(table.headers[series[0]])
+def _draw_candlestick(plot: _Plot) -> None:
+    ax, table = plot.ax, plot.table
+    cols = candlestick_columns(table, plot.x_index)
+    color_up, color_down = "#d62728", "#2ca02c"  # red rises, green falls (as in China)
+    for i in range(plot.n):
+        o, h, lo, c = (table.numbers[cols[k]][i] for k in ("open", "high", "low", "close"))
+        if None in (o, h, lo, c):
+            continue
+        color = color_up if c >= o else color_down  # type: ignore[operator]
+        ax.vlines(i, lo, h, color=color, linewidth=1, zorder=1)
+        height = abs(c - o) or (h - lo) * 0.002 or 0.001  # type: ignore[operator]
+        ax.bar(i, height, bottom=min(o, c), width=0.6, color=color,  # type: ignore[type-var]
+               edgecolor=color, zorder=2)
+    ax.set_xlim(-0.8, plot.n - 0.2)
+    _ticks(ax, plot.x_labels)
+    ax.set_xlabel(plot.x_name)
+    ax.set_ylabel(" / ".join(table.headers[cols[k]] for k in ("open", "high", "low", "close")))
+    ax.grid(axis="y", alpha=0.3)
+
+
+def _pie_slices(plot: _Plot, column: int) -> list[tuple[str, float]]:
+    """The column's positive values with their labels; beyond MAX_PIE_SLICES, the smallest are
+    one "other" slice."""
+    table = plot.table
+    values = table.numbers[column]
+    pairs = [(label, v) for i, label in enumerate(plot.x_labels) if (v := values[i]) is not None]
+    if any(v < 0 for _, v in pairs):
+        raise ChartDataError(f"a pie chart cannot show negative values ({table.headers[column]})")
+    pairs = [(label, v) for label, v in pairs if v > 0]
+    if not pairs:
+        raise ChartDataError(f"a pie chart needs positive values; {table.headers[column]} has none")
+    if len(pairs) > MAX_PIE_SLICES:
+        pairs.sort(key=lambda p: p[1], reverse=True)
+        rest = pairs[MAX_PIE_SLICES - 1:]
+        pairs = pairs[: MAX_PIE_SLICES - 1] + [(f"other ({len(rest)})",
+                                                math.fsum(v for _, v in rest))]
+    return pairs
+
+
+def _draw_pie(plot: _Plot) -> None:
+    ax = plot.ax
+    column = plot.series[0]
+    pairs = _pie_slices(plot, column)
+    # labels go in the legend: on the wedges, small slices' labels collide
+    wedges = ax.pie(
+        [v for _, v in pairs], autopct=lambda pct: f"{pct:.1f}%" if pct >= 3 else "",
+        startangle=90, counterclock=False, pctdistance=0.75,
+    )[0]
+    ax.axis("equal")
+    ax.legend(wedges, [_cell(label, 30) for label, _ in pairs], title=plot.x_name or None,
+              loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize="small")
+    if not plot.title:
+        ax.set_title(plot.table.headers[column])
+
+
+def _draw_bars(plot: _Plot) -> None:
+    ax, table, series = plot.ax, plot.table, plot.series
+    positions = list(range(plot.n))
+    width = 0.8 / len(series)
+    for k, column in enumerate(series):
+        offset = (k - (len(series) - 1) / 2) * width
+        heights = [v if v is not None else 0.0 for v in table.numbers[column][:plot.n]]
+        ax.bar([p + offset for p in positions], heights, width=width, label=table.headers[column])
+    ax.axhline(0, color="black", linewidth=0.6)
+    _label_series_axes(plot)
+
+
+def _draw_lines(plot: _Plot) -> None:
+    positions = list(range(plot.n))
+    for column in plot.series:
+        values = [v if v is not None else math.nan for v in plot.table.numbers[column][:plot.n]]
+        plot.ax.plot(positions, values, marker="o" if plot.n <= 40 else None, markersize=4,
+                     label=plot.table.headers[column])
+    _label_series_axes(plot)
+
+
+def _label_series_axes(plot: _Plot) -> None:
+    """Bars' and lines' x ticks, axis names (the one series names the y axis; several, a
+    legend) and grid."""
+    ax = plot.ax
+    _ticks(ax, plot.x_labels)
+    ax.set_xlabel(plot.x_name)
+    if len(plot.series) == 1:
+        ax.set_ylabel(plot.table.headers[plot.series[0]])
     else:
         ax.legend(fontsize="small")
     ax.grid(axis="y", alpha=0.3)
+
+
+_DRAWERS = {
+    "bar": _draw_bars,
+    "pie": _draw_pie,
+    "line": _draw_lines,
+    "candlestick": _draw_candlestick,
+}
+"""How each of CHART_TYPES is drawn."""
 
 
 def render_table(chart_type: str, table: ChartTable, dimension: str | None, title: str = "") -> bytes:
