@@ -1,0 +1,128 @@
+"""Branches that no other test reached, found while splitting long functions into named steps
+(issue 23): each test pins what a user or toolkit author sees there, so a later split cannot
+change it unnoticed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.test_loader import assert_names_file, load, only_error, tool_entry, write_toolkit
+
+# --- tools/loader.py ---------------------------------------------------------------------------
+
+
+def test_a_tools_json_function_that_is_not_an_object_is_reported(tmp_path: Path) -> None:
+    folder = write_toolkit(tmp_path, "kit", tools=[{"type": "function", "function": "ping"}])
+
+    problem = only_error(load(tmp_path))
+
+    assert_names_file(problem, folder / "tools.json", "'function' must be a JSON object",
+                      "not a string")
+
+
+def test_a_tools_json_entry_of_another_type_is_reported(tmp_path: Path) -> None:
+    entry = {**tool_entry("kit__ping"), "type": "retrieval"}
+    folder = write_toolkit(tmp_path, "kit", tools=[entry])
+
+    problem = only_error(load(tmp_path))
+
+    assert_names_file(problem, folder / "tools.json", "'type' must be \"function\"", "'retrieval'")
+
+
+def test_a_tools_json_entry_without_function_or_name_is_reported(tmp_path: Path) -> None:
+    folder = write_toolkit(tmp_path, "kit", tools=[{"description": "pings"}])
+
+    problem = only_error(load(tmp_path))
+
+    assert_names_file(problem, folder / "tools.json", "neither 'function' nor 'name'")
+
+
+def test_required_beside_parameters_that_have_their_own_is_ignored_with_a_warning(
+    tmp_path: Path,
+) -> None:
+    init = "def echo(a: str = '', b: str = ''):\n    return a + b\n"
+    beside = {"type": "function", "required": ["b"], "function": {
+        "name": "kit__echo", "description": "Echo",
+        "parameters": {"type": "object", "required": ["a"],
+                       "properties": {"a": {"type": "string"}, "b": {"type": "string"}}},
+    }}
+    folder = write_toolkit(tmp_path, "kit", init, [beside])
+
+    toolset = load(tmp_path)
+
+    assert toolset.errors == []
+    assert toolset.tools["kit__echo"].parameters["required"] == ["a"]
+    assert [w.message for w in toolset.warnings] == [
+        "entry 1 (kit__echo): 'required' stands beside 'parameters', and 'parameters' has "
+        "'required' too; the one inside it is used"
+    ]
+    assert toolset.warnings[0].path == folder / "tools.json"
+
+
+def test_require_beside_parameters_that_have_required_is_ignored_with_a_warning(
+    tmp_path: Path,
+) -> None:
+    init = "def echo(a: str = '', b: str = ''):\n    return a + b\n"
+    beside = {"name": "kit__echo", "description": "Echo", "require": ["b"],
+              "parameters": {"type": "object", "required": ["a"],
+                             "properties": {"a": {"type": "string"}, "b": {"type": "string"}}}}
+    write_toolkit(tmp_path, "kit", init, [beside])
+
+    toolset = load(tmp_path)
+
+    assert toolset.errors == []
+    assert toolset.tools["kit__echo"].parameters["required"] == ["a"]
+    assert any(w.message.endswith("'require' stands beside 'parameters', and 'parameters' has "
+                                  "'required' too; the one there is used")
+               for w in toolset.warnings), [str(w) for w in toolset.warnings]
+
+
+def test_a_tool_name_registered_twice_in_toolboxes_is_reported(tmp_path: Path) -> None:
+    init = """\
+        from nonebot_plugin_marsho.tools import Toolbox
+
+        first = Toolbox()
+        second = Toolbox()
+
+        @first.tool
+        def ping() -> str:
+            '''Ping.'''
+            return "pong"
+
+        second.add(ping)
+    """
+    folder = write_toolkit(tmp_path, "kit", init, tools="")
+
+    problem = only_error(load(tmp_path))
+
+    assert_names_file(problem, folder / "__init__.py", "tool name 'kit__ping' is registered twice")
+
+
+def test_a_self_described_function_that_cannot_be_a_tool_is_reported(tmp_path: Path) -> None:
+    init = "def ping(host: str, /) -> str:\n    '''Ping a host.'''\n    return host\n"
+    folder = write_toolkit(tmp_path, "kit", init, tools="")
+
+    problem = only_error(load(tmp_path))
+
+    assert_names_file(problem, folder / "__init__.py", "'host'", "positional-only")
+
+
+def test_a_module_not_found_error_without_a_name_is_shown_as_raised(tmp_path: Path) -> None:
+    folder = write_toolkit(tmp_path, "kit", "raise ModuleNotFoundError('no backend today')\n")
+
+    problem = only_error(load(tmp_path))
+
+    assert_names_file(problem, folder / "__init__.py",
+                      "import failed: ModuleNotFoundError: no backend today")
+
+
+def test_a_missing_part_of_an_installed_package_is_told_apart_from_a_missing_package(
+    tmp_path: Path,
+) -> None:
+    folder = write_toolkit(tmp_path, "kit", "import json.streaming\n")
+
+    problem = only_error(load(tmp_path))
+
+    assert_names_file(problem, folder / "__init__.py", "the module 'json.streaming' does not exist",
+                      "'json' is installed, but has no such part")
+    assert "pip install" not in problem.message
