@@ -6,6 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from nonebot_plugin_marsho.tools import charts
 from tests.test_loader import assert_names_file, load, only_error, tool_entry, write_toolkit
 
 # --- tools/loader.py ---------------------------------------------------------------------------
@@ -126,3 +129,27 @@ def test_a_missing_part_of_an_installed_package_is_told_apart_from_a_missing_pac
     assert_names_file(problem, folder / "__init__.py", "the module 'json.streaming' does not exist",
                       "'json' is installed, but has no such part")
     assert "pip install" not in problem.message
+
+
+# --- tools/charts.py ---------------------------------------------------------------------------
+
+
+def test_more_columns_than_a_chart_can_draw_is_a_chart_data_error() -> None:
+    with pytest.raises(charts.ChartDataError, match="51 columns; at most 50 can be drawn"):
+        charts.read_table([list(range(51))])
+
+
+def test_rows_that_are_all_empty_are_a_chart_data_error() -> None:
+    with pytest.raises(charts.ChartDataError, match="rows are empty"):
+        charts.read_table([[], []])
+
+
+def test_repeated_column_names_are_numbered_apart() -> None:
+    table = charts.read_table([[1, 2, 3, 4]], ["x", "y", "x", "x"])
+
+    assert table.headers == ["x", "y", "x (2)", "x (3)"]
+
+
+def test_a_pie_of_zeros_is_a_chart_data_error() -> None:
+    with pytest.raises(charts.ChartDataError, match="needs positive values; v has none"):
+        charts.render_chart("pie", [["a", 0], ["b", 0]], ["k", "v"], "k")
