@@ -5,9 +5,12 @@ change it unnoticed."""
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
+from nonebot_plugin_marsho.chat.native import feishu_post, quoted_content
 from nonebot_plugin_marsho.tools import charts
 from tests.test_loader import assert_names_file, load, only_error, tool_entry, write_toolkit
 
@@ -153,3 +156,38 @@ def test_repeated_column_names_are_numbered_apart() -> None:
 def test_a_pie_of_zeros_is_a_chart_data_error() -> None:
     with pytest.raises(charts.ChartDataError, match="needs positive values; v has none"):
         charts.render_chart("pie", [["a", 0], ["b", 0]], ["k", "v"], "k")
+
+
+# --- chat/native.py ----------------------------------------------------------------------------
+
+
+def _quote_on(platform: str, msg: Any, **origin: Any) -> Any:
+    """quoted_content of a reply on `platform` (a stand-in bot: only its adapter's name is read)."""
+    bot = SimpleNamespace(adapter=SimpleNamespace(get_name=lambda: platform))
+    reply = SimpleNamespace(msg=msg, origin=SimpleNamespace(**origin), id="r1")
+    return quoted_content(bot, SimpleNamespace(), reply)  # type: ignore[arg-type]
+
+
+def test_feishu_text_that_is_not_json_is_not_a_post() -> None:
+    assert feishu_post("{not json") is None
+
+
+def test_a_mention_inside_a_feishu_post_stays_and_a_leading_one_goes() -> None:
+    post = {"content": [
+        [{"tag": "at", "user_name": "Marsho"}, {"tag": "text", "text": "hi "},
+         {"tag": "at", "user_name": "Ann"}],
+        [{"tag": "at", "user_id": "ou_2"}, {"tag": "text", "text": " too"}],
+    ]}
+
+    assert feishu_post(post) == ("hi @Ann\n@ou_2 too", [])
+
+
+def test_a_quoted_feishu_message_that_is_not_json_is_read_as_its_text() -> None:
+    content = _quote_on("Feishu", "plain words")
+
+    assert content is not None
+    assert (content.text, content.images) == ("plain words", [])
+
+
+def test_a_quote_with_nothing_to_read_is_none() -> None:
+    assert _quote_on("OneBot V11", None) is None
