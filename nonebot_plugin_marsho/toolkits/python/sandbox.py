@@ -748,8 +748,9 @@ def _missing(flags: int, status: dict[str, Any], problems: list[str]) -> list[st
 def launcher_main(argv: list[str]) -> None:
     """Isolate this process as far as the OS allows, then run the snippet under it.
 
-    The steps of the module's docstring, one helper each, in this order: 0 (dying with the
-    bot), 1 and 2, 3 (no_new_privs), 4, 6 (the floor), 5, 7."""
+    The steps of the module's docstring, in this order: 0 (dying with the bot), 1 and 2
+    (_isolate), 3 (no_new_privs), 4 (_restrict_filesystem), 6 (_check_floor), 5
+    (_limit_resources), 7 (_run_snippet)."""
     import pwd  # noqa: F401  (imported now: after the user switch and Landlock they may be out
     import resource  # noqa: F401  of reach)
 
