@@ -9,9 +9,15 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from nonebug import App
 
+from nonebot_plugin_marsho.chat import incoming
+from nonebot_plugin_marsho.chat.incoming import Limits, read_question
 from nonebot_plugin_marsho.chat.native import feishu_post, quoted_content
+from nonebot_plugin_marsho.i18n import Texts
 from nonebot_plugin_marsho.tools import charts
+from tests.onebot import group_message, onebot_bot
+from tests.test_incoming import asking, picture, quoting
 from tests.test_loader import assert_names_file, load, only_error, tool_entry, write_toolkit
 
 # --- tools/loader.py ---------------------------------------------------------------------------
@@ -191,3 +197,52 @@ def test_a_quoted_feishu_message_that_is_not_json_is_read_as_its_text() -> None:
 
 def test_a_quote_with_nothing_to_read_is_none() -> None:
     assert _quote_on("OneBot V11", None) is None
+
+
+# --- chat/incoming.py --------------------------------------------------------------------------
+
+
+async def _question(app: App, event: Any) -> incoming.Question:
+    async with app.test_api() as ctx:
+        return await read_question(onebot_bot(ctx), event, "hello", vision=True, model="m",
+                                   limits=Limits(), marsho_name="marsho", t=Texts("en"))
+
+
+async def test_a_message_alconna_cannot_read_is_asked_as_its_text(
+    app: App, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def unreadable(*args: Any, **kwargs: Any) -> Any:
+        raise ValueError("no exporter for this adapter")
+
+    monkeypatch.setattr(incoming.UniMessage, "of", unreadable)
+
+    question = await _question(app, asking("marsho hello", picture("http://127.0.0.1:9/p.png")))
+
+    assert question.content() == "hello"
+    assert (question.images_seen, question.tips, question.quoted_text) == (0, [], "")
+
+
+async def test_a_quote_the_platform_cannot_give_is_left_out(
+    app: App, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(incoming, "quoted_content", lambda *args: None)
+
+    question = await _question(app, quoting(group_message("marsho hello"), "earlier words"))
+
+    assert question.content() == "hello" and question.quoted_text == ""
+
+
+async def test_a_picture_failing_unexpectedly_is_a_network_failure_for_the_asker(
+    app: App, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def broken(*args: Any) -> tuple[bytes, str]:
+        raise RuntimeError("the adapter broke")
+
+    monkeypatch.setattr(incoming, "_fetch", broken)
+    t = Texts("en")
+
+    question = await _question(app, asking("marsho hello", picture("http://127.0.0.1:9/p.png")))
+
+    assert question.tips == [t("tip.image_failed", pictures_text=t.plural("count.pictures", 1),
+                               reasons=t("media.network"))]
+    assert question.content() == "hello\n" + t("image.failed_placeholder")
