@@ -16,7 +16,7 @@ from typing import Literal
 from ..exceptions import StoreError
 from ..i18n import Language, Texts
 from ..redaction import logger
-from ..store.memory import Memory, MemoryStore, Sight, query_terms
+from ..store.memory import Added, Memory, MemoryStore, Sight, query_terms
 from ..tools.model import ToolContext, Toolkit, ToolResponse
 from ..tools.runner import clean_text
 from ..tools.schema import function_tool
@@ -143,39 +143,52 @@ class MemoryBook:
             return ToolResponse.error(OUTSIDE_CHAT)
         # no NUL (PostgreSQL refuses it), no lone surrogate (nothing can store it)
         fact = " ".join(clean_text(text).replace("\x00", " ").split())
-        if about == "me" and not sight.person:
-            return ToolResponse.error(
-                "Nothing is remembered about this person here: the message was not addressed to you "
-                "(you chose to answer it), or its sender is anonymous. Remember nothing about them.")
-        if not fact:
-            return ToolResponse.error("Nothing to remember: `text` is empty. Write the fact to keep.")
-        if len(fact) > self.chars:
-            return ToolResponse.error(
-                f"Too long: {len(fact)} characters, and a memory holds at most {self.chars} "
-                f"(MARSHO_MEMORY_CHARS). Say it in at most {self.chars} characters and call "
-                "memory__remember again (split it into several facts if they are separate).")
-        if about not in ("me", "group"):
-            return ToolResponse.error(f'`about` must be "me" or "group", not {about!r}.')
-        if about == "group" and sight.group is None:
-            return ToolResponse.error(
-                'about="group" works only in a group: this is a private chat. Remember it with '
-                'about="me" if it is about the person asking.')
+        refused = self._not_to_remember(sight, fact, about)
+        if refused:
+            return ToolResponse.error(refused)
         try:
-            if about == "group":
-                assert sight.group is not None
-                # a member telling more than their share pushes out their own, not others'
-                per_author = 0 if context.role != "member" else self.per_member
-                added = await self.store.add("group", sight.group, fact, learned_in=sight.chat, private=False,
-                                             author=sight.person, limit=self.per_group, per_author=per_author,
-                                             days=self.days)
-            else:
-                added = await self.store.add("user", sight.person, fact, learned_in=sight.chat,
-                                             private=sight.private, author=sight.person, limit=self.per_user,
-                                             per_chat=self.per_chat, days=self.days)
+            added = await self._add(context, sight, fact, about)
         except StoreError as error:
             logger.warning(f"marsho: memory__remember in {sight.chat} failed: {error}")
             return ToolResponse.error(STORE_FAILED)
         self._kept("group" if about == "group" else "user", added.memory.owner)
+        return ToolResponse.success(self._remembered(added, about))
+
+    def _not_to_remember(self, sight: Sight, fact: str, about: str) -> str | None:
+        """Why `fact` cannot be kept `about` the asker or the group here, for the model; None
+        when it can."""
+        if about == "me" and not sight.person:
+            return ("Nothing is remembered about this person here: the message was not addressed "
+                    "to you (you chose to answer it), or its sender is anonymous. Remember nothing "
+                    "about them.")
+        if not fact:
+            return "Nothing to remember: `text` is empty. Write the fact to keep."
+        if len(fact) > self.chars:
+            return (f"Too long: {len(fact)} characters, and a memory holds at most {self.chars} "
+                    f"(MARSHO_MEMORY_CHARS). Say it in at most {self.chars} characters and call "
+                    "memory__remember again (split it into several facts if they are separate).")
+        if about not in ("me", "group"):
+            return f'`about` must be "me" or "group", not {about!r}.'
+        if about == "group" and sight.group is None:
+            return ('about="group" works only in a group: this is a private chat. Remember it with '
+                    'about="me" if it is about the person asking.')
+        return None
+
+    async def _add(self, context: ToolContext, sight: Sight, fact: str, about: str) -> Added:
+        """Store `fact` about the group or the asker, within their limits."""
+        if about == "group":
+            assert sight.group is not None
+            # a member telling more than their share pushes out their own, not others'
+            per_author = 0 if context.role != "member" else self.per_member
+            return await self.store.add("group", sight.group, fact, learned_in=sight.chat, private=False,
+                                        author=sight.person, limit=self.per_group, per_author=per_author,
+                                        days=self.days)
+        return await self.store.add("user", sight.person, fact, learned_in=sight.chat,
+                                    private=sight.private, author=sight.person, limit=self.per_user,
+                                    per_chat=self.per_chat, days=self.days)
+
+    def _remembered(self, added: Added, about: str) -> str:
+        """What the model reads after a memory is kept: its id, and which were forgotten for it."""
         whom = "the group" if about == "group" else "the person asking"
         if added.again:
             answer = f"Already remembered as #{added.memory.id} (about {whom}); kept it fresh."
@@ -191,7 +204,7 @@ class MemoryBook:
             ids = ", ".join(f"#{memory.id}" for memory in others)
             answer += (f" To stay within {limit} memories about {whom}, the one(s) unused for "
                        f"longest were forgotten: {ids}.")
-        return ToolResponse.success(answer)
+        return answer
 
     async def recall_text(self, context: ToolContext, query: str = "") -> ToolResponse:
         """The memories the turn may see that match `query` (all, most recently used first, when

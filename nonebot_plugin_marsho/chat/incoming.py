@@ -15,7 +15,7 @@ from nonebot_plugin_alconna.uniseg import Image, Reply, UniMessage, image_fetch
 from ..i18n import Texts
 from ..redaction import logger
 from .media import MediaError, data_url, download_image, sniff_image
-from .native import own_content, quoted_content
+from .native import Content, own_content, quoted_content
 
 
 @dataclass(frozen=True)
@@ -163,82 +163,114 @@ async def read_question(
     question), then the asker's own pictures."""
     question = Question()
     own: list[Image] = []
-    quoted_text, quoted_images, quoted_by = "", [], None
-    quoted = False
-    sources: dict[int, str] = {}
+    quoted: Content | None = None
+    quoted_by: str | None = None
     if not text_only(bot, event):
-        try:
-            message = await UniMessage.of(event.get_message(), bot=bot).attach_reply(event, bot)
-        except Exception as error:  # an adapter alconna cannot read: the text is enough
-            logger.warning(f"marsho: could not read the message's pictures or quote: {error}")
-            message = UniMessage()
-        own = own_content(bot, event, message).images
-        for reply in message[Reply]:
-            found = quoted_content(bot, event, reply)
-            if found is None:  # the implementation could not find it (get_msg failed)
-                continue
-            quoted = True
-            quoted_by = _sender_name(bot, reply.origin, marsho_name)
-            if quoted_by is None and bot.adapter.get_name() == "Discord":
-                quoted_by = _sender_name(bot, getattr(event, "referenced_message", None), marsho_name)
-            quoted_text, quoted_images, sources = found.text, found.images, found.sources
-            break
+        own, quoted, quoted_by = await _read_message(bot, event, marsho_name)
+    quoted_images = quoted.images if quoted else []
     question.images_seen = len(own) + len(quoted_images)
-    question.quoted_text = quoted_text.strip()
-    pictures: dict[int, str] = {}  # id(image) -> data URL
+    question.quoted_text = quoted.text.strip() if quoted else ""
     wanted = [*quoted_images, *own]
     tried = {id(image) for image in wanted[: limits.max_images]} if vision else set()
-    if wanted and limits.max_images == 0:
-        vision = False
-        question.tips.append(t("tip.images_off"))
-    elif wanted and not vision:
-        left_out = t.plural("count.pictures", len(wanted))
-        question.tips.append(t("tip.no_vision", model=model, pictures_text=left_out))
-    elif wanted:
-        kept = wanted[: limits.max_images]
-        if len(wanted) > len(kept):
-            at_most = t.plural("count.pictures", limits.max_images)
-            question.tips.append(t("tip.image_too_many", pictures_text=at_most))
-        results = await asyncio.gather(*(_fetch(bot, event, image, limits, sources.get(id(image)))
-                                         for image in kept),
-                                       return_exceptions=True)
-        failures: list[str] = []
-        for image, result in zip(kept, results, strict=True):
-            if isinstance(result, MediaError):
-                # the kind only: the details (hosts, addresses) are for the log, not the chat
-                failures.append(t(f"media.{result.kind}", limit=_megabytes(limits.max_bytes),
-                                  seconds=f"{limits.timeout:g}"))
-                hint = ("; if your OneBot implementation serves pictures on a local address, set "
-                        "MARSHO_IMAGE_ALLOW_PRIVATE=true") if result.kind == "blocked" else ""
-                where = image.url or f"file id {image.id}"
-                logger.warning(f"marsho: picture {where}: {result.kind} {result.detail}{hint}")
-            elif isinstance(result, BaseException):
-                failures.append(t("media.network"))
-                logger.opt(exception=result).warning("marsho: could not read a picture")
-            else:
-                pictures[id(image)] = data_url(*result)
-        if failures:
-            reasons = t("list.separator").join(failures)
-            not_loaded = t.plural("count.pictures", len(failures))
-            question.tips.append(t("tip.image_failed", pictures_text=not_loaded, reasons=reasons))
-
-    def add_images(images: list[Image]) -> None:
-        for image in images:
-            if id(image) in pictures:
-                question.parts.append({"type": "image_url", "image_url": {"url": pictures[id(image)]}})
-            elif id(image) in tried:
-                question.parts.append({"type": "text", "text": t("image.failed_placeholder")})
-            else:
-                question.parts.append({"type": "text", "text": t("image.placeholder")})
-
+    pictures = await _pictures(bot, event, wanted, quoted.sources if quoted else {}, question.tips,
+                               vision=vision, model=model, limits=limits, t=t)
     prefix = f"{speaker}: " if speaker else ""
-    if quoted:
+    if quoted is not None:
         label = t("quote.label", sender=quoted_by) if quoted_by else t("quote.label_unknown")
-        question.parts.append({"type": "text", "text": f"{prefix}{label}\n{quoted_text.strip()}".strip()})
-        add_images(quoted_images)
+        question.parts.append({"type": "text", "text": f"{prefix}{label}\n{quoted.text.strip()}".strip()})
+        question.parts += _image_parts(quoted_images, pictures, tried, t)
         question.parts.append({"type": "text", "text": t("quote.end")})
         prefix = ""
     if (prefix + text).strip():  # no empty text part: some OpenAI-compatible endpoints refuse one
         question.parts.append({"type": "text", "text": (prefix + text).rstrip()})
-    add_images(own)
+    question.parts += _image_parts(own, pictures, tried, t)
     return question
+
+
+async def _read_message(
+    bot: Bot, event: Event, marsho_name: str
+) -> tuple[list[Image], Content | None, str | None]:
+    """(the asker's own pictures, the first quoted message that could be read, who sent it)."""
+    try:
+        message = await UniMessage.of(event.get_message(), bot=bot).attach_reply(event, bot)
+    except Exception as error:  # an adapter alconna cannot read: the text is enough
+        logger.warning(f"marsho: could not read the message's pictures or quote: {error}")
+        message = UniMessage()
+    own = own_content(bot, event, message).images
+    for reply in message[Reply]:
+        found = quoted_content(bot, event, reply)
+        if found is None:  # the implementation could not find it (get_msg failed)
+            continue
+        quoted_by = _sender_name(bot, reply.origin, marsho_name)
+        if quoted_by is None and bot.adapter.get_name() == "Discord":
+            quoted_by = _sender_name(bot, getattr(event, "referenced_message", None), marsho_name)
+        return own, found, quoted_by
+    return own, None, None
+
+
+async def _pictures(
+    bot: Bot, event: Event, wanted: list[Image], sources: dict[int, str], tips: list[str], *,
+    vision: bool, model: str, limits: Limits, t: Texts,
+) -> dict[int, str]:
+    """id(image) -> data URL of the `wanted` pictures the model gets; a tip in `tips` for those
+    it does not (pictures off, a model without vision, too many, failed to load)."""
+    if wanted and limits.max_images == 0:
+        tips.append(t("tip.images_off"))
+    elif wanted and not vision:
+        left_out = t.plural("count.pictures", len(wanted))
+        tips.append(t("tip.no_vision", model=model, pictures_text=left_out))
+    elif wanted:
+        kept = wanted[: limits.max_images]
+        if len(wanted) > len(kept):
+            at_most = t.plural("count.pictures", limits.max_images)
+            tips.append(t("tip.image_too_many", pictures_text=at_most))
+        return await _load_pictures(bot, event, kept, sources, tips, limits, t)
+    return {}
+
+
+async def _load_pictures(
+    bot: Bot, event: Event, kept: list[Image], sources: dict[int, str], tips: list[str],
+    limits: Limits, t: Texts,
+) -> dict[int, str]:
+    """Fetch `kept` side by side; id(image) -> data URL of those that loaded, one tip for the
+    others."""
+    pictures: dict[int, str] = {}
+    results = await asyncio.gather(*(_fetch(bot, event, image, limits, sources.get(id(image)))
+                                     for image in kept),
+                                   return_exceptions=True)
+    failures: list[str] = []
+    for image, result in zip(kept, results, strict=True):
+        if isinstance(result, MediaError):
+            # the kind only: the details (hosts, addresses) are for the log, not the chat
+            failures.append(t(f"media.{result.kind}", limit=_megabytes(limits.max_bytes),
+                              seconds=f"{limits.timeout:g}"))
+            hint = ("; if your OneBot implementation serves pictures on a local address, set "
+                    "MARSHO_IMAGE_ALLOW_PRIVATE=true") if result.kind == "blocked" else ""
+            where = image.url or f"file id {image.id}"
+            logger.warning(f"marsho: picture {where}: {result.kind} {result.detail}{hint}")
+        elif isinstance(result, BaseException):
+            failures.append(t("media.network"))
+            logger.opt(exception=result).warning("marsho: could not read a picture")
+        else:
+            pictures[id(image)] = data_url(*result)
+    if failures:
+        reasons = t("list.separator").join(failures)
+        not_loaded = t.plural("count.pictures", len(failures))
+        tips.append(t("tip.image_failed", pictures_text=not_loaded, reasons=reasons))
+    return pictures
+
+
+def _image_parts(
+    images: list[Image], pictures: dict[int, str], tried: set[int], t: Texts
+) -> list[dict[str, Any]]:
+    """A part per picture: the picture itself when it loaded, else a placeholder saying whether
+    it failed to load or was not sent."""
+    parts: list[dict[str, Any]] = []
+    for image in images:
+        if id(image) in pictures:
+            parts.append({"type": "image_url", "image_url": {"url": pictures[id(image)]}})
+        elif id(image) in tried:
+            parts.append({"type": "text", "text": t("image.failed_placeholder")})
+        else:
+            parts.append({"type": "text", "text": t("image.placeholder")})
+    return parts

@@ -47,6 +47,22 @@ def feishu_post(data: Any) -> tuple[str, list[str]] | None:
     """(text, image keys) of a Feishu rich-text post ({"title", "content": [[element...]...]},
     or the same as JSON text, or keyed by language); None if `data` is not one. Leading mentions
     are left out of the text, as an @ of the bot is in a plain message."""
+    post = _feishu_post_object(data)
+    if post is None:
+        return None
+    lines: list[str] = []
+    keys: list[str] = []
+    for paragraph in post["content"]:
+        line = _feishu_line(paragraph if isinstance(paragraph, list) else [], bool(lines), keys)
+        if line:
+            lines.append(line)
+    title = str(post.get("title") or "").strip()
+    return "\n".join([title, *lines] if title else lines), keys
+
+
+def _feishu_post_object(data: Any) -> dict[str, Any] | None:
+    """The post itself, from JSON text or from inside its one language key; None if `data` is
+    not a post."""
     if isinstance(data, str):
         try:
             data = json.loads(data)
@@ -56,23 +72,22 @@ def feishu_post(data: Any) -> tuple[str, list[str]] | None:
         data = next(iter(data.values()))  # {"zh_cn": {...}}
     if not isinstance(data, dict) or not isinstance(data.get("content"), list):
         return None
-    lines: list[str] = []
-    keys: list[str] = []
-    for paragraph in data["content"]:
-        words: list[str] = []
-        for element in paragraph if isinstance(paragraph, list) else ():
-            tag = element.get("tag") if isinstance(element, dict) else None
-            if tag in ("text", "a", "md", "code_block"):
-                words.append(str(element.get("text", "")))
-            elif tag == "img" and element.get("image_key"):
-                keys.append(str(element["image_key"]))
-            elif tag == "at" and (words or lines):  # an @ inside the sentence stays readable
-                words.append(f"@{element.get('user_name') or element.get('user_id', '')}")
-        line = "".join(words).strip()
-        if line:
-            lines.append(line)
-    title = str(data.get("title") or "").strip()
-    return "\n".join([title, *lines] if title else lines), keys
+    return data
+
+
+def _feishu_line(paragraph: list[Any], after_text: bool, keys: list[str]) -> str:
+    """One paragraph's text (its pictures' keys go to `keys`); `after_text`: lines came before
+    it, so a mention at its start is inside the message, not the leading @ of the bot."""
+    words: list[str] = []
+    for element in paragraph:
+        tag = element.get("tag") if isinstance(element, dict) else None
+        if tag in ("text", "a", "md", "code_block"):
+            words.append(str(element.get("text", "")))
+        elif tag == "img" and element.get("image_key"):
+            keys.append(str(element["image_key"]))
+        elif tag == "at" and (words or after_text):  # an @ inside the sentence stays readable
+            words.append(f"@{element.get('user_name') or element.get('user_id', '')}")
+    return "".join(words).strip()
 
 
 def own_content(bot: Bot, event: Event, message: UniMessage) -> Content:
@@ -105,36 +120,65 @@ def quoted_content(bot: Bot, event: Event, reply: Reply) -> Content | None:
     Feishu's post); None when the platform gave nothing to read."""
     platform = bot.adapter.get_name()
     origin = reply.origin
-    body: Any = reply.msg
-    extra: list[Image] = []
-    if platform == "Discord" and body is None:
-        referenced = getattr(event, "referenced_message", None)
-        if referenced is not None:
-            body = getattr(referenced, "content", None) or ""
-            extra = _attachment_images(getattr(referenced, "attachments", None))
-    elif platform == "Kaiheila":
-        extra = _kook_picture(origin)
-        if extra:
-            body = ""
+    body, extra = _quoted_body(platform, event, reply)
     if platform == "Feishu":
         raw = body if isinstance(body, str) else getattr(getattr(origin, "body", None), "content", None)
-        post = feishu_post(raw) if raw else None
+        post = _feishu_quoted_post(raw, reply) if raw else None
         if post is not None:
-            text, keys = post
-            content = Content(text=text, images=[Image(id=key) for key in keys])
-            message_id = getattr(origin, "message_id", None) or str(reply.id)
-            content.sources = {id(image): str(message_id) for image in content.images}
-            return content
+            return post
         if isinstance(raw, str):
-            try:  # a plain Feishu message quoted: {"text": "..."}
-                loaded = json.loads(raw)
-                body = loaded.get("text", raw) if isinstance(loaded, dict) else raw
-            except ValueError:
-                body = raw
+            body = _feishu_plain_text(raw)
     if body is None:
         body = _origin_content(origin)
     if body is None and not extra:
         return None
+    content = _read_quoted_body(bot, body, extra)
+    if platform == "QQ":  # alconna may read the quoted text only; the pictures are attachments
+        known = {image.url for image in content.images}
+        content.images += [i for i in _attachment_images(getattr(origin, "attachments", None))
+                           if i.url not in known]
+    return content
+
+
+def _quoted_body(platform: str, event: Event, reply: Reply) -> tuple[Any, list[Image]]:
+    """(the quoted message as alconna or the platform gives it, pictures beside it): Discord's
+    referenced message when alconna fetched none, a Kook picture quote."""
+    if platform == "Discord" and reply.msg is None:
+        referenced = getattr(event, "referenced_message", None)
+        if referenced is not None:
+            return (getattr(referenced, "content", None) or "",
+                    _attachment_images(getattr(referenced, "attachments", None)))
+    elif platform == "Kaiheila":
+        extra = _kook_picture(reply.origin)
+        if extra:
+            return "", extra
+    return reply.msg, []
+
+
+def _feishu_quoted_post(raw: Any, reply: Reply) -> Content | None:
+    """A quoted Feishu post, its pictures remembered as the quoted message's (fetched by it)."""
+    post = feishu_post(raw)
+    if post is None:
+        return None
+    text, keys = post
+    content = Content(text=text, images=[Image(id=key) for key in keys])
+    message_id = getattr(reply.origin, "message_id", None) or str(reply.id)
+    content.sources = {id(image): str(message_id) for image in content.images}
+    return content
+
+
+def _feishu_plain_text(raw: str) -> str:
+    """A plain Feishu message quoted: the text of {"text": "..."}, else the raw string."""
+    try:
+        loaded = json.loads(raw)
+    except ValueError:
+        return raw
+    return loaded.get("text", raw) if isinstance(loaded, dict) else raw
+
+
+def _read_quoted_body(bot: Bot, body: Any, extra: list[Image]) -> Content:
+    """Text and pictures of a quoted body (text, or a message alconna can read), with `extra`
+    pictures after its own."""
     content = Content(images=list(extra))
     if isinstance(body, str):
         content.text = body
@@ -146,10 +190,6 @@ def quoted_content(bot: Bot, event: Event, reply: Reply) -> Content | None:
         else:
             content.text = message.extract_plain_text()
             content.images = list(message[Image]) + content.images
-    if platform == "QQ":  # alconna may read the quoted text only; the pictures are attachments
-        known = {image.url for image in content.images}
-        content.images += [i for i in _attachment_images(getattr(origin, "attachments", None))
-                           if i.url not in known]
     return content
 
 

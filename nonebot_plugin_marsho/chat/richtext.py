@@ -355,74 +355,101 @@ def find_rich(text: str, *, inline_formulas: bool = False) -> list[Part]:
     parts: list[Part] = []
     fences = _fences(text)
     fence_at = {fence.start: fence.end for fence in fences}
-    fence_starts = [fence.start for fence in fences]
+    scan = _Scan(text, inline_formulas, [fence.start for fence in fences])
     pending = 0
     position = 0
     length = len(text)
-
-    def next_fence(after: int) -> int:
-        for start in fence_starts:
-            if start > after:
-                return start
-        return length
-
-    def emit(part: Part, start: int, end: int) -> None:
-        nonlocal pending, position
-        if pending < start:
-            parts.append(TextPart(text[pending:start]))
-        parts.append(part)
-        pending = position = end
-
     while position < length:
         if position in fence_at:
             position = fence_at[position]
             continue
-        char = text[position]
-        if char == "`":
-            position = _code_span_end(text, position, _paragraph_end(text, position, next_fence(position)))
-            continue
-        if char == "\\":
-            following = text[position + 1:position + 2]
-            if following in ("[", "(") and (following == "[" or inline_formulas):
-                closing = "\\]" if following == "[" else "\\)"
-                stop = _paragraph_end(text, position + 2, next_fence(position))
-                close = _find_closing(text, position + 2, stop, closing)
-                if close >= 0 and text[position + 2:close].strip():
-                    end = close + 2
-                    emit(FormulaPart(text[position + 2:close].strip(), following == "[",
-                                     text[position:end]), position, end)
-                    continue
-            position += 2  # an escaped character, or a delimiter that does not close
-            continue
-        if char == "$":
-            if text.startswith("$$", position):
-                stop = _paragraph_end(text, position + 2, next_fence(position))
-                close = _find_closing(text, position + 2, stop, "$$")
-                if close >= 0 and text[position + 2:close].strip():
-                    end = close + 2
-                    emit(FormulaPart(text[position + 2:close].strip(), True, text[position:end]),
-                         position, end)
-                    continue
-                position += 2
-                continue
-            if inline_formulas:
-                end = _inline_dollar(text, position)
-                if end > 0:
-                    emit(FormulaPart(text[position + 1:end - 1], False, text[position:end]),
-                         position, end)
-                    continue
+        reader = _READERS.get(text[position])
+        if reader is None:
             position += 1
             continue
-        if char == "!" and text.startswith("![", position):
-            match = _IMAGE.match(text, position)
-            if match is not None:
-                url = match["angled"] or match["url"]
-                emit(ImageLinkPart(match["alt"], url, match.group(0)), position, match.end())
-                continue
-        position += 1
+        part, end = reader(scan, position)
+        if part is not None:
+            if pending < position:
+                parts.append(TextPart(text[pending:position]))
+            parts.append(part)
+            pending = end
+        position = end
     if pending < length:
         parts.append(TextPart(text[pending:]))
     return parts
+
+
+@dataclass(frozen=True)
+class _Scan:
+    """The answer `find_rich` reads, and what every reader needs of it."""
+
+    text: str
+    inline_formulas: bool
+    fence_starts: list[int]
+
+    def paragraph_end(self, start: int, position: int) -> int:
+        """Where something starting at `start` (opened at `position`) must end by: the next
+        blank line or code block."""
+        fence = next((f for f in self.fence_starts if f > position), len(self.text))
+        return _paragraph_end(self.text, start, fence)
+
+
+# Each reader takes the position of its character and returns (the part found there, or None
+# when it is plain text, and where to go on reading).
+
+def _read_backtick(scan: _Scan, position: int) -> tuple[Part | None, int]:
+    """`inline code`: skipped whole, so nothing inside it is read as a formula or image."""
+    return None, _code_span_end(scan.text, position, scan.paragraph_end(position, position))
+
+
+def _read_backslash(scan: _Scan, position: int) -> tuple[Part | None, int]:
+    """\\[...\\] (and \\(...\\) with inline formulas), else an escaped character."""
+    following = scan.text[position + 1:position + 2]
+    if following in ("[", "(") and (following == "[" or scan.inline_formulas):
+        formula = _closed_formula(scan, position, "\\]" if following == "[" else "\\)",
+                                  display=following == "[")
+        if formula is not None:
+            return formula
+    return None, position + 2  # an escaped character, or a delimiter that does not close
+
+
+def _read_dollar(scan: _Scan, position: int) -> tuple[Part | None, int]:
+    """$$...$$, and $...$ with inline formulas."""
+    text = scan.text
+    if text.startswith("$$", position):
+        return _closed_formula(scan, position, "$$", display=True) or (None, position + 2)
+    if scan.inline_formulas:
+        end = _inline_dollar(text, position)
+        if end > 0:
+            return FormulaPart(text[position + 1:end - 1], False, text[position:end]), end
+    return None, position + 1
+
+
+def _read_bang(scan: _Scan, position: int) -> tuple[Part | None, int]:
+    """![alt](url)."""
+    match = _IMAGE.match(scan.text, position) if scan.text.startswith("![", position) else None
+    if match is None:
+        return None, position + 1
+    url = match["angled"] or match["url"]
+    return ImageLinkPart(match["alt"], url, match.group(0)), match.end()
+
+
+def _closed_formula(
+    scan: _Scan, position: int, closing: str, *, display: bool
+) -> tuple[FormulaPart, int] | None:
+    """The formula whose two-character opening is at `position`, when `closing` ends it within
+    its paragraph and it is not empty; with where it ends."""
+    text = scan.text
+    stop = scan.paragraph_end(position + 2, position)
+    close = _find_closing(text, position + 2, stop, closing)
+    if close >= 0 and text[position + 2:close].strip():
+        end = close + 2
+        return FormulaPart(text[position + 2:close].strip(), display, text[position:end]), end
+    return None
+
+
+_READERS = {"`": _read_backtick, "\\": _read_backslash, "$": _read_dollar, "!": _read_bang}
+"""The characters where something other than plain text may start, and their readers."""
 
 
 def _inline_dollar(text: str, start: int) -> int:

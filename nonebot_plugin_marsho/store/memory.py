@@ -225,10 +225,8 @@ class MemoryStore:
                 if days:
                     await conn.execute(delete(memories_table).where(of_owner, m.used_at < now - days * 86400))
                 rows = (await conn.execute(select(*_COLUMNS).where(of_owner))).all()
-                # the same fact, kept where this one would be seen (told in private, it is not
-                # the same as this one told in a group; under `chat`, each chat has its own)
-                same = next((r for r in rows if same_text(r.text, text_) and (private or not r.private)
-                             and (not per_chat or r.learned_in == learned_in)), None)
+                same = _kept_already(rows, text_, private=private, per_chat=per_chat,
+                                     learned_in=learned_in)
                 if same is not None:  # told again: fresher, not twice
                     await conn.execute(update(memories_table).where(m.id == same.id).values(used_at=now))
                     return Added(_with_used(_row(same), now), again=True)
@@ -236,11 +234,7 @@ class MemoryStore:
                     about=about, owner=owner, learned_in=learned_in, private=int(private), author=author,
                     text=text_, terms=search_terms(text_), created_at=now, used_at=now))
                 new_id = int(result.inserted_primary_key[0])  # type: ignore[index]
-                by_use = sorted(rows, key=lambda r: (r.used_at, r.id))
-                own = [r for r in by_use if r.author == author]
-                authors = own[:max(0, len(own) + 1 - per_author)] if per_author else []
-                rest = [r for r in by_use if r not in authors]  # rows: distinct ids, never equal
-                oldest = authors + rest[:max(0, len(rest) + 1 - limit)]
+                authors, oldest = _to_evict(rows, author, per_author=per_author, limit=limit)
                 if oldest:
                     await conn.execute(delete(memories_table).where(m.id.in_([r.id for r in oldest])))
         except SQLAlchemyError as error:
@@ -378,6 +372,25 @@ class MemoryStore:
                 return [_row(row) for row in (await conn.execute(query)).all()]
         except SQLAlchemyError as error:
             raise StoreError(code="store.read", url=self.store.safe_url, detail=_describe(error)) from None
+
+
+def _kept_already(rows: Sequence[Any], text_: str, *, private: bool, per_chat: bool,
+                  learned_in: str) -> Any | None:
+    """The row of the same fact, kept where this one would be seen (told in private, it is not
+    the same as this one told in a group; under `chat`, each chat has its own); None if none."""
+    return next((r for r in rows if same_text(r.text, text_) and (private or not r.private)
+                 and (not per_chat or r.learned_in == learned_in)), None)
+
+
+def _to_evict(rows: Sequence[Any], author: str, *, per_author: int,
+              limit: int) -> tuple[list[Any], list[Any]]:
+    """The rows that go to make room for one more memory: (those past the author's share, unused
+    for longest; all of them: those, then the owner's unused for longest past `limit`)."""
+    by_use = sorted(rows, key=lambda r: (r.used_at, r.id))
+    own = [r for r in by_use if r.author == author]
+    authors = own[:max(0, len(own) + 1 - per_author)] if per_author else []
+    rest = [r for r in by_use if r not in authors]  # rows: distinct ids, never equal
+    return authors, authors + rest[:max(0, len(rest) + 1 - limit)]
 
 
 def _with_used(memory: Memory, now: float) -> Memory:

@@ -144,66 +144,109 @@ def read_table(data: Any, field_headers: Sequence[Any] | None = None) -> ChartTa
     one of those is read too.
     """
     if isinstance(data, str):
-        import json
-
-        try:
-            data = json.loads(data)
-        except ValueError:
-            raise ChartDataError("'data' is a string, not rows of chart data") from None
+        data = _json_data(data)
     headers_given = [str(h) for h in field_headers] if isinstance(field_headers, (list, tuple)) else []
     if isinstance(data, Mapping):
-        columns = {str(k): v for k, v in data.items()}
-        if not columns or not all(isinstance(v, list) for v in columns.values()):
-            raise ChartDataError("'data' is an object but not one of columns (each a list of values)")
-        length = max(len(v) for v in columns.values())
-        names = list(columns)
-        rows = [[columns[n][i] if i < len(columns[n]) else None for n in names] for i in range(length)]
-        headers = names
+        headers, rows = _read_columns(data)
     elif isinstance(data, list):
-        if not data:
-            raise ChartDataError("'data' has no rows")
-        if all(isinstance(row, Mapping) for row in data):
-            keys: list[str] = []
-            for row in data:
-                for key in row:
-                    if str(key) not in keys:
-                        keys.append(str(key))
-            if headers_given and all(h in keys for h in headers_given):
-                headers = headers_given + [k for k in keys if k not in headers_given]
-            else:
-                headers = keys
-            rows = [[{str(k): v for k, v in row.items()}.get(h) for h in headers] for row in data]
-            if headers_given and len(headers_given) == len(keys) and headers == keys \
-                    and headers_given != keys:
-                headers = headers_given  # display names for the keys, in order
-        elif all(isinstance(row, (list, tuple)) for row in data):
-            width = max(len(row) for row in data)
-            if width == 0:
-                raise ChartDataError("'data' rows are empty")
-            headers = headers_given[:width] + [
-                f"column {i + 1}" for i in range(len(headers_given), width)
-            ]
-            rows = [list(row) + [None] * (width - len(row)) for row in data]
-        elif all(not isinstance(row, (list, tuple, Mapping)) for row in data):
-            headers = headers_given[:1] or ["value"]
-            rows = [[value] for value in data]
-        else:
-            raise ChartDataError("'data' mixes rows of different kinds (lists, objects, values)")
+        headers, rows = _read_rows(data, headers_given)
     else:
         raise ChartDataError(
             f"'data' must be a list of rows or an object of columns, not {json_type(data)}"
         )
     if len(headers) > MAX_COLUMNS:
         raise ChartDataError(f"'data' has {len(headers)} columns; at most {MAX_COLUMNS} can be drawn")
-    # the same name twice would make columns indistinguishable
+    return ChartTable(headers=_distinct(headers), rows=rows)
+
+
+_Shape = tuple[list[str], list[list[Any]]]
+"""Headers and rows, as one of the shapes of `data` reads."""
+
+
+def _json_data(text: str) -> Any:
+    import json
+
+    try:
+        return json.loads(text)
+    except ValueError:
+        raise ChartDataError("'data' is a string, not rows of chart data") from None
+
+
+def _read_columns(data: Mapping[Any, Any]) -> _Shape:
+    """{"月份": [...], "销量": [...]}: shorter columns are padded with None."""
+    columns = {str(k): v for k, v in data.items()}
+    if not columns or not all(isinstance(v, list) for v in columns.values()):
+        raise ChartDataError("'data' is an object but not one of columns (each a list of values)")
+    length = max(len(v) for v in columns.values())
+    names = list(columns)
+    rows = [[columns[n][i] if i < len(columns[n]) else None for n in names] for i in range(length)]
+    return names, rows
+
+
+def _read_rows(data: list[Any], headers_given: list[str]) -> _Shape:
+    """A list whose rows are all objects, all lists, or all plain values."""
+    if not data:
+        raise ChartDataError("'data' has no rows")
+    if all(isinstance(row, Mapping) for row in data):
+        return _read_object_rows(data, headers_given)
+    if all(isinstance(row, (list, tuple)) for row in data):
+        return _read_list_rows(data, headers_given)
+    if all(not isinstance(row, (list, tuple, Mapping)) for row in data):
+        return headers_given[:1] or ["value"], [[value] for value in data]
+    raise ChartDataError("'data' mixes rows of different kinds (lists, objects, values)")
+
+
+def _read_object_rows(data: list[Mapping[Any, Any]], headers_given: list[str]) -> _Shape:
+    """Objects' keys are the columns, in the order `headers_given` names them when it names them
+    all; when it names as many columns as there are keys but different ones, it gives the keys'
+    display names, in order."""
+    keys = _keys_in_order(data)
+    if headers_given and all(h in keys for h in headers_given):
+        headers = headers_given + [k for k in keys if k not in headers_given]
+    else:
+        headers = keys
+    rows = [[{str(k): v for k, v in row.items()}.get(h) for h in headers] for row in data]
+    if headers_given and len(headers_given) == len(keys) and headers == keys \
+            and headers_given != keys:
+        headers = headers_given  # display names for the keys, in order
+    return headers, rows
+
+
+def _keys_in_order(data: list[Mapping[Any, Any]]) -> list[str]:
+    """Every key of the objects, as text, in the order it first appears."""
+    keys: list[str] = []
+    for row in data:
+        for key in row:
+            if str(key) not in keys:
+                keys.append(str(key))
+    return keys
+
+
+def _read_list_rows(data: list[Sequence[Any]], headers_given: list[str]) -> _Shape:
+    """Rows as lists, padded with None to the widest; unnamed columns are "column N"."""
+    width = max(len(row) for row in data)
+    if width == 0:
+        raise ChartDataError("'data' rows are empty")
+    headers = headers_given[:width] + [
+        f"column {i + 1}" for i in range(len(headers_given), width)
+    ]
+    rows = [list(row) + [None] * (width - len(row)) for row in data]
+    return headers, rows
+
+
+def _distinct(headers: list[str]) -> list[str]:
+    """The headers with repeats numbered ("x", "x (2)"): the same name twice would make columns
+    indistinguishable."""
     seen: dict[str, int] = {}
-    for i, header in enumerate(headers):
+    named: list[str] = []
+    for header in headers:
         if header in seen:
             seen[header] += 1
-            headers[i] = f"{header} ({seen[header]})"
+            named.append(f"{header} ({seen[header]})")
         else:
             seen[header] = 1
-    return ChartTable(headers=list(headers), rows=rows)
+            named.append(header)
+    return named
 
 
 # --- candlesticks ------------------------------------------------------------------------------
@@ -380,6 +423,21 @@ def _ticks(ax: Any, labels: list[str]) -> None:
                        rotation=30 if slant else 0, ha="right" if slant else "center")
 
 
+@dataclass
+class _Plot:
+    """What each chart type draws from: the axes, the rows drawn (`n`), the x axis and the
+    numeric columns besides it (`series`)."""
+
+    ax: Any
+    table: ChartTable
+    n: int
+    x_index: int | None
+    x_labels: list[str]
+    x_name: str
+    series: list[int]
+    title: str
+
+
 def _draw(fig: Any, chart_type: str, table: ChartTable, dimension: str | None, title: str) -> None:
     ax = fig.add_subplot()
     rows = table.rows[:MAX_ROWS]
@@ -391,75 +449,108 @@ def _draw(fig: Any, chart_type: str, table: ChartTable, dimension: str | None, t
     series = [i for i in table.numeric_columns if i != x_index]
     if title:
         ax.set_title("\n".join(textwrap.wrap(title, 60)[:2]))
-
-    if chart_type == "candlestick":
-        cols = candlestick_columns(table, x_index)
-        color_up, color_down = "#d62728", "#2ca02c"  # red rises, green falls (as in China)
-        for i in range(n):
-            o, h, lo, c = (table.numbers[cols[k]][i] for k in ("open", "high", "low", "close"))
-            if None in (o, h, lo, c):
-                continue
-            color = color_up if c >= o else color_down  # type: ignore[operator]
-            ax.vlines(i, lo, h, color=color, linewidth=1, zorder=1)
-            height = abs(c - o) or (h - lo) * 0.002 or 0.001  # type: ignore[operator]
-            ax.bar(i, height, bottom=min(o, c), width=0.6, color=color,  # type: ignore[type-var]
-                   edgecolor=color, zorder=2)
-        ax.set_xlim(-0.8, n - 0.2)
-        _ticks(ax, x_labels)
-        ax.set_xlabel(x_name)
-        ax.set_ylabel(" / ".join(table.headers[cols[k]] for k in ("open", "high", "low", "close")))
-        ax.grid(axis="y", alpha=0.3)
-        return
-
-    if not series:
+    plot = _Plot(ax, table, n, x_index, x_labels, x_name, series, title)
+    if chart_type != "candlestick" and not series:  # a candlestick says which columns it lacks
         raise ChartDataError(f"no numeric column to plot (columns: {', '.join(table.headers)})")
+    _DRAWERS[chart_type](plot)
 
-    if chart_type == "pie":
-        column = series[0]
-        pairs = [(label, table.numbers[column][i]) for i, label in enumerate(x_labels)]
-        pairs = [(label, v) for label, v in pairs if v is not None]
-        if any(v < 0 for _, v in pairs):  # type: ignore[operator]
-            raise ChartDataError(f"a pie chart cannot show negative values ({table.headers[column]})")
-        pairs = [(label, v) for label, v in pairs if v > 0]  # type: ignore[operator]
-        if not pairs:
-            raise ChartDataError(f"a pie chart needs positive values; {table.headers[column]} has none")
-        if len(pairs) > MAX_PIE_SLICES:
-            pairs.sort(key=lambda p: p[1], reverse=True)  # type: ignore[arg-type,return-value]
-            rest = pairs[MAX_PIE_SLICES - 1:]
-            pairs = pairs[: MAX_PIE_SLICES - 1] + [(f"other ({len(rest)})",
-                                                    math.fsum(v for _, v in rest))]  # type: ignore[misc]
-        # labels go in the legend: on the wedges, small slices' labels collide
-        wedges = ax.pie(
-            [v for _, v in pairs], autopct=lambda pct: f"{pct:.1f}%" if pct >= 3 else "",
-            startangle=90, counterclock=False, pctdistance=0.75,
-        )[0]
-        ax.axis("equal")
-        ax.legend(wedges, [_cell(label, 30) for label, _ in pairs], title=x_name or None,
-                  loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize="small")
-        if not title:
-            ax.set_title(table.headers[column])
-        return
 
-    positions = list(range(n))
-    if chart_type == "bar":
-        width = 0.8 / len(series)
-        for k, column in enumerate(series):
-            offset = (k - (len(series) - 1) / 2) * width
-            heights = [v if v is not None else 0.0 for v in table.numbers[column][:n]]
-            ax.bar([p + offset for p in positions], heights, width=width, label=table.headers[column])
-        ax.axhline(0, color="black", linewidth=0.6)
-    else:  # line
-        for column in series:
-            values = [v if v is not None else math.nan for v in table.numbers[column][:n]]
-            ax.plot(positions, values, marker="o" if n <= 40 else None, markersize=4,
-                    label=table.headers[column])
-    _ticks(ax, x_labels)
-    ax.set_xlabel(x_name)
-    if len(series) == 1:
-        ax.set_ylabel(table.headers[series[0]])
+def _draw_candlestick(plot: _Plot) -> None:
+    ax, table = plot.ax, plot.table
+    cols = candlestick_columns(table, plot.x_index)
+    color_up, color_down = "#d62728", "#2ca02c"  # red rises, green falls (as in China)
+    for i in range(plot.n):
+        o, h, lo, c = (table.numbers[cols[k]][i] for k in ("open", "high", "low", "close"))
+        if None in (o, h, lo, c):
+            continue
+        color = color_up if c >= o else color_down  # type: ignore[operator]
+        ax.vlines(i, lo, h, color=color, linewidth=1, zorder=1)
+        height = abs(c - o) or (h - lo) * 0.002 or 0.001  # type: ignore[operator]
+        ax.bar(i, height, bottom=min(o, c), width=0.6, color=color,  # type: ignore[type-var]
+               edgecolor=color, zorder=2)
+    ax.set_xlim(-0.8, plot.n - 0.2)
+    _ticks(ax, plot.x_labels)
+    ax.set_xlabel(plot.x_name)
+    ax.set_ylabel(" / ".join(table.headers[cols[k]] for k in ("open", "high", "low", "close")))
+    ax.grid(axis="y", alpha=0.3)
+
+
+def _pie_slices(plot: _Plot, column: int) -> list[tuple[str, float]]:
+    """The column's positive values with their labels; beyond MAX_PIE_SLICES, the smallest are
+    one "other" slice."""
+    table = plot.table
+    values = table.numbers[column]
+    pairs = [(label, v) for i, label in enumerate(plot.x_labels) if (v := values[i]) is not None]
+    if any(v < 0 for _, v in pairs):
+        raise ChartDataError(f"a pie chart cannot show negative values ({table.headers[column]})")
+    pairs = [(label, v) for label, v in pairs if v > 0]
+    if not pairs:
+        raise ChartDataError(f"a pie chart needs positive values; {table.headers[column]} has none")
+    if len(pairs) > MAX_PIE_SLICES:
+        pairs.sort(key=lambda p: p[1], reverse=True)
+        rest = pairs[MAX_PIE_SLICES - 1:]
+        pairs = pairs[: MAX_PIE_SLICES - 1] + [(f"other ({len(rest)})",
+                                                math.fsum(v for _, v in rest))]
+    return pairs
+
+
+def _draw_pie(plot: _Plot) -> None:
+    ax = plot.ax
+    column = plot.series[0]
+    pairs = _pie_slices(plot, column)
+    # labels go in the legend: on the wedges, small slices' labels collide
+    wedges = ax.pie(
+        [v for _, v in pairs], autopct=lambda pct: f"{pct:.1f}%" if pct >= 3 else "",
+        startangle=90, counterclock=False, pctdistance=0.75,
+    )[0]
+    ax.axis("equal")
+    ax.legend(wedges, [_cell(label, 30) for label, _ in pairs], title=plot.x_name or None,
+              loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize="small")
+    if not plot.title:
+        ax.set_title(plot.table.headers[column])
+
+
+def _draw_bars(plot: _Plot) -> None:
+    ax, table, series = plot.ax, plot.table, plot.series
+    positions = list(range(plot.n))
+    width = 0.8 / len(series)
+    for k, column in enumerate(series):
+        offset = (k - (len(series) - 1) / 2) * width
+        heights = [v if v is not None else 0.0 for v in table.numbers[column][:plot.n]]
+        ax.bar([p + offset for p in positions], heights, width=width, label=table.headers[column])
+    ax.axhline(0, color="black", linewidth=0.6)
+    _label_series_axes(plot)
+
+
+def _draw_lines(plot: _Plot) -> None:
+    positions = list(range(plot.n))
+    for column in plot.series:
+        values = [v if v is not None else math.nan for v in plot.table.numbers[column][:plot.n]]
+        plot.ax.plot(positions, values, marker="o" if plot.n <= 40 else None, markersize=4,
+                     label=plot.table.headers[column])
+    _label_series_axes(plot)
+
+
+def _label_series_axes(plot: _Plot) -> None:
+    """Bars' and lines' x ticks, axis names (the one series names the y axis; several, a
+    legend) and grid."""
+    ax = plot.ax
+    _ticks(ax, plot.x_labels)
+    ax.set_xlabel(plot.x_name)
+    if len(plot.series) == 1:
+        ax.set_ylabel(plot.table.headers[plot.series[0]])
     else:
         ax.legend(fontsize="small")
     ax.grid(axis="y", alpha=0.3)
+
+
+_DRAWERS = {
+    "bar": _draw_bars,
+    "pie": _draw_pie,
+    "line": _draw_lines,
+    "candlestick": _draw_candlestick,
+}
+"""How each of CHART_TYPES is drawn."""
 
 
 def render_table(chart_type: str, table: ChartTable, dimension: str | None, title: str = "") -> bytes:

@@ -127,6 +127,23 @@ def _normalize_entry(entry: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     slips mended, and a warning for each: "required" beside "parameters" (marshoai's own example)
     moved inside, and "require" (megakits' spelling, beside or inside) read as "required"."""
     warnings: list[str] = []
+    data = _flat_entry(entry)
+    parameters = data.get("parameters")
+    if isinstance(parameters, dict) and "require" in parameters:
+        parameters = _require_inside(parameters, warnings)
+        data["parameters"] = parameters
+    if parameters is not None and not isinstance(parameters, dict):
+        return data, warnings  # the field's own check says what is wrong
+    for key in ("required", "require"):
+        if key in data:
+            parameters = _required_beside(data, key, parameters, warnings)
+    return data, warnings
+
+
+def _flat_entry(entry: dict[str, Any]) -> dict[str, Any]:
+    """The entry's function fields: {"type": "function", "function": {...}} (OpenAI's shape, with
+    our "permission" and marshoai's misplaced "required"/"require" beside it) or the fields
+    themselves."""
     if "function" in entry:
         if not isinstance(entry["function"], dict):
             raise ValueError(f"'function' must be a JSON object, not {json_type(entry['function'])}")
@@ -136,43 +153,45 @@ def _normalize_entry(entry: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
         for key in ("permission", "required", "require"):  # ours, and marshoai's misplaced ones
             if key in entry and key not in data:
                 data[key] = entry[key]
-    elif "name" not in entry:
+        return data
+    if "name" not in entry:
         raise ValueError("has neither 'function' nor 'name'")
+    return {**entry}
+
+
+def _require_inside(parameters: dict[str, Any], warnings: list[str]) -> dict[str, Any]:
+    """'parameters' with its "require" read as "required", or dropped when both are there."""
+    if "required" in parameters:
+        warnings.append("'parameters' has both 'require' and 'required'; 'require' (not a "
+                        "JSON Schema keyword) is ignored")
+        return {k: v for k, v in parameters.items() if k != "require"}
+    warnings.append(f"'require' inside 'parameters' is read as 'required' (JSON Schema's "
+                    f"spelling); as written, {_names(parameters['require'])} would be "
+                    "optional to the model")
+    return {("required" if k == "require" else k): v for k, v in parameters.items()}
+
+
+def _required_beside(
+    data: dict[str, Any], key: str, parameters: dict[str, Any] | None, warnings: list[str]
+) -> dict[str, Any] | None:
+    """Take `key` ("required" or "require") out of `data` and put it inside 'parameters' as
+    "required", unless 'parameters' has one already; the parameters as they now are."""
+    value = data.pop(key)
+    if parameters is not None and "required" in parameters:
+        inside = "inside it is used" if key == "required" else "there is used"
+        warnings.append(f"{key!r} stands beside 'parameters', and 'parameters' has 'required' "
+                        f"too; the one {inside}")
+        return parameters
+    parameters = {"required": value, **(parameters or {})}
+    data["parameters"] = parameters
+    if key == "required":
+        warnings.append("'required' stands beside 'parameters'; moved inside 'parameters' "
+                        "where JSON Schema expects it")
     else:
-        data = {**entry}
-    parameters = data.get("parameters")
-    if isinstance(parameters, dict) and "require" in parameters:
-        if "required" in parameters:
-            warnings.append("'parameters' has both 'require' and 'required'; 'require' (not a "
-                            "JSON Schema keyword) is ignored")
-            parameters = {k: v for k, v in parameters.items() if k != "require"}
-        else:
-            warnings.append(f"'require' inside 'parameters' is read as 'required' (JSON Schema's "
-                            f"spelling); as written, {_names(parameters['require'])} would be "
-                            "optional to the model")
-            parameters = {("required" if k == "require" else k): v for k, v in parameters.items()}
-        data["parameters"] = parameters
-    if parameters is not None and not isinstance(parameters, dict):
-        return data, warnings  # the field's own check says what is wrong
-    for key in ("required", "require"):
-        if key not in data:
-            continue
-        value = data.pop(key)
-        if parameters is not None and "required" in parameters:
-            inside = "inside it is used" if key == "required" else "there is used"
-            warnings.append(f"{key!r} stands beside 'parameters', and 'parameters' has 'required' "
-                            f"too; the one {inside}")
-            continue
-        parameters = {"required": value, **(parameters or {})}
-        data["parameters"] = parameters
-        if key == "required":
-            warnings.append("'required' stands beside 'parameters'; moved inside 'parameters' "
-                            "where JSON Schema expects it")
-        else:
-            warnings.append(f"'require' beside 'parameters' is read as 'required' and moved "
-                            f"inside 'parameters' (JSON Schema's spelling and place); as written, "
-                            f"{_names(value)} would be optional to the model")
-    return data, warnings
+        warnings.append(f"'require' beside 'parameters' is read as 'required' and moved "
+                        f"inside 'parameters' (JSON Schema's spelling and place); as written, "
+                        f"{_names(value)} would be optional to the model")
+    return parameters
 
 
 def _names(value: Any) -> str:
@@ -303,24 +322,41 @@ def _missing_module(error: ModuleNotFoundError, folder: Path, module_name: str) 
     of a pip package (the package named where its name differs from the module's)."""
     name = error.name or ""
     if name == module_name or name.startswith(module_name + "."):
-        own = name[len(module_name) + 1:] or "__init__"
-        first = own.split(".")[0]
-        near = [p.name for p in folder.iterdir() if p.stem.lower() == first.lower()
-                and p.stem != first] if folder.is_dir() else []
-        hint = f"; {', '.join(near)} is there, but names are case-sensitive" if near else ""
-        return (f"the toolkit's own module {own!r} is missing",
-                f"there is no {first}.py (nor a {first}/ folder) in {folder}{hint}")
+        return _missing_own_module(name[len(module_name) + 1:] or "__init__", folder)
     top = name.split(".")[0]
     if top == MARSHOAI_MODULE:
-        line = _failing_line(error, folder)
-        if f"{MARSHOAI_MODULE}.plugin" in line or "on_function_call" in line:
-            return MARSHOAI_PLUGIN.format(how=_MARSHOAI_PLUGIN_HOW), ""
-        shown = f" (`{line}`)" if line else ""
-        return (f"it imports nonebot-plugin-marshoai's own code{shown}",
-                "Marsho neither provides nor needs it: copy what the toolkit uses from it into "
-                "the toolkit (see README, \"Imports, problems and testing\")")
+        return _marshoai_code_imported(error, folder)
     if not name:
         return f"{type(error).__name__}: {error}", ""
+    return _missing_installed_module(name, top)
+
+
+def _missing_own_module(own: str, folder: Path) -> tuple[str, str]:
+    """A module of the toolkit folder itself (`own`, relative to it) is missing; a file whose
+    name differs only in case is named."""
+    first = own.split(".")[0]
+    near = [p.name for p in folder.iterdir() if p.stem.lower() == first.lower()
+            and p.stem != first] if folder.is_dir() else []
+    hint = f"; {', '.join(near)} is there, but names are case-sensitive" if near else ""
+    return (f"the toolkit's own module {own!r} is missing",
+            f"there is no {first}.py (nor a {first}/ folder) in {folder}{hint}")
+
+
+def _marshoai_code_imported(error: ModuleNotFoundError, folder: Path) -> tuple[str, str]:
+    """The toolkit imports nonebot_plugin_marshoai: a marshoai plugin, or a toolkit that borrows
+    marshoai's code."""
+    line = _failing_line(error, folder)
+    if f"{MARSHOAI_MODULE}.plugin" in line or "on_function_call" in line:
+        return MARSHOAI_PLUGIN.format(how=_MARSHOAI_PLUGIN_HOW), ""
+    shown = f" (`{line}`)" if line else ""
+    return (f"it imports nonebot-plugin-marshoai's own code{shown}",
+            "Marsho neither provides nor needs it: copy what the toolkit uses from it into "
+            "the toolkit (see README, \"Imports, problems and testing\")")
+
+
+def _missing_installed_module(name: str, top: str) -> tuple[str, str]:
+    """A module outside the toolkit: a part its installed package lacks, or a package to
+    install (named from PIP_PACKAGES where it differs from the module)."""
     if top != name and name not in PIP_PACKAGES:
         try:
             installed = importlib.util.find_spec(top) is not None
@@ -489,18 +525,9 @@ def load_toolkit(
     """
     settings = settings or {}
     name = folder.name
-    try:
-        check_toolkit_name(name)
-    except ValueError as error:
-        problems.error(folder, f"the toolkit folder's name {error}")
-        return None
     init_file = folder / "__init__.py"
     tools_file = folder / "tools.json"
-    if not init_file.is_file():
-        problems.error(init_file, "missing: a toolkit folder needs an __init__.py holding its functions")
-        return None
-    if _is_marshoai_plugin(init_file):
-        problems.error(init_file, MARSHOAI_PLUGIN.format(how=_MARSHOAI_PLUGIN_HOW))
+    if not _is_loadable(folder, init_file, problems):
         return None
     has_tools_json = tools_file.is_file()
     other_format = None if has_tools_json else _other_tools_file(folder)
@@ -513,43 +540,71 @@ def load_toolkit(
         problems.error(init_file, _import_problem(error, folder, _module_name(name, folder)))
         return None
     toolboxes = [value for value in vars(module).values() if isinstance(value, Toolbox)]
-    tools: list[Tool] = []
     if specs is not None:
-        for spec in specs:
-            tool = _tool_from_spec(spec, module, toolboxes, settings, tools_file, problems)
-            if tool is not None:
-                tools.append(tool)
+        tools = [tool for spec in specs if (tool := _tool_from_spec(
+            spec, module, toolboxes, settings, tools_file, problems)) is not None]
     else:
         try:
             tools = _self_described_tools(name, module, toolboxes, settings)
         except ToolDefinitionError as error:
             problems.error(init_file, str(error))
             return None
-        seen: set[str] = set()
-        for tool in tools:
-            if tool.name in seen:
-                problems.error(init_file, f"tool name {tool.name!r} is registered twice")
-            seen.add(tool.name)
-        if not tools and other_format is not None:
-            problems.error(other_format, "found, but Marsho reads tool descriptions only from "
-                           "tools.json, so this toolkit has no tools: write the same entries as "
-                           "JSON in tools.json (marshoai's format), or describe the functions in "
-                           "__init__.py (README, \"Writing a toolkit\")")
-        elif not tools:
-            problems.error(init_file, "no tools: add a tools.json, register functions in a "
-                           "Toolbox, or give __init__.py public functions with docstrings")
-        elif other_format is not None:
-            problems.warning(other_format, "not read: Marsho reads tool descriptions only from "
-                             "tools.json; the tools of this toolkit come from __init__.py")
+        _check_self_described(tools, init_file, other_format, problems)
     if problems.failed:
         return None
     for tool in tools:
         tool.toolkit = name
+    _warn_unused_settings(folder, settings, tools, problems)
+    return Toolkit(name=name, path=folder, tools=tools)
+
+
+def _is_loadable(folder: Path, init_file: Path, problems: _Problems) -> bool:
+    """Whether the folder can be a toolkit before reading it: a good name, an __init__.py, and
+    not marshoai's plugin format (an error in `problems` for the first that fails)."""
+    try:
+        check_toolkit_name(folder.name)
+    except ValueError as error:
+        problems.error(folder, f"the toolkit folder's name {error}")
+        return False
+    if not init_file.is_file():
+        problems.error(init_file, "missing: a toolkit folder needs an __init__.py holding its functions")
+        return False
+    if _is_marshoai_plugin(init_file):
+        problems.error(init_file, MARSHOAI_PLUGIN.format(how=_MARSHOAI_PLUGIN_HOW))
+        return False
+    return True
+
+
+def _check_self_described(
+    tools: list[Tool], init_file: Path, other_format: Path | None, problems: _Problems
+) -> None:
+    """Problems of tools described by their functions: a name registered twice, no tools, and a
+    tools.yaml (or the like) that is not read."""
+    seen: set[str] = set()
+    for tool in tools:
+        if tool.name in seen:
+            problems.error(init_file, f"tool name {tool.name!r} is registered twice")
+        seen.add(tool.name)
+    if not tools and other_format is not None:
+        problems.error(other_format, "found, but Marsho reads tool descriptions only from "
+                       "tools.json, so this toolkit has no tools: write the same entries as "
+                       "JSON in tools.json (marshoai's format), or describe the functions in "
+                       "__init__.py (README, \"Writing a toolkit\")")
+    elif not tools:
+        problems.error(init_file, "no tools: add a tools.json, register functions in a "
+                       "Toolbox, or give __init__.py public functions with docstrings")
+    elif other_format is not None:
+        problems.warning(other_format, "not read: Marsho reads tool descriptions only from "
+                         "tools.json; the tools of this toolkit come from __init__.py")
+
+
+def _warn_unused_settings(
+    folder: Path, settings: Mapping[str, Any], tools: list[Tool], problems: _Problems
+) -> None:
     used = {key for tool in tools for key in tool.presets}
     for key in sorted(set(settings) - used):
         problems.warning(folder, f"setting {key!r} (MARSHO_TOOLKIT_SETTINGS) matches no "
                          "parameter of any tool in this toolkit")
-    return Toolkit(name=name, path=folder, tools=tools)
 
 
 OTHER_TOOLS_FILES = ("tools.yaml", "tools.yml")

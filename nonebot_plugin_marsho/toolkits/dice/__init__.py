@@ -88,14 +88,18 @@ def choose(options: list[str], count: int = 1, unique: bool = True) -> str:
     return "\n".join(picked)
 
 
-def _parse_dice(notation: str) -> list[tuple[int, int, int, str, int]]:
+_Term = tuple[int, int, int, str, int]
+"""(sign, count, sides, keep, kept); a plain number is sides 0 and count = value."""
+
+
+def _parse_dice(notation: str) -> list[_Term]:
     """[(sign, count, sides, keep, kept)] per term; a plain number is sides 0 and count = value."""
     text = notation.strip().replace("％", "%")
     if not text:
         raise ValueError("the dice notation is empty; write e.g. 3d6+2")
     if len(text) > MAX_NOTATION:
         raise ValueError(f"the dice notation is too long; at most {MAX_NOTATION} characters")
-    terms: list[tuple[int, int, int, str, int]] = []
+    terms: list[_Term] = []
     position = 0
     while position < len(text):
         match = _TERM.match(text, position)
@@ -106,26 +110,31 @@ def _parse_dice(notation: str) -> list[tuple[int, int, int, str, int]]:
                 "4d6kl3 (keep lowest), d% (percentile)"
             )
         position = match.end()
-        sign = -1 if match.group("sign") == "-" else 1
-        if match.group("number") is not None:
-            terms.append((sign, _bounded(int(match.group("number")), 0, MAX_MODIFIER, "a number added "
-                                         "to the roll"), 0, "", 0))
-            continue
-        count = _bounded(int(match.group("count") or 1), 1, MAX_COUNT, "the number of dice")
-        sides = 100 if match.group("sides") == "%" else int(match.group("sides"))
-        _bounded(sides, 2, MAX_SIDES, "the number of sides")
-        keep = {"": "", "k": "kh", "kh": "kh", "kl": "kl"}[(match.group("keep") or "").lower()]
-        kept = int(match.group("kept") or 0)
-        if keep:
-            _bounded(kept, 1, count, f"the number of dice kept (of {count})")
-        terms.append((sign, count, sides, keep, kept))
-        if len(terms) > MAX_TERMS:
+        term = _read_term(match)
+        terms.append(term)
+        if term[2] and len(terms) > MAX_TERMS:  # counted when dice are added
             raise ValueError(f"too many terms; at most {MAX_TERMS}")
     if sum(count for _, count, sides, _, _ in terms if sides) > MAX_COUNT:
         raise ValueError(f"too many dice; at most {MAX_COUNT} in one roll")
     if not any(sides for _, _, sides, _, _ in terms):
         raise ValueError(f"{notation!r} has no dice; write e.g. 1d6 or 3d6+2")
     return terms
+
+
+def _read_term(match: re.Match[str]) -> _Term:
+    """One term of the notation, a number or dice, each part within its bounds."""
+    sign = -1 if match.group("sign") == "-" else 1
+    if match.group("number") is not None:
+        return (sign, _bounded(int(match.group("number")), 0, MAX_MODIFIER, "a number added "
+                               "to the roll"), 0, "", 0)
+    count = _bounded(int(match.group("count") or 1), 1, MAX_COUNT, "the number of dice")
+    sides = 100 if match.group("sides") == "%" else int(match.group("sides"))
+    _bounded(sides, 2, MAX_SIDES, "the number of sides")
+    keep = {"": "", "k": "kh", "kh": "kh", "kl": "kl"}[(match.group("keep") or "").lower()]
+    kept = int(match.group("kept") or 0)
+    if keep:
+        _bounded(kept, 1, count, f"the number of dice kept (of {count})")
+    return (sign, count, sides, keep, kept)
 
 
 @tools.tool

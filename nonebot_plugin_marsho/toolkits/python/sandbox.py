@@ -50,7 +50,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 STATUS_MARKER = b"\x1emarsho-sandbox "
 """Starts the launcher's status line, the first line of the output, before the snippet runs."""
@@ -594,15 +594,7 @@ def _landlock(libc: Any, config: dict[str, Any]) -> dict[str, Any]:
     if abi < 1:
         return {"filesystem": f"not restricted: Landlock is unavailable ({_errno_text()})",
                 "landlock_net": False}
-    handled_fs = (1 << 13) - 1
-    if abi >= 2:
-        handled_fs |= FS_REFER
-    if abi >= 3:
-        handled_fs |= FS_TRUNCATE
-    if abi >= 5:
-        handled_fs |= FS_IOCTL_DEV
-    handled_net = NET_BIND_TCP | NET_CONNECT_TCP if abi >= 4 else 0
-    scoped = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if abi >= 6 else 0
+    handled_fs, handled_net, scoped = _handled_access(abi)
 
     class RulesetAttr(ctypes.Structure):
         _fields_ = [("handled_access_fs", ctypes.c_uint64),
@@ -616,32 +608,10 @@ def _landlock(libc: Any, config: dict[str, Any]) -> dict[str, Any]:
     if ruleset < 0:
         return {"filesystem": f"not restricted: Landlock refused a ruleset ({_errno_text()})",
                 "landlock_net": False}
-    read_rights = FS_EXECUTE | FS_READ_FILE | FS_READ_DIR
-    rules: list[tuple[str, int]] = []
-    for path in [*SYSTEM_READABLE, *_python_paths(config["python"]), *config["readable_paths"]]:
-        rules.append((path, read_rights))
-    for path, mode in DEVICES.items():
-        rights = FS_READ_FILE | (FS_WRITE_FILE | FS_TRUNCATE if "w" in mode else 0)
-        rules.append((path, rights))
-    rules.append((config["workdir"], handled_fs))
+    rules = _landlock_rules(config, handled_fs)
     try:
         for path, rights in rules:
-            if os.path.realpath(path) == "/" and rights != handled_fs:
-                continue  # would open up everything
-            try:
-                fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
-            except OSError:
-                continue  # not on this system
-            try:
-                is_dir = stat.S_ISDIR(os.fstat(fd).st_mode)
-                allowed = rights & handled_fs & (~0 if is_dir else FILE_RIGHTS)
-                rule = _PathBeneath.make(allowed, fd)
-                if libc.syscall(ctypes.c_long(SYS_LANDLOCK_ADD_RULE), ctypes.c_int(ruleset),
-                                ctypes.c_int(LANDLOCK_RULE_PATH_BENEATH), ctypes.byref(rule),
-                                ctypes.c_uint32(0)) != 0:
-                    raise OSError(ctypes.get_errno(), f"landlock_add_rule({path}): {_errno_text()}")
-            finally:
-                os.close(fd)
+            _allow_beneath(libc, ruleset, path, rights, handled_fs)
         if libc.syscall(ctypes.c_long(SYS_LANDLOCK_RESTRICT_SELF), ctypes.c_int(ruleset),
                         ctypes.c_uint32(0)) != 0:
             return {"filesystem": f"not restricted: landlock_restrict_self failed "
@@ -656,6 +626,60 @@ def _landlock(libc: Any, config: dict[str, Any]) -> dict[str, Any]:
         "landlock_net": bool(handled_net),
         "signals": "scoped to the sandbox" if scoped else "not scoped",
     }
+
+
+def _handled_access(abi: int) -> tuple[int, int, int]:
+    """What a ruleset of this Landlock ABI restricts: (filesystem rights, network rights,
+    scopes); each newer ABI handles more, and whatever is handled is denied unless a rule
+    allows it."""
+    handled_fs = (1 << 13) - 1
+    if abi >= 2:
+        handled_fs |= FS_REFER
+    if abi >= 3:
+        handled_fs |= FS_TRUNCATE
+    if abi >= 5:
+        handled_fs |= FS_IOCTL_DEV
+    handled_net = NET_BIND_TCP | NET_CONNECT_TCP if abi >= 4 else 0
+    scoped = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if abi >= 6 else 0
+    return handled_fs, handled_net, scoped
+
+
+def _landlock_rules(config: dict[str, Any], handled_fs: int) -> list[tuple[str, int]]:
+    """(path, rights) the snippet keeps: reading the system and the Python installation, the
+    devices, and everything in its working directory."""
+    read_rights = FS_EXECUTE | FS_READ_FILE | FS_READ_DIR
+    rules: list[tuple[str, int]] = []
+    for path in [*SYSTEM_READABLE, *_python_paths(config["python"]), *config["readable_paths"]]:
+        rules.append((path, read_rights))
+    for path, mode in DEVICES.items():
+        rights = FS_READ_FILE | (FS_WRITE_FILE | FS_TRUNCATE if "w" in mode else 0)
+        rules.append((path, rights))
+    rules.append((config["workdir"], handled_fs))
+    return rules
+
+
+def _allow_beneath(libc: Any, ruleset: int, path: str, rights: int, handled_fs: int) -> None:
+    """Add a rule allowing `rights` beneath `path` (only file rights when it is a file). A path
+    that does not exist here is skipped, and so is "/" with less than every right (it would
+    open up everything); a rule the kernel refuses is an OSError."""
+    import ctypes
+
+    if os.path.realpath(path) == "/" and rights != handled_fs:
+        return  # would open up everything
+    try:
+        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    except OSError:
+        return  # not on this system
+    try:
+        is_dir = stat.S_ISDIR(os.fstat(fd).st_mode)
+        allowed = rights & handled_fs & (~0 if is_dir else FILE_RIGHTS)
+        rule = _PathBeneath.make(allowed, fd)
+        if libc.syscall(ctypes.c_long(SYS_LANDLOCK_ADD_RULE), ctypes.c_int(ruleset),
+                        ctypes.c_int(LANDLOCK_RULE_PATH_BENEATH), ctypes.byref(rule),
+                        ctypes.c_uint32(0)) != 0:
+            raise OSError(ctypes.get_errno(), f"landlock_add_rule({path}): {_errno_text()}")
+    finally:
+        os.close(fd)
 
 
 def _set_limits(config: dict[str, Any], count_processes: bool) -> None:
@@ -722,7 +746,11 @@ def _missing(flags: int, status: dict[str, Any], problems: list[str]) -> list[st
 
 
 def launcher_main(argv: list[str]) -> None:
-    """Isolate this process as far as the OS allows, then run the snippet under it."""
+    """Isolate this process as far as the OS allows, then run the snippet under it.
+
+    The steps of the module's docstring, in this order: 0 (dying with the bot), 1 and 2
+    (_isolate), 3 (no_new_privs), 4 (_restrict_filesystem), 6 (_check_floor), 5
+    (_limit_resources), 7 (_run_snippet)."""
     import pwd  # noqa: F401  (imported now: after the user switch and Landlock they may be out
     import resource  # noqa: F401  of reach)
 
@@ -732,7 +760,25 @@ def launcher_main(argv: list[str]) -> None:
     _die_with_bot(libc, int(config.get("parent", 0)))
     root = os.geteuid() == 0
     status: dict[str, Any] = {"notes": []}
+    flags, problems = _isolate(libc, config, root, status)
+    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        status["notes"].append(f"no_new_privs failed: {_errno_text()}")
+    config["python"] = _choose_interpreter(config, status)
+    _restrict_filesystem(libc, config, status)
+    _check_floor(config, flags, status, problems)
+    if status.get("refused"):
+        _write_status(status)
+        os._exit(REFUSED_EXIT)
+    _limit_resources(config, root, flags, status)
+    _write_status(status)
+    _run_snippet(libc, config)
 
+
+def _isolate(
+    libc: Any, config: dict[str, Any], root: bool, status: dict[str, Any]
+) -> tuple[int, list[str]]:
+    """Steps 1 and 2: namespaces and the user switch. The namespaces that took (clone flags),
+    and why none did (empty when some did); `status` says who runs and what is cut off."""
     # As root: plain namespaces first (they need CAP_SYS_ADMIN), then switch user. Otherwise
     # (or if root was refused, as in a container without CAP_SYS_ADMIN): inside a user namespace.
     problems: list[str] = []
@@ -757,16 +803,23 @@ def launcher_main(argv: list[str]) -> None:
     status["network"] = ("cut off (new network namespace)" if flags & CLONE_NEWNET
                          else "not isolated by a namespace")
     status["pid_namespace"] = bool(flags & CLONE_NEWPID)
+    return flags, problems
 
-    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-        status["notes"].append(f"no_new_privs failed: {_errno_text()}")
 
-    config["python"] = _choose_interpreter(config, status)
+def _restrict_filesystem(libc: Any, config: dict[str, Any], status: dict[str, Any]) -> None:
+    """Step 4: Landlock, unless the owner pretends it is unavailable."""
     if "landlock" in config["unavailable"]:
         status.update(filesystem="not restricted: Landlock treated as unavailable (the "
                       "pretend_unavailable setting)", landlock_net=False)
     else:
         status.update(_landlock(libc, config))
+
+
+def _check_floor(
+    config: dict[str, Any], flags: int, status: dict[str, Any], problems: list[str]
+) -> None:
+    """Step 6: what isolation this run got, and status["refused"] when that is below the floor
+    (or without a network namespace while require_network_isolation is on)."""
     if not flags & CLONE_NEWNET and status.get("landlock_net"):
         status["network"] = "TCP refused by Landlock (UDP and local sockets still work)"
     status["network_isolated"] = bool(flags & CLONE_NEWNET)
@@ -778,18 +831,20 @@ def launcher_main(argv: list[str]) -> None:
         status["refused"] = ("refused to run: this machine cannot cut a process off the network "
                              "(" + "; ".join(problems or ["no network namespace"]) + "), and the "
                              "require_network_isolation setting is on")
-    if status.get("refused"):
-        _write_status(status)
-        os._exit(REFUSED_EXIT)
 
+
+def _limit_resources(config: dict[str, Any], root: bool, flags: int, status: dict[str, Any]) -> None:
+    """Step 5: the resource limits."""
     # counting processes only makes sense for a user of the sandbox's own (root is not limited;
     # the bot's user counts the bot's threads too)
     own_user = (root and bool(config["run_as"])) or bool(flags & CLONE_NEWUSER)
     _set_limits(config, count_processes=own_user)
     if not own_user:
         status["notes"].append("process count not limited (the sandbox shares the bot's user)")
-    _write_status(status)
 
+
+def _run_snippet(libc: Any, config: dict[str, Any]) -> NoReturn:
+    """Step 7: fork, exec the snippet's interpreter in the child, and end as the child ended."""
     cpu_limit = config["cpu_seconds"]
     argv_snippet = [config["python"], "-I", "-S", "-B", "-u", "-X", "utf8", SNIPPET_FILE]
     child = os.fork()

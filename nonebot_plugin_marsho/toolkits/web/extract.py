@@ -8,6 +8,7 @@ where a pure-Python tree builder takes several.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from urllib.parse import urljoin, urlsplit
 
@@ -150,15 +151,26 @@ def html_to_text(data: bytes | str, base_url: str, encoding: str | None = None) 
         return Page("", "")
     title_tag = root.find(".//title")
     title = " ".join(title_tag.text_content().split()) if title_tag is not None else ""
+    writer = _Writer(_document_base(root, base_url))
+    _walk(_content_root(root), writer)
+    writer.flush()
+    text = "\n".join(writer.blocks)
+    return Page(title=title, text=_MANY_NEWLINES.sub("\n\n", text).strip(), links=writer.links)
+
+
+def _document_base(root: lxml_html.HtmlElement, base_url: str) -> str:
+    """The address relative links resolve against: the page's <base href>, else `base_url`."""
     base = root.find(".//base[@href]")
     if base is not None:
         try:
-            base_url = urljoin(base_url, base.get("href", ""))
+            return urljoin(base_url, base.get("href", ""))
         except ValueError:
             pass
-    writer = _Writer(base_url)
-    content = _content_root(root)
+    return base_url
 
+
+def _walk(content: lxml_html.HtmlElement, writer: _Writer) -> None:
+    """Write `content` and everything in it, in document order."""
     # walked with a stack, not recursion: a page may nest thousands of elements deep.
     # ("enter", e): start e; ("leave", e): end e; ("tail", e): the text after e, inside e's parent
     stack: list[tuple[str, lxml_html.HtmlElement, int]] = [("enter", content, 0)]
@@ -172,37 +184,56 @@ def html_to_text(data: bytes | str, base_url: str, encoding: str | None = None) 
             continue
         if element is not content:
             stack.append(("tail", element, 0))
-        tag = element.tag if isinstance(element.tag, str) else ""
-        tag = tag.lower()
-        if not tag or tag in SKIPPED or _hidden(element):
-            continue
-        if tag == "br":
-            writer.inline.append("\n")
-            continue
-        if tag == "pre":
-            writer.flush()
-            code = element.text_content().strip("\n")
-            if code.strip():
-                writer.blocks.append(code)
-            continue
-        if tag == "img":
-            alt = " ".join((element.get("alt") or "").split())
-            if alt:
-                writer.text(f" [image: {alt}] ")
-            continue
-        if tag in HEADINGS or tag == "li" or tag in BLOCKS:
-            writer.flush()
-            if tag in HEADINGS:
-                writer.prefix = "#" * HEADINGS[tag] + " "
-            elif tag == "li":
-                writer.prefix = "- "
-        stack.append(("leave", element, len(writer.inline)))
-        writer.text(element.text)
-        stack.extend(("enter", child, 0) for child in reversed(element))
+        if _enter(element, writer):
+            stack.append(("leave", element, len(writer.inline)))
+            writer.text(element.text)
+            stack.extend(("enter", child, 0) for child in reversed(element))
 
+
+def _enter(element: lxml_html.HtmlElement, writer: _Writer) -> bool:
+    """Start writing `element`; False when its content is not walked (skipped, hidden, or
+    written whole)."""
+    tag = element.tag if isinstance(element.tag, str) else ""
+    tag = tag.lower()
+    if not tag or tag in SKIPPED or _hidden(element):
+        return False
+    whole = _WRITTEN_WHOLE.get(tag)
+    if whole is not None:
+        whole(element, writer)
+        return False
+    if tag in HEADINGS or tag == "li" or tag in BLOCKS:
+        writer.flush()
+        if tag in HEADINGS:
+            writer.prefix = "#" * HEADINGS[tag] + " "
+        elif tag == "li":
+            writer.prefix = "- "
+    return True
+
+
+def _write_break(element: lxml_html.HtmlElement, writer: _Writer) -> None:
+    writer.inline.append("\n")
+
+
+def _write_preformatted(element: lxml_html.HtmlElement, writer: _Writer) -> None:
     writer.flush()
-    text = "\n".join(writer.blocks)
-    return Page(title=title, text=_MANY_NEWLINES.sub("\n\n", text).strip(), links=writer.links)
+    code = element.text_content().strip("\n")
+    if code.strip():
+        writer.blocks.append(code)
+
+
+def _write_image(element: lxml_html.HtmlElement, writer: _Writer) -> None:
+    alt = " ".join((element.get("alt") or "").split())
+    if alt:
+        writer.text(f" [image: {alt}] ")
+
+
+_WRITTEN_WHOLE: dict[str, Callable[[lxml_html.HtmlElement, _Writer], None]] = {
+    "br": _write_break,
+    "pre": _write_preformatted,
+    "img": _write_image,
+}
+"""Elements written at once, their content not walked: a line break, a block of code kept as
+it is, a picture's alt text."""
 
 
 def _leave(element: lxml_html.HtmlElement, writer: _Writer, started: int) -> None:
