@@ -23,7 +23,7 @@ from pydantic import (
 )
 
 from . import i18n
-from .agent.llm import ToolMode
+from .agent.model.base import ToolMode
 from .agent.providers import RETRY_BUDGET
 from .agent.quirks import QuirkOverride
 from .i18n import Language
