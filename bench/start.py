@@ -25,9 +25,10 @@ timed; the figure is the sum of the cumulative times of the top-level imports ma
 this interpreter (its dependencies must be installed here); the checkouts take turns run by run,
 so a machine whose load changes meanwhile slows them alike. Medians are printed, and this
 checkout's median ÷ each other one's. One start of each checkout comes first, not timed: it
-writes the `.pyc` files (as pip does when it installs a package; `--no-bytecode` compiles every
-module at every start instead, as with PYTHONDONTWRITEBYTECODE=1). Knobs: `BENCH_RUNS` (10),
-`BENCH_IMPORT_RUNS` (5).
+writes the `.pyc` files (as pip does when it installs a package). `--no-bytecode` removes the
+plugin's `__pycache__` folders first and sets PYTHONDONTWRITEBYTECODE=1, so that every start
+compiles the whole plugin, as in a checkout run in such an environment. Knobs: `BENCH_RUNS`
+(10), `BENCH_IMPORT_RUNS` (5).
 """
 
 from __future__ import annotations
@@ -239,7 +240,8 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--import-runs", type=int, default=IMPORT_RUNS,
                         help="importtime runs per checkout (BENCH_IMPORT_RUNS, 5)")
     parser.add_argument("--no-bytecode", action="store_true",
-                        help="compile every module at each start (PYTHONDONTWRITEBYTECODE=1)")
+                        help="compile the plugin at each start: its __pycache__ folders removed, "
+                        "PYTHONDONTWRITEBYTECODE=1")
     parser.add_argument("--against", type=Path, action="append", default=[], metavar="CHECKOUT",
                         help="another checkout to run alternately with this one (repeatable)")
     return parser.parse_args()
@@ -256,6 +258,10 @@ async def main() -> None:
     print(f"{args.runs} starts and {args.import_runs} plugin imports per checkout, alternately: "
           + ", ".join(f"{c.label} ({c.root})" for c in checkouts))
     with FakeOpenAI() as fake:
+        for checkout in checkouts:
+            if not checkout.bytecode:  # PYTHONDONTWRITEBYTECODE stops writes, not reads
+                for cache in (checkout.root / PLUGIN).rglob("__pycache__"):
+                    shutil.rmtree(cache, ignore_errors=True)
         for checkout in checkouts:  # not counted: writes the .pyc files, warms the disk cache
             await first_start_and_restart(checkout, fake)
             checkout.figures.clear()
