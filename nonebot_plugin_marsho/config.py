@@ -23,7 +23,7 @@ from pydantic import (
 )
 
 from . import i18n
-from .agent.llm import ToolMode
+from .agent.model.base import ToolMode
 from .agent.providers import RETRY_BUDGET
 from .agent.quirks import QuirkOverride
 from .i18n import Language
@@ -661,6 +661,39 @@ MARSHOAI_DEFAULT_ENDPOINT = "https://models.inference.ai.azure.com"
 """Where nonebot-plugin-marshoai sends its token when no endpoint is set (GitHub Models)."""
 
 
+def _legacy_value(
+    data: Mapping[str, Any], key: str, legacy: tuple[str, ...]
+) -> tuple[str | None, dict[str, str]]:
+    """For one setting of ours: the marshoai key whose value it takes (None: none), and why each
+    other of its marshoai keys in `data` is not read as it."""
+    ours = key.upper()
+    given = [old for old in legacy if old in data]
+    if not _blank(data.get(key)):
+        return None, dict.fromkeys(given, f"{ours} is set")
+    filled = [old for old in given if not _blank(data[old])]
+    why_not = {old: "it is empty" for old in given if old not in filled}
+    if not filled:
+        return None, why_not
+    why_not.update(dict.fromkeys(filled[1:], f"{filled[0].upper()} is read as {ours}"))
+    return filled[0], why_not
+
+
+def _legacy_notes(read_as: Mapping[str, list[str]], ignored: Mapping[str, list[str]]) -> list[str]:
+    """A note for every marshoai key read as ours or ignored, in the order they came."""
+    notes = []
+    for old in dict.fromkeys([*read_as, *ignored]):
+        if old in read_as:
+            notes.append(f"{old.upper()} {_FROM_MARSHOAI} is read as {' and '.join(read_as[old])}; "
+                         "rename it in .env")
+        if old in ignored:
+            how = "is not read as those" if old in read_as else "is ignored"
+            notes.append(f"{old.upper()} {_FROM_MARSHOAI} {how}: {'; '.join(dict.fromkeys(ignored[old]))}")
+    return notes
+
+
+_KNOWN_LEGACY_KEYS = frozenset(old for legacy in LEGACY_KEYS.values() for old in legacy)
+
+
 def apply_legacy_keys(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """NoneBot's settings with marshoai's keys copied to ours where ours are absent or empty, and
     a note for every marshoai key: read as which of ours (rename it), or ignored and why.
@@ -672,33 +705,14 @@ def apply_legacy_keys(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     read_as: dict[str, list[str]] = {}
     ignored: dict[str, list[str]] = {}
     for key, legacy in LEGACY_KEYS.items():
-        ours = key.upper()
-        given = [old for old in legacy if old in data]
-        if not given:
-            continue
-        if not _blank(data.get(key)):
-            for old in given:
-                ignored.setdefault(old, []).append(f"{ours} is set")
-            continue
-        filled = [old for old in given if not _blank(data[old])]
-        for old in given:
-            if old not in filled:
-                ignored.setdefault(old, []).append("it is empty")
-        if filled:
-            data[key] = data[filled[0]]
-            read_as.setdefault(filled[0], []).append(ours)
-            for old in filled[1:]:
-                ignored.setdefault(old, []).append(f"{filled[0].upper()} is read as {ours}")
-    notes = []
-    for old in dict.fromkeys([*read_as, *ignored]):
-        if old in read_as:
-            notes.append(f"{old.upper()} {_FROM_MARSHOAI} is read as {' and '.join(read_as[old])}; "
-                         "rename it in .env")
-        if old in ignored:
-            how = "is not read as those" if old in read_as else "is ignored"
-            notes.append(f"{old.upper()} {_FROM_MARSHOAI} {how}: {'; '.join(dict.fromkeys(ignored[old]))}")
-    known = {old for legacy in LEGACY_KEYS.values() for old in legacy}
-    for old in sorted(k for k in data if k.startswith("marshoai_") and k not in known):
+        taken, why_not = _legacy_value(data, key, legacy)
+        if taken is not None:
+            data[key] = data[taken]
+            read_as.setdefault(taken, []).append(key.upper())
+        for old, reason in why_not.items():
+            ignored.setdefault(old, []).append(reason)
+    notes = _legacy_notes(read_as, ignored)
+    for old in sorted(k for k in data if k.startswith("marshoai_") and k not in _KNOWN_LEGACY_KEYS):
         reason = UNSUPPORTED_LEGACY_KEYS.get(old, "Marsho has no equivalent")
         notes.append(f"{old.upper()} {_FROM_MARSHOAI} is ignored: {reason}")
     if "marshoai_token" in read_as and _blank(data.get("marsho_base_url")):

@@ -168,3 +168,42 @@ def test_a_marshoai_token_alone_is_sent_to_marshoais_default_endpoint_not_ours()
 def test_ids_written_as_numbers_are_read_as_ids() -> None:
     config = Config(marsho_allowed_groups=[123456, "7890"], marsho_denied_users=[42])
     assert config.marsho_allowed_groups == ["123456", "7890"] and config.marsho_denied_users == ["42"]
+
+
+def module_level_imports(module: str) -> set[str]:
+    """The package's modules `module` loads when it is imported, itself included: its imports at
+    module level and theirs, not those inside functions or under TYPE_CHECKING. The package's own
+    `__init__` (the public API, loaded whatever is imported) is left out."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    seen: set[str] = set()
+    todo = [module]
+    while todo:
+        name = todo.pop()
+        path = root / name.replace(".", "/")
+        path = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+        if name in seen or "." not in name or not path.is_file():
+            continue
+        seen.add(name)
+        package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        # a submodule's import runs its packages' __init__ first
+        todo += [".".join(name.split(".")[:i]) for i in range(2, len(name.split(".")))]
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.Import):
+                todo += [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = ".".join(package[: len(package) - node.level + 1]) if node.level else ""
+                target = ".".join(filter(None, [base, node.module]))
+                todo += [target, *(f"{target}.{alias.name}" for alias in node.names)]
+    return seen
+
+
+def test_reading_the_settings_loads_no_endpoint_client() -> None:
+    """config.py only needs the names of the tool modes (agent/model/base.py): neither the model
+    client (agent/llm.py and the parts it composes) nor the endpoint's."""
+    loaded = module_level_imports("nonebot_plugin_marsho.config")
+    assert {"nonebot_plugin_marsho.config", "nonebot_plugin_marsho.agent.model.base"} <= loaded
+    assert not loaded & {"nonebot_plugin_marsho.agent.llm", "nonebot_plugin_marsho.agent.model.factory",
+                         "nonebot_plugin_marsho.agent.model.endpoint"}

@@ -3,9 +3,13 @@ replies): one small request to a cheap model, no tools, a yes or a no. NoneBot-f
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..exceptions import MarshoError
 from ..redaction import logger
-from .llm import LLMClient
+
+if TYPE_CHECKING:  # a type only: the endpoint client is the caller's
+    from .llm import LLMClient
 
 JUDGE_PROMPT = (
     "You decide whether a chat assistant named {name} should join a group conversation. Answer "

@@ -9,15 +9,17 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..exceptions import MarshoError
 from ..i18n import Language, text
 from ..redaction import logger, redact
 from ..store.session import Message, Turn
-from .llm import LLMClient
 from .providers import EndpointStatus
 from .tokens import TokenCounter
+
+if TYPE_CHECKING:  # a type only: the endpoint client is the caller's
+    from .llm import LLMClient
 
 SUMMARY_PROMPT = (
     "You maintain a running summary of a chat conversation between users and an assistant, for "

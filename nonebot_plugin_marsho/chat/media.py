@@ -19,7 +19,8 @@ from urllib.parse import unquote
 import anyio
 import httpx
 
-from ..net.guard import BlockedAddress, GuardedTransport, HostNotFound, ssl_context, tls_problem
+# net.guard (and httpcore with it, ~25 ms) is imported by the functions that download: the bot
+# starts without it, the first picture loads it
 from ..net.http import (
     MAX_REDIRECTS,
     RedirectRefused,
@@ -157,6 +158,8 @@ def _http_url(url: str) -> httpx.URL:
 @contextlib.contextmanager
 def _errors(trail: Trail) -> Iterator[None]:
     """httpx's, the guard's and the capped reader's exceptions as MediaError."""
+    from ..net.guard import BlockedAddress, HostNotFound, tls_problem
+
     try:
         yield
     except TooLarge as error:
@@ -195,6 +198,8 @@ async def _get(client: httpx.AsyncClient, url: httpx.URL, max_bytes: int) -> tup
 
 
 def _client(guarded: bool, timeout: float) -> httpx.AsyncClient:
+    from ..net.guard import GuardedTransport, ssl_context
+
     if guarded:
         return httpx.AsyncClient(
             transport=GuardedTransport(), timeout=httpx.Timeout(timeout), follow_redirects=False,

@@ -9,8 +9,6 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Annotated, Any
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
 from pydantic import AfterValidator, BeforeValidator, ValidationInfo
 
 from ..fileformat import json_type
@@ -90,6 +88,9 @@ def normalize_parameters(value: Any) -> dict[str, Any]:
     if schema["type"] != "object":
         raise ValueError(f"must be a schema of type \"object\", not {schema['type']!r}")
     schema.setdefault("properties", {})
+    from jsonschema import Draft202012Validator  # ~30 ms: only once a manifest is read
+    from jsonschema.exceptions import SchemaError
+
     try:
         Draft202012Validator.check_schema(schema)
     except SchemaError as error:
@@ -117,6 +118,8 @@ def parameter_warnings(schema: Mapping[str, Any]) -> list[str]:
         if isinstance(sub, Mapping) and "default" in sub:
             if name in required:
                 warnings.append(f"parameter {name!r} is required and also has a default")
+            from jsonschema import Draft202012Validator
+
             errors = list(Draft202012Validator(sub).iter_errors(sub["default"]))
             if errors:
                 warnings.append(f"the default of {name!r} does not match its schema: {errors[0].message}")

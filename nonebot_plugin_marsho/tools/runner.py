@@ -15,14 +15,16 @@ import traceback
 import warnings
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from jsonschema import Draft202012Validator
 from pydantic import ValidationError
 from pydantic_core import to_jsonable_python
 
 from ..redaction import hide, logger
 from .model import ResultStatus, Tool, ToolCall, ToolContext, ToolResponse, ToolResult, Toolset
+
+if TYPE_CHECKING:
+    from jsonschema import Draft202012Validator
 
 MAX_SCHEMA_ECHO = 1500
 """Characters of a tool's schema quoted back to the model after bad arguments."""
@@ -455,6 +457,8 @@ class ToolRunner:
         key = (tool.name, id(tool.parameters))
         validator = self._validators.get(key)
         if validator is None:
+            from jsonschema import Draft202012Validator  # ~30 ms: at the first call, not at start
+
             validator = self._validators[key] = Draft202012Validator(tool.parameters)
         errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.path))
         return "; ".join(

@@ -11,14 +11,10 @@ import datetime as dt
 import difflib
 import re
 from functools import lru_cache
+from types import ModuleType
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from nonebot_plugin_marsho.tools import Toolbox
-
-try:
-    from lunar_python import Lunar, LunarMonth, LunarYear, Solar
-except ImportError:  # pragma: no cover - lunar-python is a dependency; be useful without it
-    Lunar = LunarMonth = LunarYear = Solar = None  # type: ignore[assignment,misc]
 
 tools = Toolbox()
 
@@ -101,15 +97,27 @@ def resolve_zone(name: str) -> tuple[dt.tzinfo, str]:
         ) from None
 
 
-def _lunar_available() -> None:
-    if Lunar is None:
+def _lunar_python() -> ModuleType | None:
+    """lunar-python, or None when it is not installed. Imported at the first lunar date asked
+    for (~5 ms, 28 modules), not when the bot loads its toolkits."""
+    try:
+        import lunar_python
+    except ImportError:  # pragma: no cover - lunar-python is a dependency; be useful without it
+        return None
+    return lunar_python
+
+
+def _lunar_available() -> ModuleType:
+    calendar = _lunar_python()
+    if calendar is None:
         raise ValueError("the lunar calendar is unavailable: the bot's owner needs to install "
                          "the Python package lunar-python")
+    return calendar
 
 
 def describe_lunar(day: dt.date) -> str:
     """The lunar date of a Gregorian day, with year name, zodiac, ganzhi, festivals and solar term."""
-    solar = Solar.fromYmd(day.year, day.month, day.day)
+    solar = _lunar_available().Solar.fromYmd(day.year, day.month, day.day)
     lunar = solar.getLunar()
     month = lunar.getMonth()
     leap = month < 0
@@ -154,7 +162,7 @@ def now(timezone: str = "") -> str:
     offset = moment.strftime("%z")
     text = moment.strftime(f"%Y-%m-%d %H:%M:%S %A ({label}, UTC{offset[:3]}:{offset[3:]})")
     text += f"\n星期{WEEKDAYS_ZH[moment.weekday()]}"
-    if Lunar is None:
+    if _lunar_python() is None:
         return text + "\n(lunar date unavailable: lunar-python is not installed)"
     return f"{text}\n{describe_lunar(moment.date())}"
 
@@ -198,20 +206,20 @@ def from_lunar(year: int, month: int, day: int, leap_month: bool = False) -> str
         day: Day of the lunar month, 1 to 30.
         leap_month: True for the leap month (闰月) that follows `month`.
     """
-    _lunar_available()
+    calendar = _lunar_available()
     _check_year(year, "lunar")
     if not 1 <= month <= 12:
         raise ValueError(f"lunar month {month} does not exist: months run from 1 (正月) to 12 (腊月)")
     if leap_month:
-        leap = LunarYear.fromYear(year).getLeapMonth()
+        leap = calendar.LunarYear.fromYear(year).getLeapMonth()
         if leap != month:
             has = f"its leap month is {leap} (闰{leap}月)" if leap else "it has no leap month"
             raise ValueError(f"lunar year {year} has no leap month {month}: {has}")
-    length = LunarMonth.fromYm(year, -month if leap_month else month).getDayCount()
+    length = calendar.LunarMonth.fromYm(year, -month if leap_month else month).getDayCount()
     if not 1 <= day <= length:
         which = f"{'leap ' if leap_month else ''}month {month} of lunar year {year}"
         raise ValueError(f"day {day} does not exist: {which} has {length} days")
-    solar = Lunar.fromYmd(year, -month if leap_month else month, day).getSolar()
+    solar = calendar.Lunar.fromYmd(year, -month if leap_month else month, day).getSolar()
     result = dt.date(solar.getYear(), solar.getMonth(), solar.getDay())
     weekday = f"{result:%A}，星期{WEEKDAYS_ZH[result.weekday()]}"
     return f"{result.isoformat()} ({weekday})\n{describe_lunar(result)}"

@@ -10,10 +10,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 from urllib.parse import urljoin, urlsplit
 
-from lxml import etree
-from lxml import html as lxml_html
+if TYPE_CHECKING:  # lxml (~10 ms) is imported at the first page read, not with the toolkit
+    from lxml import html as lxml_html
 
 SKIPPED = frozenset({
     "script", "style", "noscript", "template", "svg", "math", "canvas", "iframe", "object",
@@ -115,6 +116,9 @@ def parse_html(data: bytes | str, encoding: str | None = None) -> lxml_html.Html
     Bytes are decoded as `encoding` (the HTTP charset) when given and known, else as the page's
     own <meta charset> says.
     """
+    from lxml import etree
+    from lxml import html as lxml_html
+
     if isinstance(data, str):
         data, encoding = data.encode("utf-8"), "utf-8"
     options = {"remove_comments": True, "remove_pis": True, "huge_tree": True, "no_network": True}
@@ -254,6 +258,9 @@ def strip_tags(fragment: str) -> str:
     """Text of a small HTML fragment (a search snippet with <strong> in it)."""
     if "<" not in fragment and "&" not in fragment:
         return " ".join(fragment.split())
+    from lxml import etree
+    from lxml import html as lxml_html
+
     try:
         element = lxml_html.fragment_fromstring(fragment, create_parent="div")
     except (etree.ParserError, ValueError):
