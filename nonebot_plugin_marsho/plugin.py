@@ -1,6 +1,10 @@
 """NoneBot wiring: required plugins, metadata, the matchers, and the one Marsho assembled from the
 config, started with the bot and stopped with it."""
 
+import asyncio
+import importlib
+import threading
+
 from nonebot import get_driver, require
 from nonebot.plugin import PluginMetadata
 
@@ -14,6 +18,7 @@ from .agent.conversation import Conversation  # noqa: E402
 from .chat import matchers, poke  # noqa: E402, F401  (registers the matchers)
 from .chat.app import Marsho, running  # noqa: E402
 from .config import Config, read_config  # noqa: E402
+from .redaction import logger  # noqa: E402
 
 __plugin_meta__ = PluginMetadata(
     name="Marsho",
@@ -57,6 +62,24 @@ driver = get_driver()
 async def _start() -> None:
     await marsho.start()
     marsho.claim_database()  # the bot's own, not the CLI's (which also starts it)
+    # the OpenAI SDK loads at the first request (about 0.4 s of CPU), not at start, so the bot
+    # takes connections sooner; once it serves, a thread loads it before a question needs it
+    asyncio.get_running_loop().call_later(SDK_WARM_DELAY, _warm_sdk)
+
+
+SDK_WARM_DELAY = 1.0
+"""Seconds after the start before the SDK is loaded in the background."""
+
+
+def _warm_sdk() -> None:
+    threading.Thread(target=_import_sdk, name="marsho-warm-sdk", daemon=True).start()
+
+
+def _import_sdk() -> None:
+    try:
+        importlib.import_module("openai")
+    except Exception as error:  # the first request says what is wrong, with its setting
+        logger.debug(f"marsho: the OpenAI SDK did not load in the background: {error}")
 
 
 driver.on_startup(_start)
