@@ -17,8 +17,12 @@ import termios
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.fake_openai import FakeOpenAI, text
 from tests.onebot_sim import BOT_PY
+
+pytestmark = pytest.mark.e2e
 
 ANSI = re.compile(rb"\x1b\[[0-9;?<>=]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\x1b[=>78]|\x1b\][^\x07\x1b]*(\x07|\x1b\\)")
 

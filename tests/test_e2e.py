@@ -20,6 +20,8 @@ import pytest
 from tests.fake_openai import Answer, FakeOpenAI, error, text, tool_calls
 from tests.onebot_sim import BotProcess, OneBotSim, at, free_port, output_if_failed, text_segment
 
+pytestmark = pytest.mark.e2e
+
 TESTS = Path(__file__).resolve().parent
 CHAT_TOOLSET = TESTS / "toolsets" / "chat"
 E2E_TOOLSET = TESTS / "toolsets" / "e2e"

@@ -16,6 +16,8 @@ import pytest
 from tests.fake_openai import Answer, FakeOpenAI, text
 from tests.onebot_sim import BotProcess, OneBotSim, output_if_failed
 
+pytestmark = pytest.mark.e2e
+
 SELF_ID = 2233445577
 ALICE, ADMIN = 10701, 10703
 _groups = itertools.count(85001)

@@ -377,6 +377,7 @@ async def _settled(sim: OneBotSim, endpoint: FakeOpenAI, quiet: float, timeout: 
     raise TimeoutError("the bot was still busy with the flood")
 
 
+@pytest.mark.e2e
 async def test_a_flood_of_2000_messages_costs_a_handful_and_another_group_is_answered_promptly(
     endpoint: FakeOpenAI, flood_bot: OneBotSim
 ) -> None:

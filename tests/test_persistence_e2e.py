@@ -27,6 +27,8 @@ from tests.onebot_sim import BotProcess, OneBotSim
 from tests.postgres_server import PostgresServer
 from tests.test_postgres import start_postgres
 
+pytestmark = pytest.mark.e2e
+
 SELF_ID = 2233445566
 SUPERUSER = 10099
 MEMBER = 10001
