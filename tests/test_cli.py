@@ -36,6 +36,7 @@ CALC = '''
 
     tools = Toolbox()
     MARKER = Path(__file__).parent / "napped"
+    WAKE = Path(__file__).parent / "wake"  # the test creates it once it has read the other results
 
 
     @tools.tool
@@ -58,7 +59,9 @@ CALC = '''
     @tools.tool
     def nap() -> str:
         """Rest a moment."""
-        time.sleep(0.8)
+        began = time.monotonic()
+        while not WAKE.exists() and time.monotonic() - began < 20:
+            time.sleep(0.01)
         MARKER.write_text("done")
         return "rested"
 
@@ -240,6 +243,10 @@ CALL_ERRORS = {
 }
 
 
+# `runs` starts twenty CLI processes, four at a time, in the set-up of the first test that reads it
+pytestmark = pytest.mark.timeout(600)
+
+
 @pytest.fixture(scope="module")
 def runs(
     tmp_path_factory: pytest.TempPathFactory, project: Path, broken_project: Path,
@@ -394,8 +401,9 @@ def test_call_exits_1_with_the_error(runs: Runs, case: str) -> None:
 def test_ask_prints_each_call_and_result_as_it_happens_then_the_answer(
     project: Path, good_toolset: Path, cli_fake: FakeOpenAI
 ) -> None:
-    marker = good_toolset / "calc" / "napped"
+    marker, wake = good_toolset / "calc" / "napped", good_toolset / "calc" / "wake"
     marker.unlink(missing_ok=True)
+    wake.unlink(missing_ok=True)
     cli_fake.push(
         tool_calls(("calc__add", {"a": 2, "b": 3}, "c1"), ("calc__nap", {}, "c2"),
                    ("weather__today", {"location": "Paris"}, "c3")),
@@ -423,6 +431,8 @@ def test_ask_prints_each_call_and_result_as_it_happens_then_the_answer(
                 # printed while nap still sleeps, before the results went back to the model
                 assert not marker.exists(), seen
                 assert len(cli_fake.requests) == 1, seen
+            if any(s.startswith("← calc__add") for s in seen) and any(s.startswith("← weather__today") for s in seen):
+                wake.touch()  # nap sleeps until the other results were read, however slow the machine
         returncode = process.wait(timeout=30)
     finally:
         if process.poll() is None:
