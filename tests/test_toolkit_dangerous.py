@@ -96,7 +96,7 @@ def sleeper_code(marker: str) -> str:
     )
 
 
-async def gone(marker: str, within: float = 3.0) -> bool:
+async def gone(marker: str, within: float = 15.0) -> bool:
     deadline = time.monotonic() + within
     while processes_mentioning(marker):
         if time.monotonic() > deadline:
