@@ -127,7 +127,7 @@ def clean_environ() -> dict[str, str]:
     }
 
 
-def marsho(cwd: Path, *args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+def marsho(cwd: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "nonebot_plugin_marsho", *args],
         cwd=cwd, env={**clean_environ(), "MARSHO_CLI_MCP_TOKEN": MCP_TOKEN}, capture_output=True,
@@ -425,7 +425,7 @@ def test_ask_prints_each_call_and_result_as_it_happens_then_the_answer(
     threading.Thread(target=read, daemon=True).start()
     seen: list[str] = []
     try:
-        while (line := lines.get(timeout=30)) is not None:
+        while (line := lines.get(timeout=60)) is not None:
             seen.append(line)
             if line.startswith(("→ weather__today", "← calc__add", "← weather__today")):
                 # printed while nap still sleeps, before the results went back to the model
@@ -433,7 +433,7 @@ def test_ask_prints_each_call_and_result_as_it_happens_then_the_answer(
                 assert len(cli_fake.requests) == 1, seen
             if any(s.startswith("← calc__add") for s in seen) and any(s.startswith("← weather__today") for s in seen):
                 wake.touch()  # nap sleeps until the other results were read, however slow the machine
-        returncode = process.wait(timeout=30)
+        returncode = process.wait(timeout=60)
     finally:
         if process.poll() is None:
             process.kill()
