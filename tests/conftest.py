@@ -30,7 +30,33 @@ FAKE = FakeOpenAI()
 DATA_DIR = Path(tempfile.mkdtemp(prefix="marsho-test-data-"))
 
 
+def _runs_tests(config: pytest.Config) -> bool:
+    """False in pytest-xdist's controller: its workers collect and run the tests, each with its
+    own endpoint, data folder and NoneBot."""
+    return hasattr(config, "workerinput") or getattr(config.option, "numprocesses", None) in (None, 0)
+
+
+_TEMP_DIR = pytest.StashKey[str]()
+
+
+def _own_temp_dir(config: pytest.Config) -> None:
+    """A pytest-xdist worker's temporary files (and its bot processes') go in a folder of its own:
+    the Python sandbox's next load removes every marsho-python-* folder no run holds, another
+    worker's too, and tests count those folders."""
+    worker = getattr(config, "workerinput", {}).get("workerid")
+    if worker is None:
+        return
+    folder = tempfile.mkdtemp(prefix=f"marsho-tests-{worker}-")
+    os.chmod(folder, 0o1777)  # like /tmp: tests/postgres_server.py runs the server as postgres
+    os.environ["TMPDIR"] = folder
+    tempfile.tempdir = None  # gettempdir() reads TMPDIR again
+    config.stash[_TEMP_DIR] = folder
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    if not _runs_tests(config):
+        return
+    _own_temp_dir(config)
     import nonebot
     from nonebot.adapters.console import Adapter as ConsoleAdapter
     from nonebot.adapters.discord import Adapter as DiscordAdapter
@@ -80,8 +106,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    FAKE.stop()
+    if _runs_tests(config):
+        FAKE.stop()
     shutil.rmtree(DATA_DIR, ignore_errors=True)
+    if _TEMP_DIR in config.stash:
+        shutil.rmtree(config.stash[_TEMP_DIR], ignore_errors=True)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -7,6 +7,10 @@ queue filled by `push(...)`, else from `responder(body)`, else a plain "ok" text
 Hostile endpoints too: `streamed(...)` writes a body chunk by chunk as a generator makes it
 (huge or endless ones are never held whole, here or by a client that stops reading in time),
 `huge_text(...)` is a completion of any size, `raw(...)` any bytes with any headers.
+
+Nothing here is timed against the machine's speed: `held(...)` answers wait until the test calls
+`release()`, `together` holds requests until that many are in at once, and `in_flight` counts the
+requests not answered yet, so a test waits for events instead of guessing how long they take.
 """
 
 from __future__ import annotations
@@ -42,9 +46,23 @@ class Answer:
     """The Content-Length announced for `chunks`; None sends them chunked."""
     drop: bool = False
     """Close the connection without answering (a proxy or server that went away mid-request)."""
+    held: bool = False
+    """Sent only once the test calls `FakeOpenAI.release()` (at most HOLD_LIMIT s later): an answer
+    that is surely still on its way whatever the test does meanwhile, however slow the machine."""
+    written: int = 0
+    """Bytes of `chunks` written so far (a client that stops reading stops this growing)."""
 
 
 _ids = itertools.count(1)
+
+HOLD_LIMIT = 60.0
+"""Seconds a held answer or a request waiting for company waits at most: a test that never
+releases it fails on its own timeouts instead of leaving a thread behind for good."""
+
+
+def held(answer: Answer) -> Answer:
+    """The answer, sent only once the test calls `FakeOpenAI.release()`."""
+    return dataclasses.replace(answer, held=True)
 
 
 def _completion(message: dict[str, Any], finish_reason: str, model: str = "fake-model") -> Answer:
@@ -210,11 +228,22 @@ class FakeOpenAI:
     strict: bool = False
     """Refuse, as the real provider would (`provider_refusal`), a request that breaks the rules of
     the model it names; a refused request is recorded and leaves the queue as it was."""
+    together: int = 0
+    """When set, no request is answered before this many were in flight at once (HOLD_LIMIT s at
+    most): requests that are sent one after another never get there, so a test sees that they
+    run in parallel without timing them."""
 
     def __post_init__(self) -> None:
         self._queue: deque[Answer] = deque()
         self._lock = threading.Lock()
+        self._crowd = threading.Condition()
+        self._released = threading.Event()
         self._server: ThreadingHTTPServer | None = None
+        self._generation = 0  # requests from before the last reset count no more
+        self.in_flight = 0
+        """Requests received since the last reset and not answered yet."""
+        self.most_in_flight = 0
+        """The most requests that were in flight at once since the last reset."""
 
     @property
     def port(self) -> int:
@@ -232,13 +261,42 @@ class FakeOpenAI:
             self._queue.extend(answers)
 
     def reset(self) -> None:
-        """Forget queued answers, recorded requests, the responder and the latency."""
+        """Forget queued answers, recorded requests, the responder and the latency; send the
+        held answers."""
         with self._lock:
             self._queue.clear()
             self.requests.clear()
         self.responder = None
         self.latency = 0.0
         self.strict = False
+        self.together = 0
+        self.release()
+        with self._crowd:
+            self._released = threading.Event()
+            self._generation += 1
+            self.in_flight = self.most_in_flight = 0
+            self._crowd.notify_all()  # no request waits for company any more
+
+    def release(self) -> None:
+        """Send the held answers (`held(...)`): those waiting now, and those still to come until
+        the next reset."""
+        self._released.set()
+
+    def _arrived(self) -> tuple[int, threading.Event]:
+        with self._crowd:
+            self.in_flight += 1
+            self.most_in_flight = max(self.most_in_flight, self.in_flight)
+            self._crowd.notify_all()
+            return self._generation, self._released
+
+    def _wait_for_company(self) -> None:
+        with self._crowd:
+            self._crowd.wait_for(lambda: self.most_in_flight >= self.together, HOLD_LIMIT)
+
+    def _left(self, generation: int) -> None:
+        with self._crowd:
+            if generation == self._generation:
+                self.in_flight -= 1
 
     @property
     def pending(self) -> int:
@@ -279,14 +337,21 @@ class FakeOpenAI:
                     self._reply(error(400, "body is not JSON"))
                     return
                 body["_headers"] = {k.lower(): v for k, v in self.headers.items()}
-                answer = fake._next_answer(body)
-                delay = answer.delay + fake.latency
-                if delay:
-                    time.sleep(delay)
-                if answer.drop:
-                    self.close_connection = True  # nothing written: the client sees it go
-                    return
-                self._reply(answer)
+                generation, released = fake._arrived()
+                try:
+                    answer = fake._next_answer(body)
+                    fake._wait_for_company()
+                    if answer.held:
+                        released.wait(HOLD_LIMIT)
+                    delay = answer.delay + fake.latency
+                    if delay:
+                        time.sleep(delay)
+                    if answer.drop:
+                        self.close_connection = True  # nothing written: the client sees it go
+                        return
+                    self._reply(answer)
+                finally:
+                    fake._left(generation)
 
             def _reply(self, answer: Answer) -> None:
                 try:
@@ -303,12 +368,14 @@ class FakeOpenAI:
                         self.end_headers()
                         for chunk in answer.chunks():
                             self.wfile.write(chunk)
+                            answer.written += len(chunk)
                     else:
                         self.send_header("Transfer-Encoding", "chunked")
                         self.end_headers()
                         for chunk in answer.chunks():
                             if chunk:
                                 self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                                answer.written += len(chunk)
                         self.wfile.write(b"0\r\n\r\n")
                 except (BrokenPipeError, ConnectionResetError):
                     self.close_connection = True  # the client gave up (a timeout, a cap)

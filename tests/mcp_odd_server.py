@@ -4,7 +4,7 @@
     python tests/mcp_odd_server.py garbage       # writes a non-JSON line to stdout, then never answers
     python tests/mcp_odd_server.py exit          # says why on stderr and exits with code 7
     python tests/mcp_odd_server.py tasks         # answers; one of its tools requires MCP tasks
-    python tests/mcp_odd_server.py slow SECONDS  # the `tasks` server, after SECONDS of silence
+    python tests/mcp_odd_server.py until FILE    # the `tasks` server, silent until FILE exists
 
 Every mode exits when its stdin closes, as a stdio server should.
 """
@@ -84,8 +84,8 @@ def main() -> None:
     if mode == "hang":
         sys.stderr.write("loading the index...\n")
         sys.stderr.flush()
-    if mode == "slow":
-        time.sleep(float(sys.argv[2]))
+    while mode == "until" and not os.path.exists(sys.argv[2]):
+        time.sleep(0.02)
     for line in sys.stdin:
         if not line.strip() or mode in ("hang", "garbage"):
             continue

@@ -48,6 +48,10 @@ FORWARD_ACTIONS = frozenset({"send_group_forward_msg", "send_private_forward_msg
 SEND_ACTIONS = frozenset({"send_msg", "send_group_msg", "send_private_msg", *FORWARD_ACTIONS})
 """Actions that send a chat message; `wait_send` and `reply_to` look at these."""
 
+WAIT = 60.0
+"""Seconds a wait for the bot's next action lasts at most: only a failing test waits that long,
+and a loaded machine (four busy processes on two cores) never makes a passing one late."""
+
 _message_ids = itertools.count(int(time.time()) % 1_000_000 * 1000 + 1)
 
 
@@ -320,7 +324,7 @@ class OneBotSim:
         return None
 
     async def wait_send(
-        self, *, timeout: float = 15.0, where: Callable[[Action], bool] | None = None
+        self, *, timeout: float = WAIT, where: Callable[[Action], bool] | None = None
     ) -> Action:
         """The first send action (send_msg & co.) not yet returned that matches `where`."""
 
@@ -333,7 +337,7 @@ class OneBotSim:
         return await self._wait_for(lambda: list(self._unclaimed), claim, "send_msg", timeout)
 
     async def wait_action(
-        self, name: str, *, timeout: float = 15.0, where: Callable[[Action], bool] | None = None
+        self, name: str, *, timeout: float = WAIT, where: Callable[[Action], bool] | None = None
     ) -> Action:
         """The first recorded action called `name` (any action, sends too) that matches `where`,
         waiting for it if it has not come yet; unlike `wait_send` it claims nothing."""
@@ -378,11 +382,11 @@ class OneBotSim:
             return
         raise AssertionError(f"the bot sent something it should not have: {action}")
 
-    async def next_send_msg(self, timeout: float = 15.0) -> Action:
+    async def next_send_msg(self, timeout: float = WAIT) -> Action:
         """The next message the bot sends, whatever it answers."""
         return await self.wait_send(timeout=timeout)
 
-    async def reply_to(self, event: Mapping[str, Any] | int, timeout: float = 15.0) -> Action:
+    async def reply_to(self, event: Mapping[str, Any] | int, timeout: float = WAIT) -> Action:
         """The message the bot sends quoting `event` (or a message id)."""
         message_id = int(event if isinstance(event, int) else event["message_id"])
         return await self.wait_send(timeout=timeout, where=lambda a: a.reply_id == message_id)
@@ -483,7 +487,7 @@ class OneBotSim:
         return await self.push(self.private_event(message, **kwargs))
 
     async def ask(
-        self, message: str | Segment | Iterable[Segment], *, timeout: float = 15.0,
+        self, message: str | Segment | Iterable[Segment], *, timeout: float = WAIT,
         private: bool = False, **kwargs: Any,
     ) -> tuple[dict[str, Any], Action]:
         """Push a message and wait for the bot's reply quoting it."""
@@ -495,6 +499,26 @@ class OneBotSim:
 
 
 # the bot process ----------------------------------------------------------------------------
+
+
+async def wait_for_quiet(
+    activity: Callable[[], object], *, until: Callable[[], bool] = lambda: True,
+    quiet: float = 1.0, timeout: float = WAIT,
+) -> bool:
+    """Wait until `until()` holds and `activity()` (what was counted so far: frames, requests)
+    has not changed for `quiet` s; False if that did not come within `timeout` s. A count taken
+    then includes every answer still on its way, however slow the machine."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    seen, since = activity(), loop.time()
+    while loop.time() < deadline:
+        await asyncio.sleep(0.05)
+        now = activity()
+        if now != seen or not until():
+            seen, since = now, loop.time()
+        elif loop.time() - since >= quiet:
+            return True
+    return False
 
 
 def free_port() -> int:

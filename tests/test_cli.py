@@ -36,6 +36,7 @@ CALC = '''
 
     tools = Toolbox()
     MARKER = Path(__file__).parent / "napped"
+    WAKE = Path(__file__).parent / "wake"  # the test creates it once it has read the other results
 
 
     @tools.tool
@@ -58,7 +59,9 @@ CALC = '''
     @tools.tool
     def nap() -> str:
         """Rest a moment."""
-        time.sleep(0.8)
+        began = time.monotonic()
+        while not WAKE.exists() and time.monotonic() - began < 20:
+            time.sleep(0.01)
         MARKER.write_text("done")
         return "rested"
 
@@ -124,7 +127,7 @@ def clean_environ() -> dict[str, str]:
     }
 
 
-def marsho(cwd: Path, *args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+def marsho(cwd: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "nonebot_plugin_marsho", *args],
         cwd=cwd, env={**clean_environ(), "MARSHO_CLI_MCP_TOKEN": MCP_TOKEN}, capture_output=True,
@@ -238,6 +241,10 @@ CALL_ERRORS = {
     "unknown-tool": (["calc__nope", "{}"], "no tool named 'calc__nope'"),
     "tool-raises": (["calc__boom"], "RuntimeError: kaboom"),
 }
+
+
+# `runs` starts twenty CLI processes, four at a time, in the set-up of the first test that reads it
+pytestmark = pytest.mark.timeout(600)
 
 
 @pytest.fixture(scope="module")
@@ -394,8 +401,9 @@ def test_call_exits_1_with_the_error(runs: Runs, case: str) -> None:
 def test_ask_prints_each_call_and_result_as_it_happens_then_the_answer(
     project: Path, good_toolset: Path, cli_fake: FakeOpenAI
 ) -> None:
-    marker = good_toolset / "calc" / "napped"
+    marker, wake = good_toolset / "calc" / "napped", good_toolset / "calc" / "wake"
     marker.unlink(missing_ok=True)
+    wake.unlink(missing_ok=True)
     cli_fake.push(
         tool_calls(("calc__add", {"a": 2, "b": 3}, "c1"), ("calc__nap", {}, "c2"),
                    ("weather__today", {"location": "Paris"}, "c3")),
@@ -417,13 +425,15 @@ def test_ask_prints_each_call_and_result_as_it_happens_then_the_answer(
     threading.Thread(target=read, daemon=True).start()
     seen: list[str] = []
     try:
-        while (line := lines.get(timeout=30)) is not None:
+        while (line := lines.get(timeout=60)) is not None:
             seen.append(line)
             if line.startswith(("→ weather__today", "← calc__add", "← weather__today")):
                 # printed while nap still sleeps, before the results went back to the model
                 assert not marker.exists(), seen
                 assert len(cli_fake.requests) == 1, seen
-        returncode = process.wait(timeout=30)
+            if any(s.startswith("← calc__add") for s in seen) and any(s.startswith("← weather__today") for s in seen):
+                wake.touch()  # nap sleeps until the other results were read, however slow the machine
+        returncode = process.wait(timeout=60)
     finally:
         if process.poll() is None:
             process.kill()

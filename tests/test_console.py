@@ -17,8 +17,12 @@ import termios
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.fake_openai import FakeOpenAI, text
 from tests.onebot_sim import BOT_PY
+
+pytestmark = pytest.mark.e2e
 
 ANSI = re.compile(rb"\x1b\[[0-9;?<>=]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\x1b[=>78]|\x1b\][^\x07\x1b]*(\x07|\x1b\\)")
 
@@ -95,7 +99,7 @@ def test_bot_py_console_answers_what_is_typed_in_the_terminal(endpoint: FakeOpen
         terminal.type("\r")
         # the answer's bubble slides in from the left: its first frames show only the end of the
         # word ("ong4711"), so the test waits for the whole word, drawn once the bubble is in place
-        assert terminal.wait_for("Pong4711", 30), terminal.screen[-3000:]
+        assert terminal.wait_for("Pong4711", 60), terminal.screen[-3000:]
         [request] = endpoint.requests
         assert request["messages"][-1]["content"].startswith("User: hello\n\n")  # and the time
     finally:

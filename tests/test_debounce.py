@@ -14,14 +14,12 @@ import pytest
 
 from nonebot_plugin_marsho.chat.debounce import MAX_RESTARTS, Debounce
 from tests.conftest import configured
-from tests.fake_openai import FakeOpenAI, text
+from tests.fake_openai import FakeOpenAI, held, text
 from tests.platforms import PLATFORMS, PNG, Chat, Files, forget_uninfo_sessions
 from tests.test_platforms import pictures_in, question_text, say
 
 ALICE, BOB = "10601", "10602"
 _groups = itertools.count(95001)
-SLOW = 3.0
-"""Seconds the endpoint takes over the first answer: the follow-up surely comes meanwhile."""
 
 
 @pytest.fixture
@@ -46,23 +44,29 @@ def window(plugin_engine) -> Iterator[Any]:
 
 async def asked(fake: FakeOpenAI, count: int) -> None:
     """Wait until the endpoint has received `count` requests."""
+    await asyncio.wait_for(_asked(fake, count), 60)
+
+
+async def _asked(fake: FakeOpenAI, count: int) -> None:
     while len(fake.requests) < count:
         await asyncio.sleep(0.01)
 
 
 async def while_answering(fake: FakeOpenAI, chat: Chat, first: Any, *then: Any) -> None:
-    """Deliver `first`; once its request reached the endpoint, deliver the others."""
+    """Deliver `first`; once its request reached the endpoint, deliver the others, then send the
+    answers held until then (`held(...)`: surely still on their way meanwhile)."""
     async def rest() -> None:
         for number, event in enumerate(then, start=2):
             await asked(fake, number - 1)
             await say(chat, event)
+        fake.release()
     await asyncio.gather(say(chat, first), rest())
 
 
 async def test_a_second_line_restarts_the_question_with_both_and_one_answer(
     fake: FakeOpenAI, window: Any, chat: Chat
 ) -> None:
-    fake.push(text("abandoned", delay=SLOW), text("Hello, world."))
+    fake.push(held(text("abandoned")), text("Hello, world."))
     await while_answering(fake, chat, chat.group_event("marsho translate this:", user_id=ALICE, name="Alice"),
                           chat.group_event("bonjour le monde", user_id=ALICE, name="Alice"))
     assert chat.sent_texts() == ["Hello, world."]
@@ -76,7 +80,7 @@ async def test_a_second_line_restarts_the_question_with_both_and_one_answer(
 
 
 async def test_a_second_question_with_the_trigger_joins_too(fake: FakeOpenAI, window: Any, chat: Chat) -> None:
-    fake.push(text("abandoned", delay=SLOW), text("Both, then."))
+    fake.push(held(text("abandoned")), text("Both, then."))
     await while_answering(fake, chat, chat.group_event("marsho what is 2+2", user_id=ALICE, name="Alice"),
                           chat.group_event("marsho and 3+3?", user_id=ALICE, name="Alice"))
     assert chat.sent_texts() == ["Both, then."]
@@ -84,7 +88,7 @@ async def test_a_second_question_with_the_trigger_joins_too(fake: FakeOpenAI, wi
 
 
 async def test_restarts_are_bounded(fake: FakeOpenAI, window: Any, chat: Chat) -> None:
-    fake.push(*[text(f"abandoned {n}", delay=SLOW) for n in range(MAX_RESTARTS)], text("Done.", delay=1.0))
+    fake.push(*[held(text(f"abandoned {n}")) for n in range(MAX_RESTARTS)], held(text("Done.")))
     lines = [chat.group_event(f"line {n}", user_id=ALICE, name="Alice") for n in range(MAX_RESTARTS + 1)]
     # the last line comes while the last allowed request runs: it does not restart it
     await while_answering(fake, chat, chat.group_event("marsho start", user_id=ALICE, name="Alice"), *lines)
@@ -93,7 +97,7 @@ async def test_restarts_are_bounded(fake: FakeOpenAI, window: Any, chat: Chat) -
 
 
 async def test_another_persons_line_does_not_join(fake: FakeOpenAI, window: Any, chat: Chat) -> None:
-    fake.push(text("For Alice.", delay=1.0))
+    fake.push(held(text("For Alice.")))
     await while_answering(fake, chat, chat.group_event("marsho hi", user_id=ALICE, name="Alice"),
                           chat.group_event("unrelated", user_id=BOB, name="Bob"))
     assert chat.sent_texts() == ["For Alice."] and len(fake.requests) == 1
@@ -154,7 +158,7 @@ async def test_on_discord_a_dm_never_joins_a_question_asked_in_a_channel(
     """Discord's session id is the author alone, in every channel and DM."""
     forget_uninfo_sessions()
     chat = PLATFORMS["Discord"]()
-    fake.push(text("abandoned?", delay=SLOW), text("ok"))
+    fake.push(held(text("abandoned?")), text("ok"))
     await while_answering(fake, chat, chat.event("channel", "marsho hi"),
                           chat.event("private", "my secret DM text"))
     assert "my secret DM text" not in str(fake.requests)

@@ -20,6 +20,8 @@ import pytest
 from tests.fake_openai import Answer, FakeOpenAI, error, text, tool_calls
 from tests.onebot_sim import BotProcess, OneBotSim, at, free_port, output_if_failed, text_segment
 
+pytestmark = pytest.mark.e2e
+
 TESTS = Path(__file__).resolve().parent
 CHAT_TOOLSET = TESTS / "toolsets" / "chat"
 E2E_TOOLSET = TESTS / "toolsets" / "e2e"
@@ -194,31 +196,31 @@ async def test_unreachable_endpoint_is_explained_and_the_bot_keeps_answering() -
 
 
 async def test_a_blocking_sync_tool_does_not_block_other_chats(
-    endpoint: FakeOpenAI, sim: OneBotSim
+    endpoint: FakeOpenAI, sim: OneBotSim, tmp_path: Path
 ) -> None:
-    nap_seconds = 3.0
-    tool_sent_at: list[float] = []
+    wake = tmp_path / "wake"  # the nap (time.sleep in the bot's process) lasts until this exists
+    arguments = {"seconds": 12.0, "until_file": str(wake)}  # 12 s at most: MARSHO_TOOL_TIMEOUT is 15
 
     def respond(body: dict[str, Any]) -> Answer:
         last = body["messages"][-1]
         if last["role"] == "tool":
             return text("I had a nap: " + last["content"])
         if "nap" in last["content"]:
-            tool_sent_at.append(time.time())
-            return tool_calls(("sleepy__nap_sync", {"seconds": nap_seconds}))
+            return tool_calls(("sleepy__nap_sync", arguments))
         return text("quick answer")
 
     endpoint.responder = respond
     napping = await sim.group_message("marsho take a nap", group_id=new_group())
-    deadline = time.monotonic() + 15
-    while not tool_sent_at:
-        assert time.monotonic() < deadline, "the bot never asked the endpoint"
+    started = Path(f"{wake}.started")
+    deadline = time.monotonic() + 60
+    while not started.exists():
+        assert time.monotonic() < deadline, "the bot never started the tool"
         await asyncio.sleep(0.02)
-    await asyncio.sleep(0.3)  # the bot has long started the tool by now
 
-    other, quick = await sim.ask("marsho are you there?", group_id=new_group(), timeout=15)
+    other, quick = await sim.ask("marsho are you there?", group_id=new_group())
+    wake.touch()
     assert quick.text == "quick answer"
-    slow = await sim.reply_to(napping, timeout=30)
+    slow = await sim.reply_to(napping)
     assert slow.text.startswith("I had a nap: ")
     nap = json.loads(slow.text.removeprefix("I had a nap: "))
     assert nap["kind"] == "sync"

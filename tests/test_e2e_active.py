@@ -13,8 +13,10 @@ from typing import Any
 
 import pytest
 
-from tests.fake_openai import Answer, FakeOpenAI, text
+from tests.fake_openai import Answer, FakeOpenAI, held, text
 from tests.onebot_sim import BotProcess, OneBotSim, output_if_failed
+
+pytestmark = pytest.mark.e2e
 
 SELF_ID = 2233445577
 ALICE, ADMIN = 10701, 10703
@@ -95,12 +97,14 @@ async def test_a_second_line_during_an_answer_gives_one_answer_to_both(
     endpoint: FakeOpenAI, sim: OneBotSim
 ) -> None:
     group = next(_groups)
-    endpoint.push(text("abandoned", delay=3.0), text("Hello, world."))
+    # the first answer is held until the second line is in, however slow the machine
+    endpoint.push(held(text("abandoned")), text("Hello, world."))
     first = await sim.group_message("marsho translate:", group_id=group, user_id=ALICE, card="Alice")
     while not endpoint.requests:
         await asyncio.sleep(0.02)
     await sim.group_message("bonjour le monde", group_id=group, user_id=ALICE, card="Alice")
     reply = await sim.reply_to(first)
+    endpoint.release()  # the abandoned request is answered now, too late to be sent
     assert reply.text == "Hello, world."
     assert user_texts(endpoint.requests[-1])[-1] == "Alice: translate:\nbonjour le monde"
     await sim.expect_no_send(1.0)  # and nothing else: the abandoned answer is never sent

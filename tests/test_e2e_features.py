@@ -38,6 +38,8 @@ from tests.onebot_sim import (
     text_segment,
 )
 
+pytestmark = pytest.mark.e2e
+
 SELF_ID = 2233445566
 ALICE = 10201
 BOB = 10202

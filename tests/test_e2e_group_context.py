@@ -18,6 +18,8 @@ import pytest
 from tests.fake_openai import FakeOpenAI, text
 from tests.onebot_sim import BotProcess, OneBotSim, output_if_failed
 
+pytestmark = pytest.mark.e2e
+
 SELF_ID = 2233445566
 ALICE, BOB, ADMIN = 10401, 10402, 10403
 _groups = itertools.count(80001)

@@ -12,6 +12,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from nonebot_plugin_marsho.agent.summary import SUMMARY_PROMPT
 from tests.fake_openai import FakeOpenAI, text, tool_calls
 from tests.onebot_sim import BotProcess, OneBotSim
@@ -24,6 +26,8 @@ from tests.test_e2e_group_context import (  # noqa: F401 - fixtures: one bot.py 
     new_bot,
     sim,
 )
+
+pytestmark = pytest.mark.e2e
 
 ALICE, BOB = 10501, 10502
 _groups = itertools.count(81001)

@@ -154,16 +154,16 @@ def reset_peak_rss() -> int:
 async def test_a_50_mb_answer_fails_fast_with_too_large_and_nothing_is_stored(
     fake: FakeOpenAI, make_engine,
 ) -> None:
-    fake.push(huge_text(50 * MB))  # chunked: no Content-Length to refuse it by
+    novel = huge_text(50 * MB)  # chunked: no Content-Length to refuse it by
+    fake.push(novel)
     engine = make_engine(max_response_bytes=4_000_000)
-    started = time.perf_counter()
     with pytest.raises(EndpointError) as caught:
         await engine.chat(KEY, "write me a novel")
-    seconds = time.perf_counter() - started
     assert caught.value.code == "endpoint.too_large"
     assert caught.value.params["limit"] == 4_000_000
     assert "MARSHO_MAX_RESPONSE_BYTES" in str(caught.value)
-    assert seconds < 3, f"read for {seconds:.1f} s: the body was not given up at the bound"
+    # the bound read, and what the sockets' buffers hold: not the 50 MB
+    assert novel.written < 25 * MB, f"{novel.written / MB:.1f} MB sent: the body was not given up at the bound"
     assert await stored(engine) == []
     fake.push(text("next"))
     assert (await engine.chat(KEY, "something short")).text == "next"
@@ -188,11 +188,11 @@ async def test_the_peak_memory_of_a_50_mb_answer_stays_far_below_its_size(fake: 
 
 
 async def test_a_body_announced_over_the_bound_is_refused_without_reading_it(fake: FakeOpenAI) -> None:
-    fake.push(huge_text(50 * MB, announce=True))
+    novel = huge_text(50 * MB, announce=True)
+    fake.push(novel)
     client = llm_client(fake, max_response_bytes=4_000_000)
-    started = time.perf_counter()
     assert (await failure(client)).code == "endpoint.too_large"
-    assert time.perf_counter() - started < 1
+    assert novel.written < 25 * MB, f"{novel.written / MB:.1f} MB sent: the body was read"
     fake.push(text("still here"))
     assert (await client.complete(QUESTION)).content == "still here"  # the pool recovered
 
@@ -245,7 +245,7 @@ async def test_an_endless_slow_body_is_given_up_at_the_timeout(fake: FakeOpenAI)
     started = time.perf_counter()
     problem = await failure(llm_client(fake, timeout=1))
     assert problem.code == "endpoint.timeout"
-    assert time.perf_counter() - started < 2.5
+    assert time.perf_counter() - started < 15  # the body never ends: given up at the timeout
 
 
 async def test_an_error_status_with_a_huge_body_is_too_large_not_read_whole(fake: FakeOpenAI) -> None:
@@ -431,7 +431,8 @@ def test_prompt_mode_parsing_stays_fast_on_hostile_text() -> None:
                     '[{"name": "a", "arguments": ' + "[" * 5_000 + "]" * 5_000 + "}]"]:
         started = time.perf_counter()
         calls, rest = parse_tool_calls(hostile)
-        assert time.perf_counter() - started < 0.5, hostile[:20]
+        # about 0.2 s at most on a busy machine; a quadratic parse would take minutes
+        assert time.perf_counter() - started < 5, hostile[:20]
         assert calls == [] and rest == hostile
 
 

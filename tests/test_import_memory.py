@@ -7,11 +7,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from nonebot_plugin_marsho.store.memory import MemoryStore, Sight
 from nonebot_plugin_marsho.store.sql import SqlStore
 from tests.test_cli import make_project, marsho
 
 P = "OneBot V11"
+
+pytestmark = pytest.mark.timeout(300)  # several CLI processes a test: 55 s for one at a load of 15
 
 MARSHOAI_MEMORY = {
     "10001": ["[2025-01-02] [preference] 喜欢吃鱼", "Has a cat named Mochi"],

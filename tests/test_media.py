@@ -248,7 +248,7 @@ async def test_a_content_length_under_the_body_reads_only_the_declared_bytes(bas
 async def test_a_trickling_server_fails_by_the_overall_timeout(base: str) -> None:
     started = time.monotonic()
     error = await fails(f"{base}/slow", "timeout", timeout=1.0)
-    assert time.monotonic() - started < 1.0 + 4  # not the ~100 s the server would take
+    assert time.monotonic() - started < 30  # not the ~100 s the server would take
     assert "1 s" in error.detail
 
 

@@ -316,6 +316,7 @@ async def bang_sim(bang_bot: BotProcess) -> AsyncIterator[OneBotSim]:
         yield simulator
 
 
+@pytest.mark.e2e
 async def test_bot_with_a_bang_command_start_answers_every_trigger(
     endpoint: FakeOpenAI, bang_sim: OneBotSim
 ) -> None:
@@ -327,6 +328,7 @@ async def test_bot_with_a_bang_command_start_answers_every_trigger(
     assert len(endpoint.requests) == 5
 
 
+@pytest.mark.e2e
 async def test_bot_with_marsho_as_nickname_runs_commands_and_lists_them_on_a_typo(
     endpoint: FakeOpenAI, bang_sim: OneBotSim
 ) -> None:

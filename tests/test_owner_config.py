@@ -276,6 +276,7 @@ def test_which_mcp_file_is_used_is_logged(tmp_path: Path, monkeypatch: pytest.Mo
 # bot.py with that .env -----------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 async def test_bot_py_with_the_example_and_old_keys_answers_on_the_old_endpoint() -> None:
     from tests.fake_openai import FakeOpenAI
     from tests.onebot_sim import BotProcess

@@ -27,6 +27,8 @@ from tests.onebot_sim import BotProcess, OneBotSim
 from tests.postgres_server import PostgresServer
 from tests.test_postgres import start_postgres
 
+pytestmark = pytest.mark.e2e
+
 SELF_ID = 2233445566
 SUPERUSER = 10099
 MEMBER = 10001
@@ -246,7 +248,7 @@ async def test_two_bots_on_postgres_take_turns_and_a_killed_one_leaves_no_half_t
             bot_a.process.kill()
             await asyncio.to_thread(bot_a.process.wait, 10)
             endpoint.requests.clear()
-            _, reply = await sim_b.ask("marsho after the crash", group_id=group, timeout=10)
+            _, reply = await sim_b.ask("marsho after the crash", group_id=group)
             assert reply.text == "answer to user10001: after the crash"
     finally:
         release.set()

@@ -146,6 +146,10 @@ def _worker(url: str, base_url: str, key: str, label: str, turns: int) -> None:
     asyncio.run(main())
 
 
+# bot processes that start, take turns and are killed beside a PostgreSQL server
+pytestmark = pytest.mark.timeout(300)
+
+
 class Worker:
     """`_worker` in a child process."""
 
@@ -182,7 +186,7 @@ class Worker:
             raise AssertionError(f"worker {self.label} did not print {wanted!r} within {timeout:g} s "
                                  f"(exit code {self.process.poll()}):\n{self.output()}")
 
-    def wait_ready(self, timeout: float = 30) -> None:
+    def wait_ready(self, timeout: float = 60) -> None:
         self._read_until("ready", timeout)
 
     def go(self) -> None:
@@ -190,9 +194,9 @@ class Worker:
         self.process.stdin.write("go\n")
         self.process.stdin.flush()
 
-    def wait_done(self, timeout: float = 60) -> None:
+    def wait_done(self, timeout: float = 90) -> None:
         self._read_until("done", timeout)
-        assert self.process.wait(10) == 0, self.output()
+        assert self.process.wait(60) == 0, self.output()
 
     def output(self) -> str:
         return "stdout: " + " | ".join(self.lines) + "\nstderr:\n" + self.log_path.read_text(
@@ -201,7 +205,7 @@ class Worker:
     def kill(self) -> None:
         if self.process.poll() is None:
             self.process.kill()
-        self.process.wait(10)
+        self.process.wait(60)
 
 
 # checks ----------------------------------------------------------------------------------------
@@ -498,9 +502,10 @@ async def test_a_process_killed_mid_turn_frees_the_session_and_leaves_no_half_tu
         killed = time.monotonic()
         os.kill(worker.process.pid, signal.SIGKILL)
         await asyncio.to_thread(worker.process.wait, 10)
-        await asyncio.wait_for(waiting, 10)
+        await asyncio.wait_for(waiting, 60)
         freed_after = time.monotonic() - killed
-        assert freed_after < 3, f"the session stayed locked {freed_after:.1f} s after the kill"
+        # at once, give or take a busy machine (a lock left to TCP's timeouts would take minutes)
+        assert freed_after < 30, f"the session stayed locked {freed_after:.1f} s after the kill"
 
         exported = await store.export(KEY)
         assert [row["message"]["content"] for row in exported if row["message"]["role"] == "user"] == ["k-0"]

@@ -78,7 +78,7 @@ async def test_the_web_service_example_answers_with_a_chart(tmp_path: Path) -> N
     (tmp_path / "webservices.json").write_text(config, encoding="utf-8")
     process = subprocess.Popen([sys.executable, str(tmp_path / "service.py")])
     try:
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 30
         while socket.socket().connect_ex(("127.0.0.1", port)) and time.monotonic() < deadline:
             time.sleep(0.05)
         toolkit, problems = load_webservices(tmp_path / "webservices.json",

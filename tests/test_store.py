@@ -385,7 +385,7 @@ async def test_a_sqlite_file_is_claimed_by_one_store_at_a_time(tmp_path: Path) -
         assert first.claim() is True and first.claim() is True  # its own, still
         assert second.claim() is False  # another process's (flock: per open file, so in one process too)
         await first.close()
-        for _ in range(100):  # the second waited for it, and now holds it
+        for _ in range(1500):  # the second waited for it, and now holds it (30 s at most)
             if second.claim():
                 break
             await asyncio.sleep(0.02)

@@ -96,7 +96,7 @@ def sleeper_code(marker: str) -> str:
     )
 
 
-async def gone(marker: str, within: float = 3.0) -> bool:
+async def gone(marker: str, within: float = 15.0) -> bool:
     deadline = time.monotonic() + within
     while processes_mentioning(marker):
         if time.monotonic() > deadline:
@@ -187,7 +187,7 @@ async def test_python_infinite_loop_is_stopped_and_everything_it_started_killed(
     result = await call(python(timeout=1.5, cpu_seconds=30), "python__run",
                         {"code": sleeper_code(marker)})
 
-    assert time.monotonic() - started < 8
+    assert time.monotonic() - started < 20  # the 1.5 s limit; the snippet would sleep for ever
     assert result.status == "error"
     assert "time limit" in result.content and "killed" in result.content
     assert await gone(marker), "the snippet's child survived the timeout"
@@ -226,7 +226,7 @@ async def test_python_memory_bomb_fails_cleanly() -> None:
 
     result = await call(python(memory_mb=128), "python__run", {"code": code})
 
-    assert time.monotonic() - started < 8
+    assert time.monotonic() - started < 20
     assert result.status == "error"
     assert "Out of memory" in result.content and "128 MB" in result.content
 
@@ -377,10 +377,10 @@ async def test_python_where_the_os_cannot_isolate_it_says_so_or_refuses() -> Non
     code = ("import subprocess, sys\n"
             f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)', '{marker}'])\n"
             "print('main done')")
-    options = sandbox.SandboxOptions(unavailable=("namespaces",), timeout=10, allow_degraded=True)
+    options = sandbox.SandboxOptions(unavailable=("namespaces",), timeout=60, allow_degraded=True)
     started = time.monotonic()
     result = await sandbox.run_sandboxed(code, options)
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 30  # neither the child's 60 s nor the time limit
     assert (result.exit_code, result.timed_out, result.stragglers) == (0, False, True)
     assert "main done" in result.output
     assert await gone(marker)
@@ -541,7 +541,7 @@ async def test_sqlite_missing_file_one_statement_and_time_limit(tmp_path: Path, 
     started = time.monotonic()
     slow = await call(sqlite_kit(database, timeout=0.3), "sqlite__query", {"sql": forever})
     assert slow.status == "error" and "time limit" in slow.content
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 20  # the 0.3 s limit: the query never ends
 
 
 # --- files: one workspace folder ----------------------------------------------------------------

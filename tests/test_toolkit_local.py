@@ -463,7 +463,7 @@ async def test_convert_refuses_with_what_is_possible(
     started = time.perf_counter()
     text = await error(runner, "units__convert", value=1, from_unit=source, to_unit=target)
     assert message in text
-    assert time.perf_counter() - started < 2  # the first call may build pint's registry
+    assert time.perf_counter() - started < 10  # the first call may build pint's registry (~1 s)
 
 
 async def test_unknown_units_list_the_kinds_there_are(runner: ToolRunner) -> None:

@@ -300,18 +300,18 @@ async def test_an_endless_body_is_cut_at_the_size_cap(site: FakeWebSites) -> Non
 
     result = await fetch(load({"web": {**PRIVATE_OK, "max_bytes": 200_000}}), site.url("/endless"))
 
-    assert time.perf_counter() - started < 5
+    assert time.perf_counter() - started < 20  # the body never ends
     assert result.status == "ok", result.content
     assert "larger than 200,000 bytes; only its beginning was downloaded" in result.content
 
 
 async def test_a_slow_server_times_out(site: FakeWebSites) -> None:
-    site.route("/slow", Reply(body=b"<p>late</p>", delay=2.0))
+    site.route("/slow", Reply(body=b"<p>late</p>", delay=60.0))
     started = time.perf_counter()
 
     result = await fetch(load({"web": {**PRIVATE_OK, "timeout": 0.5}}), site.url("/slow"))
 
-    assert time.perf_counter() - started < 1.8
+    assert time.perf_counter() - started < 30  # at the timeout, not when the answer comes
     assert result.status == "error" and "within 0.5 s" in result.content
 
 
