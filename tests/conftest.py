@@ -186,6 +186,7 @@ async def plugin_engine(marsho, tmp_path: Path):
     serve at once (a file is what the bot uses; it is created only when a test uses it)."""
     from nonebot_plugin_marsho.agent.chatlog import ChatLog
     from nonebot_plugin_marsho.agent.persona import GroupPersonas, Nicknames
+    from nonebot_plugin_marsho.chat.active import ActiveReplies
     from nonebot_plugin_marsho.store.sql import SqlStore
 
     engine = marsho.require_engine()
@@ -197,7 +198,13 @@ async def plugin_engine(marsho, tmp_path: Path):
     marsho.chat_log = ChatLog(
         SqlStore(f"sqlite:///{tmp_path / 'chat.db'}"), size=config.marsho_group_context,
         ttl=config.marsho_group_context_ttl, default_on=config.marsho_group_context_default == "on", choices={})
+    # the groups' active-reply choices too: one test's `marsho.active 1` in its group must not
+    # make the next file's bot (on another xdist worker's order) think a group has them on
+    services = marsho.built()
+    saved_active = services.active
+    services.active = ActiveReplies.from_config(config, store, marsho.prompt.now)
     yield engine
+    services.active = saved_active
     await marsho.chat_log.close()
     await marsho.chat_log.store.close()
     engine.history, marsho.nicknames, marsho.chat_log, marsho.personas = saved
