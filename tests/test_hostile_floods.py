@@ -354,6 +354,21 @@ LATENCY = 1.5
 """The endpoint, slowed a little: each request takes this long."""
 
 
+def _flood_lines(body: dict[str, Any]) -> frozenset[str]:
+    """The flood's lines in a request's question (several, once lines joined it)."""
+    content = body["messages"][-1]["content"]
+    text = content if isinstance(content, str) else "\n".join(
+        str(part.get("text", "")) for part in content if isinstance(part, dict))
+    return frozenset(line.strip() for line in text.splitlines() if "flood" in line)
+
+
+def restarted(requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Requests asked again later with more of the flood's lines (the debounce joined a line to
+    the question and abandoned the request in flight)."""
+    return [body for i, body in enumerate(requests)
+            if any(_flood_lines(body) < _flood_lines(later) for later in requests[i + 1:])]
+
+
 @pytest.fixture(scope="module")
 async def flood_bot(endpoint: FakeOpenAI, request: pytest.FixtureRequest) -> AsyncIterator[OneBotSim]:
     """A bot.py with the default fair-use settings (no rate limit), and its simulator."""
@@ -406,7 +421,8 @@ async def test_a_flood_of_2000_messages_costs_a_handful_and_another_group_is_ans
 
     def answered() -> bool:
         _, answers, flood, summaries = flood_counts()
-        return endpoint.in_flight == 0 and len(answers) >= len(flood) - len(summaries)
+        asked = [b for b in flood if b not in summaries]
+        return endpoint.in_flight == 0 and len(answers) >= len(asked) - len(restarted(asked))
 
     # every request answered and sent on, and then no new one: the questions kept are done
     await wait_for_quiet(lambda: (len(sim.actions), len(endpoint.requests)), until=answered,
@@ -422,7 +438,11 @@ async def test_a_flood_of_2000_messages_costs_a_handful_and_another_group_is_ans
     assert [a.text for a in to_flood].count(QUEUE_FULL) == 1, summary
     # one question at a time, one waiting: about one request per LATENCY while the bot takes in
     # the flood (until it answered the question pushed after it)
-    assert len(answers) == len(flood_requests) <= 2 + lasted / LATENCY + 1, summary
+    # (a line of the flood that came while its question was already at the endpoint joins it, and
+    # the question is asked again with it: MARSHO_DEBOUNCE_SECONDS; whether that happens depends
+    # on how busy the machine is, and the request it abandons has no answer of its own)
+    assert len(answers) == len(flood_requests) - len(restarted(flood_requests)), summary
+    assert len(flood_requests) <= 2 + lasted / LATENCY + 1, summary
     # promptly: not behind the flood's questions; at most the flood's one question in flight and
     # one waiting are answered first (an order, not a time: on a shared machine a time bound
     # failed under load; the time is in the summary, and bench/concurrent_sessions.py measures
