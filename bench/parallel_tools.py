@@ -82,7 +82,7 @@ async def main() -> None:
         print("  " + ratio_line(f"{kind}: median turn time / {SECONDS:g} s", median / SECONDS,
                                 TARGET, "3.04") + f"; best {best / SECONDS:.3f}")
     print(f"another group's question while the sync tools slept: answered in "
-          f"{max(side_latency) * 1000:.0f} ms at worst, median "
+          f"{max(side_latency) * 1000:.0f} ms at worst ({[round(s * 1000) for s in side_latency]}), median "
           f"{sorted(side_latency)[len(side_latency) // 2] * 1000:.0f} ms "
           "(predecessor: bot frozen for 2.8 s)")
 
