@@ -22,7 +22,8 @@ if CONSOLE:
 
     # no server to run: the terminal is the chat
     nonebot.init(driver="~none")
-    nonebot.get_driver().config.superusers.add("console")  # the person at the bot's terminal
+    # the person at the bot's terminal: nonebot-adapter-console names its user "user"
+    nonebot.get_driver().config.superusers.add("user")
     nonebot.get_driver().register_adapter(ConsoleAdapter)
 else:
     from nonebot.adapters.onebot.v11 import Adapter as OneBotV11Adapter

@@ -78,9 +78,8 @@ class Terminal:
         os.close(self.master)
 
 
-def test_bot_py_console_answers_what_is_typed_in_the_terminal(endpoint: FakeOpenAI) -> None:
-    endpoint.reset()
-    endpoint.push(text("Pong4711"))
+def console(endpoint: FakeOpenAI) -> Terminal:
+    """`python bot.py --console` in a terminal of its own, on `endpoint`, once its input line is drawn."""
     work = Path(tempfile.mkdtemp(prefix="marsho-console-"))
     inherited = {k: v for k, v in os.environ.items()
                  if not k.upper().startswith(("MARSHO", "LOCALSTORE_", "ONEBOT_", "CONSOLE_"))
@@ -90,17 +89,43 @@ def test_bot_py_console_answers_what_is_typed_in_the_terminal(endpoint: FakeOpen
            "LOCALSTORE_DATA_DIR": str(work / "data"), "LOCALSTORE_CACHE_DIR": str(work / "cache"),
            "LOCALSTORE_CONFIG_DIR": str(work / "config"), "MARSHO_LANG": "en"}
     terminal = Terminal([sys.executable, str(BOT_PY), "--console"], cwd=work, env=env)
+    if not terminal.wait_for("Send Message", 60):  # the input line is drawn
+        terminal.close()
+        raise AssertionError(terminal.screen[-3000:])
+    return terminal
+
+
+def typed(terminal: Terminal, line: str) -> None:
+    """`line` typed into the input line and sent."""
+    terminal.type("\x1f")  # ctrl+/ : focus the input line
+    terminal.read(1)
+    terminal.type(line)
+    terminal.read(1)
+    terminal.type("\r")
+
+
+def test_bot_py_console_answers_what_is_typed_in_the_terminal(endpoint: FakeOpenAI) -> None:
+    endpoint.reset()
+    endpoint.push(text("Pong4711"))
+    terminal = console(endpoint)
     try:
-        assert terminal.wait_for("Send Message", 60), terminal.screen[-3000:]  # the input line is drawn
-        terminal.type("\x1f")  # ctrl+/ : focus the input line
-        terminal.read(1)
-        terminal.type("marsho hello")
-        terminal.read(1)
-        terminal.type("\r")
+        typed(terminal, "marsho hello")
         # the answer's bubble slides in from the left: its first frames show only the end of the
         # word ("ong4711"), so the test waits for the whole word, drawn once the bubble is in place
         assert terminal.wait_for("Pong4711", 60), terminal.screen[-3000:]
         [request] = endpoint.requests
         assert request["messages"][-1]["content"].startswith("User: hello\n\n")  # and the time
+    finally:
+        terminal.close()
+
+
+def test_the_person_at_the_console_is_a_superuser(endpoint: FakeOpenAI) -> None:
+    endpoint.reset()
+    terminal = console(endpoint)
+    try:
+        typed(terminal, "marsho.status")
+        # nonebot-adapter-console names its user "user": bot.py makes that user a superuser
+        assert terminal.wait_for("Model endpoints", 60), terminal.screen[-3000:]
+        assert "Only the bot's superusers" not in terminal.screen
     finally:
         terminal.close()
