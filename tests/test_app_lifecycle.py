@@ -330,3 +330,25 @@ async def test_messages_not_for_marsho_pass_a_bot_that_is_not_ready_quietly(
         logger.remove(sink_id)
     assert answer == STARTING
     assert errors == [] and fake.requests == []
+
+
+async def test_a_question_under_way_when_the_bot_stops_finishes_on_the_services_it_found(
+    fake: FakeOpenAI, tmp_path: Path, closed: list[str]
+) -> None:
+    """A stop (the bot shutting down) tears the services down while a question may still be at
+    the endpoint: its turn ends on the engine it started with, not with 'still starting', and
+    marks no recent chat in a closed log."""
+    from nonebot_plugin_marsho.chat.ask import _carried
+    from nonebot_plugin_marsho.chat.commands.registry import CommandContext, Registry
+
+    bot = whole_bot(fake, tmp_path, marsho_memory=False)
+    await bot.start()
+    services = bot.services
+    assert services is not None
+    context = CommandContext(app=bot, bot=Any, event=Any, where=Any, role="member", key="k",  # type: ignore[arg-type]
+                             shared=False, text="hi", commands=Registry(()), services=services)
+    await bot.stop()
+    assert context.engine is services.engine
+    with pytest.raises(NotReadyError):
+        bot.require_engine()
+    _carried(bot, Any, "k", Any, stored=True)  # type: ignore[arg-type]  # the log is closed: nothing to mark

@@ -130,6 +130,7 @@ async def _group_side(app: Marsho, where: Where, key: str) -> tuple[str | None, 
 
 def _carried(app: Marsho, where: Where, key: str, unread: Unread | None, *, stored: bool) -> None:
     """The turn that carried `unread` ended: stored, its next question starts after them; else
-    the next one carries them again (marked in the background: the answer does not wait)."""
-    if unread is not None:
+    the next one carries them again (marked in the background: the answer does not wait; not
+    at all once the bot has stopped meanwhile: its recent chat is closed)."""
+    if unread is not None and app.ready:
         app.chat_log.finish_soon(key, group_key(where), unread, stored=stored)

@@ -394,7 +394,7 @@ def _context(app: Marsho, bot: Bot, event: Event, where: Where, role: Role, text
                       channel=where.kind == "channel")
     return CommandContext(app=app, bot=bot, event=event, where=where, role=role, key=key,
                           shared=where.shared and scope == "group", text=text, commands=commands,
-                          reserved=reserved_names(app, bot))
+                          reserved=reserved_names(app, bot), services=app.services)
 
 
 async def _run(command: Command, context: CommandContext) -> None:
@@ -532,7 +532,8 @@ async def _deliver(context: CommandContext, reply: Reply, tips: list[str]) -> No
     await send_answer(context.bot, text, reply.images, how)
     where = context.where
     # where this chat is, kept for whatever speaks in it later (a write only when it changed)
-    await app.targets.remember(context.bot, context.event, chat_key(where))
+    if context.services is not None:
+        await context.services.targets.remember(context.bot, context.event, chat_key(where))
     if where.shared and app.active.on_anywhere():  # an unsolicited reply never repeats it
         app.active.sent(group_key(where), answer)
 

@@ -13,7 +13,7 @@ from nonebot.adapters import Bot, Event
 from ...agent.engine import Engine
 from ...i18n import Texts
 from ...tools.model import Role
-from ..app import Marsho
+from ..app import Marsho, Services
 from ..where import Where
 
 Who = Literal["member", "admin", "superuser"]
@@ -58,6 +58,9 @@ class CommandContext:
     """The registry the command was found in (what `marsho.help` lists)."""
     reserved: Sequence[str] = ()
     """Names nobody may take or speak as: the trigger words, the bot's NICKNAME, its account id."""
+    services: Services | None = None
+    """The services as the message found them (None before the bot was ready): a turn finishes
+    on them even if the bot stops meanwhile and tears them down."""
 
     @property
     def t(self) -> Texts:
@@ -66,8 +69,8 @@ class CommandContext:
 
     @property
     def engine(self) -> Engine:
-        """The running engine (the handler runs only once there is one)."""
-        return self.app.require_engine()
+        """The engine the message found (the handler runs only once there is one)."""
+        return self.services.engine if self.services is not None else self.app.require_engine()
 
     @property
     def name(self) -> str:
