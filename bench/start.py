@@ -52,7 +52,7 @@ from websockets.asyncio.client import connect  # noqa: E402
 from websockets.exceptions import InvalidHandshake  # noqa: E402
 
 from bench._common import REPO_ROOT, SELF_ID, FakeOpenAI, process_cpu_seconds, run  # noqa: E402
-from tests.onebot_sim import BotProcess  # noqa: E402
+from tests.onebot_sim import BotProcess, terminate  # noqa: E402
 
 RUNS = int(os.environ.get("BENCH_RUNS", "10"))
 IMPORT_RUNS = int(os.environ.get("BENCH_IMPORT_RUNS", "5"))
@@ -136,17 +136,6 @@ def spawn(checkout: Checkout, bot: BotProcess) -> subprocess.Popen[bytes]:
             [sys.executable, str(checkout.root / "bot.py")], cwd=bot.workdir, env=child_env(bot, checkout),
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
         )
-
-
-def terminate(process: subprocess.Popen[bytes]) -> None:
-    """Stop a bot as BotProcess.stop does (SIGTERM, then SIGKILL), keeping its directory."""
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
 
 
 async def timed_start(checkout: Checkout, bot: BotProcess, figure: str) -> None:

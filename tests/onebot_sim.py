@@ -528,6 +528,17 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def terminate(process: subprocess.Popen[bytes]) -> None:
+    """Stop a bot process: SIGTERM, then SIGKILL if it is still there after 10 s."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
+
+
 class BotProcess:
     """`bot.py` in a subprocess, configured only through environment variables.
 
@@ -633,13 +644,8 @@ class BotProcess:
     def stop(self) -> None:
         """Stop the bot (SIGTERM, then SIGKILL after 10 s) and remove its directory."""
         process, self.process = self.process, None
-        if process is not None and process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(10)
+        if process is not None:
+            terminate(process)
         shutil.rmtree(self.workdir, ignore_errors=True)
 
     def simulator(self, *, self_id: int = 42, **kwargs: Any) -> OneBotSim:
