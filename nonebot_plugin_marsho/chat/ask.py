@@ -14,7 +14,7 @@ from ..store.session import session_key
 from ..tools.model import Role, ToolContext
 from .app import Marsho
 from .debounce import Joined, merged
-from .group_actions import ChatToolContext
+from .group_actions import ChatToolContext, shows_ids
 from .incoming import Limits, Question, read_question, sees_pictures
 from .matchers import Request, _announcer, _speaker, user_key
 from .observe import group_key
@@ -68,7 +68,8 @@ async def _question(app: Marsho, bot: Bot, engine: Engine, event: Event, text: s
 
     async def read(message: Event, said: str, speaker: str = "") -> Question:
         return await read_question(bot, message, said, speaker=speaker, vision=vision, model=model,
-                                   limits=limits, marsho_name=config.marsho_name, t=app.texts)
+                                   limits=limits, marsho_name=config.marsho_name, t=app.texts,
+                                   ids=shows_ids(app.group_actions, bot, message))
 
     question = await read(event, text, speaker)
     if before or after:

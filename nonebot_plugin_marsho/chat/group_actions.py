@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from nonebot.adapters import Bot
+from nonebot.adapters import Bot, Event
 from nonebot.exception import ActionFailed
 
 from ..agent.group_actions import (
@@ -35,6 +35,7 @@ from ..store.group_actions import GroupActionLog, LoggedAction
 from ..store.sql import SqlStore
 from ..tools.model import Tool, ToolContext, Toolkit, ToolResponse
 from ..tools.schema import function_tool
+from .where import looks_private
 
 __all__ = ["GROUP_TOOLS", "PLATFORMS", "SETTING", "TOOLKIT", "ChatToolContext", "GroupActions", "OneBotV11"]
 
@@ -142,6 +143,13 @@ def is_superuser(bot: Bot, user_id: str) -> bool:
     superusers = bot.config.superusers
     prefix = bot.adapter.get_name().split(maxsplit=1)[0].lower()
     return user_id in superusers or f"{prefix}:{user_id}" in superusers
+
+
+def shows_ids(actions: GroupActions | None, bot: Bot, event: Event) -> bool:
+    """Whether a question from `event` shows the ids of the people it mentions and of the message
+    it quotes: where the group tools may be offered (a group, a platform that has them, the tools
+    on), so that everywhere else questions read as they always did."""
+    return actions is not None and bot.adapter.get_name() in PLATFORMS and not looks_private(event)
 
 
 class ChatToolContext(ToolContext):
