@@ -21,7 +21,9 @@ from nonebot_plugin_marsho.store.sql import SqlStore
 from nonebot_plugin_marsho.tools.model import Toolset
 
 GROUP, BOT_ID = "5001", "42"
-ACTS = ("set_group_ban", "set_group_kick", "delete_msg")
+ACTS = ("set_group_ban", "set_group_kick", "delete_msg", "restrict_chat_member", "ban_chat_member",
+        "unban_chat_member", "delete_message")
+TELEGRAM_STATUS = {"owner": "creator", "admin": "administrator", "member": "member"}
 
 
 class Refusal(ActionFailed):
@@ -50,6 +52,9 @@ class RecordingBot(Bot):
         self.calls.append((api, data))
         if api == "get_group_member_info":
             return {"role": self.roles.get(str(data["user_id"]), "member")}
+        if api == "get_chat_member":
+            role = self.roles.get(str(data["user_id"]), "member")
+            return {"status": TELEGRAM_STATUS.get(role, role), "user": {"id": data["user_id"]}}
         if api == "get_msg":
             return {"sender": {"user_id": int(self.senders[str(data["message_id"])])}}
         if self.refuse:
@@ -60,10 +65,12 @@ class RecordingBot(Bot):
         return [call for call in self.calls if call[0] in ACTS]
 
 
-def context(bot: Bot, user_id: str = "1", role: str = "admin", group: str | None = GROUP) -> ChatToolContext:
+def context(bot: Bot, user_id: str = "1", role: str = "admin", group: str | None = GROUP,
+            event: Any = None) -> ChatToolContext:
+    platform = bot.adapter.get_name()
     return ChatToolContext(session_key="k", user_id=user_id, group_id=group, role=role,  # type: ignore[arg-type]
-                           bot=bot, platform="OneBot V11",
-                           chat_key=f"OneBot V11:group:{group}" if group else "OneBot V11:private:1")
+                           bot=bot, event=event, platform=platform,
+                           chat_key=f"{platform}:group:{group}" if group else f"{platform}:private:1")
 
 
 @pytest.fixture
@@ -80,7 +87,8 @@ def test_the_tools_are_offered_only_in_groups_on_platforms_that_have_them(store:
     onebot = RecordingBot()
     assert context(onebot).may_use(mute)
     assert not context(onebot, group=None).may_use(mute)
-    assert not context(RecordingBot("Telegram")).may_use(mute)
+    assert context(RecordingBot("Telegram")).may_use(mute)
+    assert not context(RecordingBot("Kaiheila")).may_use(mute)
     actions.off.add(f"OneBot V11:group:{GROUP}")
     assert not context(onebot).may_use(mute)
 
@@ -95,7 +103,7 @@ def test_questions_show_ids_only_where_the_tools_may_run(store: SqlStore) -> Non
     group_event = SimpleNamespace()
     assert shows_ids(GroupActions(store), RecordingBot(), group_event)  # type: ignore[arg-type]
     assert not shows_ids(None, RecordingBot(), group_event)  # type: ignore[arg-type]
-    assert not shows_ids(GroupActions(store), RecordingBot("Telegram"), group_event)  # type: ignore[arg-type]
+    assert not shows_ids(GroupActions(store), RecordingBot("Kaiheila"), group_event)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(("settings", "names", "admin_only"), [
@@ -163,3 +171,42 @@ async def test_a_superuser_is_recognised_by_the_adapters_prefix(store: SqlStore)
     result = await GroupActions(store).run(context(bot, role="admin"), "recall", "88")
     assert result.status == "error" and "one of my superusers" in result.content
     assert bot.acted() == []
+
+
+@pytest.mark.parametrize("adapter", ["OneBot V11", "Telegram"])
+@pytest.mark.parametrize(("asker", "target", "bot_role", "acts"), [
+    ("admin", "member", "admin", True),
+    ("owner", "admin", "owner", True),
+    ("member", "member", "admin", False),
+    ("admin", "admin", "owner", False),
+    ("admin", "owner", "owner", False),
+    ("owner", "admin", "admin", False),
+    ("admin", "member", "member", False),
+])
+async def test_the_role_table_on_every_adapter_that_offers_the_tools(
+        store: SqlStore, adapter: str, asker: str, target: str, bot_role: str, acts: bool) -> None:
+    bot = RecordingBot(adapter, roles={BOT_ID: bot_role, "7": target})
+    result = await GroupActions(store).run(context(bot, role=asker), "mute", "7", minutes=2)
+    assert (result.status == "success") is acts, result.content
+    assert bool(bot.acted()) is acts
+
+
+async def test_telegram_mutes_restrict_and_kicks_let_the_member_join_again(store: SqlStore) -> None:
+    bot = RecordingBot("Telegram", roles={BOT_ID: "admin"})
+    actions = GroupActions(store, kick=True)
+    await actions.run(context(bot), "mute", "7", minutes=5)
+    await actions.run(context(bot), "kick", "7")
+    [(restrict, muted), *kicked] = bot.acted()
+    assert restrict == "restrict_chat_member" and muted["permissions"]["can_send_messages"] is False
+    assert muted["chat_id"] == int(GROUP) and muted["user_id"] == 7 and muted["until_date"] > 0
+    assert [api for api, _ in kicked] == ["ban_chat_member", "unban_chat_member"]
+
+
+async def test_telegram_recalls_the_message_the_question_replies_to(store: SqlStore) -> None:
+    bot = RecordingBot("Telegram", roles={BOT_ID: "admin"})
+    event = SimpleNamespace(reply_to_message=SimpleNamespace(message_id=31, from_=SimpleNamespace(id=1)))
+    result = await GroupActions(store).run(context(bot, role="member", event=event), "recall", "31")
+    assert result.status == "success"
+    assert bot.acted() == [("delete_message", {"chat_id": int(GROUP), "message_id": 31})]
+    other = await GroupActions(store).run(context(bot, role="member", event=event), "recall", "32")
+    assert other.status == "error" and "replies to" in other.content

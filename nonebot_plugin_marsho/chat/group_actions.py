@@ -69,7 +69,8 @@ class GroupPlatform:
     async def role(self, bot: Bot, group_id: str, user_id: str) -> GroupRole:
         raise NotImplementedError
 
-    async def sender_of(self, bot: Bot, group_id: str, message_id: str) -> str:
+    async def sender_of(self, bot: Bot, event: Event, group_id: str, message_id: str) -> str:
+        """Who sent message `message_id` of the group (`event`: the question, which may quote it)."""
         raise NotImplementedError
 
     async def mute(self, bot: Bot, group_id: str, user_id: str, seconds: int) -> None:
@@ -109,7 +110,7 @@ class OneBotV11(GroupPlatform):
         role = (data or {}).get("role") if isinstance(data, dict) else None
         return role if role in ("owner", "admin") else "member"
 
-    async def sender_of(self, bot: Bot, group_id: str, message_id: str) -> str:
+    async def sender_of(self, bot: Bot, event: Event, group_id: str, message_id: str) -> str:
         data = await _call(bot, "get_msg", message_id=int(message_id))
         if not isinstance(data, dict):
             raise Refused(f"get_msg gave nothing for message {message_id}")
@@ -133,7 +134,61 @@ class OneBotV11(GroupPlatform):
         await _call(bot, "delete_msg", message_id=int(message_id))
 
 
-PLATFORMS: dict[str, GroupPlatform] = {platform.name: platform for platform in (OneBotV11(),)}
+TELEGRAM_ROLES: dict[str, GroupRole] = {"creator": "owner", "administrator": "admin", "member": "member",
+                                        "restricted": "member"}
+"""Telegram's ChatMember statuses as roles; "left" and "kicked" are not members."""
+TELEGRAM_MUTED = dict.fromkeys(("can_send_messages", "can_send_audios", "can_send_documents",
+                                "can_send_photos", "can_send_videos", "can_send_video_notes",
+                                "can_send_voice_notes", "can_send_polls", "can_send_other_messages",
+                                "can_add_web_page_previews"), False)
+
+
+class Telegram(GroupPlatform):
+    """Telegram's Bot API: restrictChatMember, banChatMember (then unbanChatMember, so a kicked
+    member may join again), deleteMessage. The Bot API cannot fetch a message by id: a recall's
+    sender is read off the message the question replies to."""
+
+    name = "Telegram"
+
+    def check_id(self, value: str) -> str | None:
+        if value.isdigit() and len(value) < 20:
+            return None
+        return f"{value!r} is not a Telegram id (digits only)"
+
+    async def role(self, bot: Bot, group_id: str, user_id: str) -> GroupRole:
+        member = await _call(bot, "get_chat_member", chat_id=int(group_id), user_id=int(user_id))
+        status = member.get("status") if isinstance(member, dict) else getattr(member, "status", None)
+        role = TELEGRAM_ROLES.get(str(status))
+        if role is None:
+            raise Refused(f"{user_id} is {status or 'unknown'} here")
+        return role
+
+    async def sender_of(self, bot: Bot, event: Event, group_id: str, message_id: str) -> str:
+        quoted = getattr(event, "reply_to_message", None)
+        sender = getattr(quoted, "from_", None)
+        if quoted is None or str(getattr(quoted, "message_id", "")) != message_id or sender is None:
+            raise Refused(f"message {message_id} is not the one the question replies to (Telegram "
+                          "tells the sender of that one only)")
+        return str(sender.id)
+
+    async def mute(self, bot: Bot, group_id: str, user_id: str, seconds: int) -> None:
+        if seconds:
+            await _call(bot, "restrict_chat_member", chat_id=int(group_id), user_id=int(user_id),
+                        permissions=TELEGRAM_MUTED, until_date=int(time.time()) + seconds)
+        else:
+            await _call(bot, "restrict_chat_member", chat_id=int(group_id), user_id=int(user_id),
+                        permissions=dict.fromkeys(TELEGRAM_MUTED, True))
+
+    async def kick(self, bot: Bot, group_id: str, user_id: str) -> None:
+        await _call(bot, "ban_chat_member", chat_id=int(group_id), user_id=int(user_id))
+        await _call(bot, "unban_chat_member", chat_id=int(group_id), user_id=int(user_id),
+                    only_if_banned=True)
+
+    async def recall(self, bot: Bot, group_id: str, message_id: str) -> None:
+        await _call(bot, "delete_message", chat_id=int(group_id), message_id=int(message_id))
+
+
+PLATFORMS: dict[str, GroupPlatform] = {platform.name: platform for platform in (OneBotV11(), Telegram())}
 """The adapters that offer the group tools, by adapter name; elsewhere they are not offered."""
 
 
@@ -291,7 +346,7 @@ class GroupActions:
         target_id = subject
         if action == "recall":
             try:
-                target_id = await platform.sender_of(bot, group, subject)
+                target_id = await platform.sender_of(bot, context.event, group, subject)
             except Refused as refused:
                 return await self._ended(context, action, subject, subject, "failed",
                                          f"Could not find message {subject} here ({refused.reason}); "
