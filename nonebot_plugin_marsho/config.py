@@ -459,6 +459,29 @@ class Config(BaseModel):
     {"reasoning_back": true, "merge_same_role": true, "system_as_user": false,
     "tool_call_content": "empty", "token_field": "max_tokens"}}` (any of the fields)."""
 
+    # --- group actions (issue 28) ---
+
+    marsho_group_actions: bool = False
+    """Whether marsho may mute, unmute and recall in groups when asked (the `group` tools), with
+    the asker's own authority: it acts only where the person asking could do it themselves on
+    the platform, and its own role allows it. A group's admins can turn it off there with
+    `marsho.actions off`.
+
+    zh: 是否允许 marsho 应要求在群里禁言、解除禁言、撤回消息（`group` 工具）。它只以提问者本人的权限
+    行事：提问者自己在平台上能做、且机器人自己的身份也允许时才执行。群管理员可用 `marsho.actions off`
+    在本群关闭。"""
+
+    marsho_group_actions_kick: bool = False
+    """Whether the group tools include `group__kick` (removing a member), which cannot be undone;
+    only with MARSHO_GROUP_ACTIONS on.
+
+    zh: 群工具是否包括 `group__kick`（踢出群成员）。踢人无法撤销；仅在 MARSHO_GROUP_ACTIONS 开启时有效。"""
+
+    marsho_group_actions_per_hour: int = Field(default=10, ge=1, le=1000)
+    """Group actions one person may have marsho do per hour, in all groups together.
+
+    zh: 每人每小时最多能让 marsho 执行多少次群操作（所有群合计）。"""
+
     @field_validator("marsho_quota_fallback_model", "marsho_summary_model")
     @classmethod
     def _model_name(cls, value: str) -> str:

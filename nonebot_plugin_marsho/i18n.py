@@ -460,6 +460,40 @@ EN: dict[str, str] = {
         "{who} just poked you in the chat. Answer with one short, playful, in-character line "
         "(no more than 30 words)."
     ),
+    # --- group actions ---
+    "usage.actions": (
+        "{name}.actions [on|off]  the mutes, kicks and recalls I was asked for in this group; on or off "
+        "turns my group tools on or off here (group admins)"
+    ),
+    "mention.line": "[Mentioned in this message: {mentions}]",
+    "mention.unnamed": "someone",
+    "quote.label_ids": "[Quoted message (message id: {message_id}) from {sender}]",
+    "quote.label_id": "[Quoted message (message id: {message_id})]",
+    "actions.disabled": (
+        "Group actions are off for this bot (MARSHO_GROUP_ACTIONS): its owner can turn them on."
+    ),
+    "actions.state_on": (
+        "My group tools (mute, unmute, recall) are on in this group; {name}.actions off turns them off here."
+    ),
+    "actions.state_off": "My group tools are off in this group; {name}.actions on turns them on here.",
+    "actions.on": "Done: my group tools are on in this group again.",
+    "actions.off": (
+        "Done: my group tools are off in this group; I will not mute, kick or recall here until "
+        "{name}.actions on."
+    ),
+    "actions.bad_value": "Write {name}.actions to list them, or {name}.actions on / off.",
+    "actions.none": "Nobody has asked me for a group action here yet.",
+    "actions.heading": "The last {count} asked for here, newest first:",
+    "actions.line": "{time} {asker} asked: {action} {target}{detail}: {outcome}",
+    "actions.minutes": " for {minutes} min",
+    "actions.message": " (message {message_id})",
+    "actions.mute": "mute",
+    "actions.unmute": "unmute",
+    "actions.kick": "kick",
+    "actions.recall": "recall a message of",
+    "actions.outcome_done": "done",
+    "actions.outcome_denied": "refused",
+    "actions.outcome_failed": "failed",
 }
 
 ZH: dict[str, str] = {
@@ -822,6 +856,37 @@ ZH: dict[str, str] = {
     "poke.someone": "有人",
     "poke.fallback": "喵？你戳我干嘛！有问题就用 {name} <问题> 问我吧。",
     "poke.prompt": "{who}刚刚在聊天里戳了戳你。用一句简短、俏皮、符合你人设的话回应（不超过 30 个字）。",
+    # --- group actions ---
+    "usage.actions": (
+        "{name}.actions [on|off]  大家在本群让我执行的禁言、踢人、撤回记录；on/off 在本群开关我的群管理工具"
+        "（群管理员）"
+    ),
+    "mention.line": "[本条消息提到了：{mentions}]",
+    "mention.unnamed": "某人",
+    "quote.label_ids": "[引用 {sender} 的消息（消息 id：{message_id}）]",
+    "quote.label_id": "[引用的消息（消息 id：{message_id}）]",
+    "actions.disabled": "本机器人没有开启群管理操作（MARSHO_GROUP_ACTIONS），需要机器人主人开启。",
+    "actions.state_on": (
+        "我的群管理工具（禁言、解除禁言、撤回）在本群已开启；{name}.actions off 可在本群关闭。"
+    ),
+    "actions.state_off": "我的群管理工具在本群已关闭；{name}.actions on 可在本群重新开启。",
+    "actions.on": "好了：我的群管理工具在本群重新开启了。",
+    "actions.off": (
+        "好了：我的群管理工具在本群关闭了；在 {name}.actions on 之前，我不会在这里禁言、踢人或撤回。"
+    ),
+    "actions.bad_value": "用 {name}.actions 查看记录，或用 {name}.actions on / off 开关。",
+    "actions.none": "还没有人在本群让我执行过群管理操作。",
+    "actions.heading": "本群最近 {count} 条，最新的在前：",
+    "actions.line": "{time} {asker} 请求：{action} {target}{detail}：{outcome}",
+    "actions.minutes": "，{minutes} 分钟",
+    "actions.message": "（消息 {message_id}）",
+    "actions.mute": "禁言",
+    "actions.unmute": "解除禁言",
+    "actions.kick": "踢出",
+    "actions.recall": "撤回消息，发送者",
+    "actions.outcome_done": "已执行",
+    "actions.outcome_denied": "已拒绝",
+    "actions.outcome_failed": "失败",
 }
 
 CATALOGUES: dict[Language, dict[str, str]] = {"zh-CN": ZH, "en": EN}

@@ -16,6 +16,11 @@ calls with `{"status": "ok", "retcode": 0, "data": ..., "echo": ...}` (`get_msg`
 pushed or sent earlier, as the adapter asks for the message a `reply` segment quotes), and records
 each action with the time it arrived. Forward messages (`send_group_forward_msg`...) count as
 sends too: `Action.nodes` and `Action.node_texts` read their nodes.
+
+Group roles (`sim.roles[group_id][user_id] = "admin"`; anyone else is a member) answer
+`get_group_member_info`, and `set_group_ban`, `set_group_kick` and `delete_msg` are refused
+(retcode != 0) as a real implementation refuses them when the bot's own role does not reach
+past the target's: an admin bot acts on members, an owner bot on admins too, nobody on the owner.
 """
 
 from __future__ import annotations
@@ -47,6 +52,9 @@ FORWARD_ACTIONS = frozenset({"send_group_forward_msg", "send_private_forward_msg
 """Actions that send a forward message (a list of `node` segments in `messages`)."""
 SEND_ACTIONS = frozenset({"send_msg", "send_group_msg", "send_private_msg", *FORWARD_ACTIONS})
 """Actions that send a chat message; `wait_send` and `reply_to` look at these."""
+GROUP_ACTIONS = frozenset({"set_group_ban", "set_group_kick", "delete_msg"})
+"""Actions that act on a group's members or messages, refused where the bot's role does not allow."""
+ROLE_RANK = {"member": 0, "admin": 1, "owner": 2}
 
 WAIT = 60.0
 """Seconds a wait for the bot's next action lasts at most: only a failing test waits that long,
@@ -192,6 +200,8 @@ class OneBotSim:
         """Pushed events by message_id (what `get_msg` answers with)."""
         self.handlers: dict[str, ActionHandler] = {}
         """Custom answers per action name, overriding the built-in ones."""
+        self.roles: dict[int, dict[int, str]] = {}
+        """group id -> user id -> "owner" or "admin" (anyone else is a member), the bot's own too."""
         self._sent_messages: dict[int, dict[str, Any]] = {}
         self._unclaimed: list[Action] = []
         self._changed: asyncio.Condition | None = None
@@ -317,11 +327,43 @@ class OneBotSim:
                 "message_id": message_id, "real_id": message_id, "sender": event["sender"],
                 "message": event["message"],
             }
+        if action.action == "get_group_member_info":
+            group_id, user_id = int(params["group_id"]), int(params["user_id"])
+            return {"group_id": group_id, "user_id": user_id, "nickname": f"user{user_id}", "card": "",
+                    "role": self.role(group_id, user_id)}
+        if action.action in GROUP_ACTIONS:
+            return self._group_action(action.action, params)
         if action.action == "get_login_info":
             return {"user_id": self.self_id, "nickname": self.nickname}
         if action.action == "get_status":
             return {"online": True, "good": True}
         return None
+
+    def role(self, group_id: int, user_id: int) -> str:
+        """A member's role in a group: what `roles` says, else "member"."""
+        return self.roles.get(int(group_id), {}).get(int(user_id), "member")
+
+    def _group_action(self, name: str, params: dict[str, Any]) -> None:
+        """set_group_ban, set_group_kick, delete_msg: done (None) where the bot's role reaches past
+        the target's, else refused (the implementation's retcode != 0)."""
+        if name == "delete_msg":
+            message_id = int(params["message_id"])
+            if message_id in self._sent_messages:
+                return None  # the bot's own message
+            event = self.events.get(message_id)
+            if event is None or "group_id" not in event:
+                raise LookupError(f"no group message {message_id}")
+            group_id, user_id = int(event["group_id"]), int(event["user_id"])
+        else:
+            group_id, user_id = int(params["group_id"]), int(params["user_id"])
+        mine, theirs = self.role(group_id, self.self_id), self.role(group_id, user_id)
+        if ROLE_RANK[mine] <= ROLE_RANK[theirs]:
+            raise PermissionError(f"the bot is a {mine} of group {group_id} and {user_id} a {theirs}")
+        return None
+
+    def group_actions(self) -> list[Action]:
+        """Every set_group_ban, set_group_kick and delete_msg the bot called so far."""
+        return [a for a in self.actions if a.action in GROUP_ACTIONS]
 
     async def wait_send(
         self, *, timeout: float = WAIT, where: Callable[[Action], bool] | None = None

@@ -20,6 +20,8 @@ from sqlalchemy.engine import make_url
 
 from ..agent.chatlog import ChatLog
 from ..agent.engine import Engine
+from ..agent.group_actions import GROUP_TOOLS
+from ..agent.group_actions import TOOLKIT as GROUP_TOOLKIT
 from ..agent.llm import LLMClient
 from ..agent.memory import MEMORY_TOOLS, TOOLKIT, MemoryBook
 from ..agent.metering import Limits, Meter
@@ -34,12 +36,14 @@ from ..store.memory import MemoryStore
 from ..store.sql import SqlStore
 from ..store.usage import UsageStore
 from ..tools import BUILTIN_TOOLSET, LoadProblem, ToolRunner, Toolset, ToolsetSource, load_toolset
+from ..tools.model import Toolkit
 from ..tools.runner import SECRET_PRESET
 from ..tools.schema import ToolDefinitionError, check_permission
 from ..tools.webservices import load_webservices
 from .active import ActiveReplies
 from .debounce import Debounce
 from .fairuse import Cooldown, FairUse
+from .group_actions import GroupActions
 from .models import chat_model, judge_model, summary_model
 from .outgoing import Delivery
 from .render import error_text
@@ -76,6 +80,7 @@ class Services:
     judge: LLMClient | None = None
     mcp: McpManager | None = None
     memory_book: MemoryBook | None = None
+    group_actions: GroupActions | None = None
 
 
 class Built(Generic[T]):
@@ -178,6 +183,8 @@ class Marsho:
     """The model that writes summaries of trimmed history, when it is not the chat model
     (MARSHO_SUMMARY_MODEL)."""
     mcp = Built["McpManager | None"](optional=True)
+    group_actions = Built[GroupActions | None](optional=True)
+    """The group tools (MARSHO_GROUP_ACTIONS), None while they are off."""
 
     def __post_init__(self) -> None:
         config = self.config
@@ -315,6 +322,7 @@ class Marsho:
             logger.warning(f"marsho: MARSHO_TOOLKIT_SETTINGS names toolkit {name!r}, which is not loaded")
         # the memory tools join later (add_memory), and these settings apply to them too
         memory = {TOOLKIT, *MEMORY_TOOLS} if config.marsho_memory else set()
+        memory |= {GROUP_TOOLKIT, *GROUP_TOOLS} if config.marsho_group_actions else set()  # add_group_actions
         known = set(toolset.tools) | loaded | set(toolset.disabled) | memory
         for name in sorted(set(config.marsho_tool_permissions) - known):
             logger.warning(f"marsho: MARSHO_TOOL_PERMISSIONS names {name!r}: no such tool or toolkit")
@@ -432,10 +440,14 @@ class Marsho:
             book = self.add_memory(toolset, memories) if config.marsho_memory else None
             if book is not None:
                 stack.push_async_callback(book.settled)  # its marks of use, before the database closes
+        with stage("group actions"):
+            group_actions = (await self.add_group_actions(toolset, store) if config.marsho_group_actions
+                             else None)
         return Services(engine=engine, store=store, chat_log=chat_log, active=active, meter=meter,
                         nicknames=Nicknames(store), personas=GroupPersonas(store), memories=memories,
                         targets=TargetBook(store),
-                        summary_llm=summary_llm, judge=judge, mcp=mcp, memory_book=book)
+                        summary_llm=summary_llm, judge=judge, mcp=mcp, memory_book=book,
+                        group_actions=group_actions)
 
     def _models(self, stack: AsyncExitStack) -> tuple[LLMClient, LLMClient | None, LLMClient | None]:
         """The chat model, and the summary model and the judge where settings ask for them (on
@@ -531,6 +543,51 @@ class Marsho:
             logger.info(f"marsho: toolkit {toolkit.name} ({toolkit.source}) loaded: "
                         + ", ".join(tool.name for tool in toolkit.tools))
         return book
+
+    async def add_group_actions(self, toolset: Toolset, store: SqlStore) -> GroupActions:
+        """The group tools on `store`, added to `toolset` as add_memory adds its own (unless a
+        toolkit of the user's is already called "group")."""
+        config = self.config
+        actions = GroupActions(store, kick=config.marsho_group_actions_kick,
+                               per_hour=config.marsho_group_actions_per_hour)
+        await actions.load()
+        self.add_builtin(toolset, actions.toolkit())
+        return actions
+
+    def add_builtin(self, toolset: Toolset, toolkit: Toolkit) -> bool:
+        """Add a built-in toolkit made at startup to `toolset` with MARSHO_DISABLED_TOOLS,
+        MARSHO_TOOL_PERMISSIONS and MARSHO_DISABLED_TOOLKITS applied as to any toolkit; False
+        when it is off, or a toolkit of the user's already has its name (reported)."""
+        config = self.config
+        off = set(config.marsho_disabled_tools)
+        toolset.disabled.extend(tool.name for tool in toolkit.tools if tool.name in off)
+        toolkit.tools = [tool for tool in toolkit.tools if tool.name not in off]
+        for tool in toolkit.tools:
+            override = (config.marsho_tool_permissions.get(tool.name)
+                        or config.marsho_tool_permissions.get(toolkit.name))
+            try:
+                if override:
+                    tool.permission = check_permission(override, tool.name)
+            except ToolDefinitionError as error:  # the tool keeps its own
+                logger.warning(f"marsho: toolkit {toolkit.name}: MARSHO_TOOL_PERMISSIONS: {error}")
+        clash = next((kit for kit in toolset.toolkits if kit.name == toolkit.name), None)
+        if toolkit.name in config.marsho_disabled_toolkits:
+            toolset.disabled.append(toolkit.name)
+            logger.info(f"marsho: toolkit {toolkit.name} is off (MARSHO_DISABLED_TOOLKITS)")
+            return False
+        if clash is not None:
+            problem = LoadProblem(toolkit.name, clash.path or Path(toolkit.name),
+                                  f"a toolkit named {toolkit.name!r} is already loaded, so the built-in "
+                                  "one is not; rename yours to use it")
+            toolset.problems.append(problem)
+            logger.error(f"marsho: toolkit {toolkit.name}: {problem}")
+            return False
+        toolset.add(toolkit)
+        toolset.toolkits.remove(toolkit)  # listed (marsho.tools) with the other built-in ones
+        toolset.toolkits.insert(sum(kit.source == "built-in" for kit in toolset.toolkits), toolkit)
+        logger.info(f"marsho: toolkit {toolkit.name} ({toolkit.source}) loaded: "
+                    + ", ".join(tool.name for tool in toolkit.tools))
+        return True
 
     def build_summarizer(self, engine: Engine, model: LLMClient | None = None) -> Summarizer | None:
         """What folds trimmed history into summaries (MARSHO_SUMMARY): `model`, MARSHO_SUMMARY_MODEL's

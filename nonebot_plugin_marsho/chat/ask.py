@@ -14,6 +14,7 @@ from ..store.session import session_key
 from ..tools.model import Role, ToolContext
 from .app import Marsho
 from .debounce import Joined, merged
+from .group_actions import ChatToolContext, shows_ids
 from .incoming import Limits, Question, read_question, sees_pictures
 from .matchers import Request, _announcer, _speaker, user_key
 from .observe import group_key
@@ -67,7 +68,8 @@ async def _question(app: Marsho, bot: Bot, engine: Engine, event: Event, text: s
 
     async def read(message: Event, said: str, speaker: str = "") -> Question:
         return await read_question(bot, message, said, speaker=speaker, vision=vision, model=model,
-                                   limits=limits, marsho_name=config.marsho_name, t=app.texts)
+                                   limits=limits, marsho_name=config.marsho_name, t=app.texts,
+                                   ids=shows_ids(app.group_actions, bot, message))
 
     question = await read(event, text, speaker)
     if before or after:
@@ -91,7 +93,7 @@ def _nothing_asked(app: Marsho, engine: Engine, question: Question) -> list[str]
 def _tool_context(bot: Bot, event: Event, where: Where, key: str, role: Role, *,
                   personal: bool) -> ToolContext:
     """Who asks, and where, for the tools and the memories."""
-    return ToolContext(session_key=key, user_id=where.user_id, group_id=where.group_id, role=role,
+    return ChatToolContext(session_key=key, user_id=where.user_id, group_id=where.group_id, role=role,
                        bot=bot, event=event, platform=where.platform,
                        chat_key=session_key(where.platform, group_id=where.group_id, user_id=where.user_id,
                                             channel=where.kind == "channel"),

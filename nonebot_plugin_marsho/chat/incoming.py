@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import fnmatch
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from nonebot.adapters import Bot, Event
-from nonebot_plugin_alconna.uniseg import Image, Reply, UniMessage, image_fetch
+from nonebot_plugin_alconna.uniseg import At, Image, Reply, UniMessage, image_fetch
 
 from ..i18n import Texts
 from ..redaction import logger
@@ -85,16 +86,65 @@ _ID_FIELDS = ("user_id", "id", "open_id", "user_openid", "member_openid")
 _NAME_FIELDS = ("card", "nickname", "nick", "global_name", "first_name", "username", "name")
 
 
-def _sender_name(bot: Bot, origin: Any, marsho_name: str) -> str | None:
+def _sender(bot: Bot, origin: Any, marsho_name: str) -> tuple[str | None, str | None]:
+    """(the name a quoted message's sender goes by, their id; None for the bot's own)."""
     sender = next((s for f in _SENDER_FIELDS if (s := getattr(origin, f, None)) is not None), None)
     if sender is None:
-        return None
+        return None, None
     user_id = next((i for f in _ID_FIELDS if (i := getattr(sender, f, None)) is not None), None)
     if user_id is not None and str(user_id) == str(bot.self_id):
-        return marsho_name
+        return marsho_name, None
     name = next((n for f in _NAME_FIELDS if isinstance(n := getattr(sender, f, None), str) and n), None)
     name = name or user_id
-    return str(name) if name else None
+    return (str(name) if name else None), (str(user_id) if user_id is not None else None)
+
+
+NAME_CHARS = 32
+"""Characters of a display name shown beside an id (a mention, a quote's sender)."""
+_BRACKETS = re.compile(r"[()（）\[\]【】]")
+
+
+def clean_name(name: str) -> str:
+    """A display name as shown beside an id: one line, no brackets (a name cannot write its own
+    "(id:...)" part, nor close a marker), at most NAME_CHARS characters."""
+    return " ".join(_BRACKETS.sub("", name).split())[:NAME_CHARS]
+
+
+def labelled(name: str | None, user_id: str, t: Texts) -> str:
+    """A person as the model reads them where it may act on them: `Alice(id:123)`."""
+    return f"{clean_name(name or '') or t('mention.unnamed')}(id:{user_id})"
+
+
+@dataclass(frozen=True)
+class Quoted:
+    """The quoted message as read: its content, who sent it (their name and id, None when
+    unknown or the bot itself) and its id."""
+
+    content: Content
+    sender: str | None = None
+    sender_id: str | None = None
+    message_id: str = ""
+
+    def label(self, t: Texts) -> str:
+        """The line that opens the quote: who sent it, and its id (for group__recall)."""
+        if not self.message_id:
+            return t("quote.label", sender=self.sender) if self.sender else t("quote.label_unknown")
+        if self.sender_id is not None:
+            sender = labelled(self.sender, self.sender_id, t)
+            return t("quote.label_ids", message_id=self.message_id, sender=sender)
+        if self.sender:
+            return t("quote.label_ids", message_id=self.message_id, sender=self.sender)
+        return t("quote.label_id", message_id=self.message_id)
+
+
+def mentions(bot: Bot, message: UniMessage) -> list[tuple[str, str | None]]:
+    """The people a message @-mentions, in order, once each: (id, name as shown, if the platform
+    gives one). A mention of the bot itself is left out: it calls marsho, it is no target."""
+    found: dict[str, str | None] = {}
+    for segment in message[At]:
+        if segment.flag == "user" and segment.target and segment.target != str(bot.self_id):
+            found.setdefault(str(segment.target), segment.display)
+    return list(found.items())
 
 
 def _check(data: bytes, limits: Limits) -> tuple[bytes, str]:
@@ -157,16 +207,23 @@ async def read_question(
     marsho_name: str,
     t: Texts,
     speaker: str = "",
+    ids: bool = False,
 ) -> Question:
     """The user's message for the model: `speaker` ("Alice", in shared chats: every message
     starts with who speaks), the quoted message (labelled, with its pictures), then `text` (the
-    question), then the asker's own pictures."""
+    question), then the asker's own pictures. With `ids` (where the group tools are offered),
+    the quote's label carries its id and its sender's, and the people the message @-mentions
+    follow the text with theirs (`@Alice(id:123)`); without, the question reads as before."""
     question = Question()
     own: list[Image] = []
-    quoted: Content | None = None
-    quoted_by: str | None = None
+    quote: Quoted | None = None
+    mentioned: list[tuple[str, str | None]] = []
     if not text_only(bot, event):
-        own, quoted, quoted_by = await _read_message(bot, event, marsho_name)
+        own, quote, mentioned = await _read_message(bot, event, marsho_name)
+    quoted = quote.content if quote else None
+    if quote is not None and not ids:
+        quote = Quoted(quote.content, quote.sender)
+    mentioned = mentioned if ids else []
     quoted_images = quoted.images if quoted else []
     question.images_seen = len(own) + len(quoted_images)
     question.quoted_text = quoted.text.strip() if quoted else ""
@@ -175,12 +232,15 @@ async def read_question(
     pictures = await _pictures(bot, event, wanted, quoted.sources if quoted else {}, question.tips,
                                vision=vision, model=model, limits=limits, t=t)
     prefix = f"{speaker}: " if speaker else ""
-    if quoted is not None:
-        label = t("quote.label", sender=quoted_by) if quoted_by else t("quote.label_unknown")
+    if quote is not None and quoted is not None:
+        label = quote.label(t)
         question.parts.append({"type": "text", "text": f"{prefix}{label}\n{quoted.text.strip()}".strip()})
         question.parts += _image_parts(quoted_images, pictures, tried, t)
         question.parts.append({"type": "text", "text": t("quote.end")})
         prefix = ""
+    if mentioned:  # who they are, with their ids, so that the model can name them to a tool
+        people = " ".join(f"@{labelled(name, user_id, t)}" for user_id, name in mentioned)
+        text = f"{text.rstrip()}\n{t('mention.line', mentions=people)}".lstrip("\n")
     if (prefix + text).strip():  # no empty text part: some OpenAI-compatible endpoints refuse one
         question.parts.append({"type": "text", "text": (prefix + text).rstrip()})
     question.parts += _image_parts(own, pictures, tried, t)
@@ -189,23 +249,25 @@ async def read_question(
 
 async def _read_message(
     bot: Bot, event: Event, marsho_name: str
-) -> tuple[list[Image], Content | None, str | None]:
-    """(the asker's own pictures, the first quoted message that could be read, who sent it)."""
+) -> tuple[list[Image], Quoted | None, list[tuple[str, str | None]]]:
+    """(the asker's own pictures, the first quoted message that could be read, the people the
+    message mentions)."""
     try:
         message = await UniMessage.of(event.get_message(), bot=bot).attach_reply(event, bot)
     except Exception as error:  # an adapter alconna cannot read: the text is enough
         logger.warning(f"marsho: could not read the message's pictures or quote: {error}")
         message = UniMessage()
     own = own_content(bot, event, message).images
+    mentioned = mentions(bot, message)
     for reply in message[Reply]:
         found = quoted_content(bot, event, reply)
         if found is None:  # the implementation could not find it (get_msg failed)
             continue
-        quoted_by = _sender_name(bot, reply.origin, marsho_name)
+        quoted_by, sender_id = _sender(bot, reply.origin, marsho_name)
         if quoted_by is None and bot.adapter.get_name() == "Discord":
-            quoted_by = _sender_name(bot, getattr(event, "referenced_message", None), marsho_name)
-        return own, found, quoted_by
-    return own, None, None
+            quoted_by, sender_id = _sender(bot, getattr(event, "referenced_message", None), marsho_name)
+        return own, Quoted(found, quoted_by, sender_id, str(reply.id or "")), mentioned
+    return own, None, mentioned
 
 
 async def _pictures(

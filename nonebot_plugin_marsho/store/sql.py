@@ -249,6 +249,29 @@ restart too: `chat_key` the chat's session key (`X:group:<id>`, `X:channel:<guil
 and the bot's self id that answered there, and when the chat was last seen (written when the
 target changes, else at most once a day: chat/targets.SEEN_EVERY)."""
 
+
+# group actions (issue 28): store/group_actions.py reads and writes this
+
+group_actions_table = Table(
+    "marsho_group_actions",
+    metadata,
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("at", Float, nullable=False),
+    Column("group_key", String(255), nullable=False),
+    Column("asker", String(255), nullable=False),
+    Column("action", String(16), nullable=False),
+    Column("target", String(255), nullable=False),
+    Column("detail", String(255), nullable=False),
+    Column("outcome", String(16), nullable=False),
+    Column("reason", Text, nullable=False),
+    Index("ix_marsho_group_actions_group_at", "group_key", "at"),
+    Index("ix_marsho_group_actions_asker_at", "asker", "at"),
+)
+"""Each group action marsho was asked for (mute, unmute, kick, recall): when, in which group
+(its key), who asked and on whom (user ids; a recall's target is the message's sender, its
+`detail` the message id; a mute's `detail` its minutes), and how it ended (`outcome` done,
+denied: refused by the rules before any call, failed: refused by the platform) with the reason."""
+
 def async_url(url: str) -> str:
     """The URL with an async driver: `postgresql://` → asyncpg, `sqlite://` → aiosqlite."""
     parsed = make_url(url)

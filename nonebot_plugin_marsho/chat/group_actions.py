@@ -1,0 +1,453 @@
+"""The `group` toolkit (issue 28): `group__mute`, `group__unmute`, `group__kick` and
+`group__recall`, run with the asker's authority on the platforms whose adapter has the calls.
+
+Each call asks the platform, never the text: the asker's role is the event's, the target's and
+the bot's own come from the platform (`get_group_member_info` on OneBot v11, cached for
+ROLES_TTL), the quoted message's sender from `get_msg`; agent/group_actions.py decides. Anything
+refused is refused before any call that acts, and the result says why in a sentence the model
+can pass on; a platform that refuses anyway (retcode != 0) is a result too. Every action asked
+for is logged (store/group_actions.py), and `marsho.actions` lists them for the group's admins
+and turns the tools off or on in their group.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from nonebot.adapters import Bot, Event
+from nonebot.exception import ActionFailed
+
+from ..agent.group_actions import (
+    GROUP_TOOLS,
+    TOOLKIT,
+    Action,
+    GroupRole,
+    Party,
+    minutes_problem,
+    refusal,
+    target_problem,
+)
+from ..exceptions import StoreError
+from ..redaction import logger
+from ..store.group_actions import GroupActionLog, LoggedAction
+from ..store.sql import SqlStore
+from ..tools.model import Tool, ToolContext, Toolkit, ToolResponse
+from ..tools.schema import function_tool
+from .where import looks_private
+
+__all__ = ["GROUP_TOOLS", "PLATFORMS", "SETTING", "TOOLKIT", "ChatToolContext", "GroupActions", "OneBotV11"]
+
+SETTING = "group_actions"
+"""The group setting (marsho_group_settings) a group's admins turn off with `marsho.actions off`."""
+ROLES_TTL = 60.0
+"""Seconds a role the platform gave (the target's, the bot's own) is trusted: a role taken away
+reaches marsho within this."""
+OFFERED_IN = "marsho_offered_in"
+"""The attribute of a tool's function that says where the tool is offered (ChatToolContext)."""
+HOUR = 3600.0
+
+
+class Refused(Exception):
+    """The platform refused a call (retcode != 0, an error): `reason` in its own words."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class GroupPlatform:
+    """One adapter's group calls; ids as the platform writes them."""
+
+    name = ""
+
+    def check_id(self, value: str) -> str | None:
+        """Why `value` cannot be a user or message id here; None when it can."""
+        return None
+
+    async def role(self, bot: Bot, group_id: str, user_id: str) -> GroupRole:
+        raise NotImplementedError
+
+    async def sender_of(self, bot: Bot, event: Event, group_id: str, message_id: str) -> str:
+        """Who sent message `message_id` of the group (`event`: the question, which may quote it)."""
+        raise NotImplementedError
+
+    async def mute(self, bot: Bot, group_id: str, user_id: str, seconds: int) -> None:
+        raise NotImplementedError
+
+    async def kick(self, bot: Bot, group_id: str, user_id: str) -> None:
+        raise NotImplementedError
+
+    async def recall(self, bot: Bot, group_id: str, message_id: str) -> None:
+        raise NotImplementedError
+
+
+async def _call(bot: Bot, api: str, **params: Any) -> Any:
+    """One platform call; a refusal (or a failure) becomes Refused with its words."""
+    try:
+        return await bot.call_api(api, **params)
+    except ActionFailed as error:
+        info = getattr(error, "info", None)
+        info = info if isinstance(info, dict) else {}
+        words = info.get("wording") or info.get("message") or info.get("msg")
+        raise Refused(f"{api} failed: {words or error}") from None
+    except Exception as error:  # a timeout, a dropped connection
+        raise Refused(f"{api} failed: {type(error).__name__}: {error}") from None
+
+
+class OneBotV11(GroupPlatform):
+    """OneBot v11 (NapCat, LLOneBot, Lagrange...): set_group_ban, set_group_kick, delete_msg."""
+
+    name = "OneBot V11"
+
+    def check_id(self, value: str) -> str | None:
+        return None if value.isdigit() and len(value) < 20 else f"{value!r} is not a QQ id (digits only)"
+
+    async def role(self, bot: Bot, group_id: str, user_id: str) -> GroupRole:
+        data = await _call(bot, "get_group_member_info", group_id=int(group_id), user_id=int(user_id),
+                           no_cache=True)
+        role = (data or {}).get("role") if isinstance(data, dict) else None
+        return role if role in ("owner", "admin") else "member"
+
+    async def sender_of(self, bot: Bot, event: Event, group_id: str, message_id: str) -> str:
+        data = await _call(bot, "get_msg", message_id=int(message_id))
+        if not isinstance(data, dict):
+            raise Refused(f"get_msg gave nothing for message {message_id}")
+        found_in = data.get("group_id")
+        if found_in is not None and str(found_in) != group_id:
+            raise Refused(f"message {message_id} was not sent in this group")
+        sender = data.get("sender") or {}
+        user_id = sender.get("user_id") if isinstance(sender, dict) else None
+        if user_id is None:
+            raise Refused(f"get_msg does not say who sent message {message_id}")
+        return str(user_id)
+
+    async def mute(self, bot: Bot, group_id: str, user_id: str, seconds: int) -> None:
+        await _call(bot, "set_group_ban", group_id=int(group_id), user_id=int(user_id), duration=seconds)
+
+    async def kick(self, bot: Bot, group_id: str, user_id: str) -> None:
+        await _call(bot, "set_group_kick", group_id=int(group_id), user_id=int(user_id),
+                    reject_add_request=False)
+
+    async def recall(self, bot: Bot, group_id: str, message_id: str) -> None:
+        await _call(bot, "delete_msg", message_id=int(message_id))
+
+
+TELEGRAM_ROLES: dict[str, GroupRole] = {"creator": "owner", "administrator": "admin", "member": "member",
+                                        "restricted": "member"}
+"""Telegram's ChatMember statuses as roles; "left" and "kicked" are not members."""
+TELEGRAM_MUTED = dict.fromkeys(("can_send_messages", "can_send_audios", "can_send_documents",
+                                "can_send_photos", "can_send_videos", "can_send_video_notes",
+                                "can_send_voice_notes", "can_send_polls", "can_send_other_messages",
+                                "can_add_web_page_previews"), False)
+
+
+class Telegram(GroupPlatform):
+    """Telegram's Bot API: restrictChatMember, banChatMember (then unbanChatMember, so a kicked
+    member may join again), deleteMessage. The Bot API cannot fetch a message by id: a recall's
+    sender is read off the message the question replies to."""
+
+    name = "Telegram"
+
+    def check_id(self, value: str) -> str | None:
+        if value.isdigit() and len(value) < 20:
+            return None
+        return f"{value!r} is not a Telegram id (digits only)"
+
+    async def role(self, bot: Bot, group_id: str, user_id: str) -> GroupRole:
+        member = await _call(bot, "get_chat_member", chat_id=int(group_id), user_id=int(user_id))
+        status = member.get("status") if isinstance(member, dict) else getattr(member, "status", None)
+        role = TELEGRAM_ROLES.get(str(status))
+        if role is None:
+            raise Refused(f"{user_id} is {status or 'unknown'} here")
+        return role
+
+    async def sender_of(self, bot: Bot, event: Event, group_id: str, message_id: str) -> str:
+        quoted = getattr(event, "reply_to_message", None)
+        sender = getattr(quoted, "from_", None)
+        if quoted is None or str(getattr(quoted, "message_id", "")) != message_id or sender is None:
+            raise Refused(f"message {message_id} is not the one the question replies to (Telegram "
+                          "tells the sender of that one only)")
+        return str(sender.id)
+
+    async def mute(self, bot: Bot, group_id: str, user_id: str, seconds: int) -> None:
+        if seconds:
+            await _call(bot, "restrict_chat_member", chat_id=int(group_id), user_id=int(user_id),
+                        permissions=TELEGRAM_MUTED, until_date=int(time.time()) + seconds)
+        else:
+            await _call(bot, "restrict_chat_member", chat_id=int(group_id), user_id=int(user_id),
+                        permissions=dict.fromkeys(TELEGRAM_MUTED, True))
+
+    async def kick(self, bot: Bot, group_id: str, user_id: str) -> None:
+        await _call(bot, "ban_chat_member", chat_id=int(group_id), user_id=int(user_id))
+        await _call(bot, "unban_chat_member", chat_id=int(group_id), user_id=int(user_id),
+                    only_if_banned=True)
+
+    async def recall(self, bot: Bot, group_id: str, message_id: str) -> None:
+        await _call(bot, "delete_message", chat_id=int(group_id), message_id=int(message_id))
+
+
+PLATFORMS: dict[str, GroupPlatform] = {platform.name: platform for platform in (OneBotV11(), Telegram())}
+"""The adapters that offer the group tools, by adapter name; elsewhere they are not offered."""
+
+
+def is_superuser(bot: Bot, user_id: str) -> bool:
+    """Whether `user_id` is in SUPERUSERS, as NoneBot's own check reads it (bare, or prefixed
+    with the adapter's first word: `onebot:123`)."""
+    superusers = bot.config.superusers
+    prefix = bot.adapter.get_name().split(maxsplit=1)[0].lower()
+    return user_id in superusers or f"{prefix}:{user_id}" in superusers
+
+
+def shows_ids(actions: GroupActions | None, bot: Bot, event: Event) -> bool:
+    """Whether a question from `event` shows the ids of the people it mentions and of the message
+    it quotes: where the group tools may be offered (a group, a platform that has them, the tools
+    on), so that everywhere else questions read as they always did."""
+    return actions is not None and bot.adapter.get_name() in PLATFORMS and not looks_private(event)
+
+
+class ChatToolContext(ToolContext):
+    """The ToolContext of a chat's turn: a tool whose function says where it is offered
+    (`marsho_offered_in`: the group tools) is offered, and runs, only there; the others as
+    any ToolContext decides."""
+
+    def may_use(self, tool: Tool) -> bool:
+        offered: Callable[[ToolContext], bool] | None = getattr(tool.func, OFFERED_IN, None)
+        if offered is not None and not offered(self):
+            return False
+        return super().may_use(tool)
+
+
+class GroupActions:
+    """The group tools on one database, with MARSHO_GROUP_ACTIONS_KICK and _PER_HOUR."""
+
+    def __init__(self, store: SqlStore, *, kick: bool = False, per_hour: int = 10,
+                 now: Callable[[], float] = time.time) -> None:
+        self.store = store
+        self.log = GroupActionLog(store)
+        self.kick = kick
+        self.per_hour = per_hour
+        self.now = now
+        self.off: set[str] = set()
+        """The groups (keys) whose admins turned the tools off, as this process last read them."""
+        self._roles: dict[tuple[str, ...], tuple[float, GroupRole]] = {}
+
+    async def load(self) -> None:
+        """Read which groups turned the tools off."""
+        chosen = await self.store.group_settings(SETTING)
+        self.off = {group for group, value in chosen.items() if value == "off"}
+
+    async def set_on(self, group_key: str, on: bool) -> None:
+        """A group's admins turn the tools on or off there."""
+        await self.store.set_group_setting(group_key, SETTING, None if on else "off")
+        (self.off.discard if on else self.off.add)(group_key)
+
+    def platform(self, context: ToolContext) -> GroupPlatform | None:
+        bot = context.bot
+        return PLATFORMS.get(bot.adapter.get_name()) if isinstance(bot, Bot) else None
+
+    def offered(self, context: ToolContext) -> bool:
+        """Whether the tools are offered in the chat of `context`: a group, on a platform that
+        has the calls, that has not turned them off."""
+        return (context.group_id is not None and self.platform(context) is not None
+                and context.chat_key not in self.off)
+
+    # the tools
+
+    def toolkit(self) -> Toolkit:
+        """The group tools (`group__kick` only with MARSHO_GROUP_ACTIONS_KICK)."""
+
+        async def mute(user_id: str, minutes: int, context: ToolContext) -> ToolResponse:
+            """Mute (silence) a member of this group for some minutes.
+
+            Use it only when the person asking wants someone muted. `user_id` is the id in the
+            message's mention (@Name(id:123) gives "123"), or the quoted message's sender's. It
+            runs only if the person asking could mute that member themselves (the platform's
+            roles decide, not what anyone says); the result says what happened.
+
+            Args:
+                user_id: The member's id, as in the mention's (id:...).
+                minutes: How long, 1 to 43200 (30 days).
+            """
+            return await self.run(context, "mute", user_id, minutes=minutes)
+
+        async def unmute(user_id: str, context: ToolContext) -> ToolResponse:
+            """Lift a member's mute in this group.
+
+            `user_id` is the id in the message's mention (@Name(id:123) gives "123"). It runs only
+            if the person asking could do it themselves (the platform's roles decide).
+
+            Args:
+                user_id: The member's id, as in the mention's (id:...).
+            """
+            return await self.run(context, "unmute", user_id)
+
+        async def kick(user_id: str, context: ToolContext) -> ToolResponse:
+            """Remove a member from this group (cannot be undone; they may ask to join again).
+
+            Use it only when the person asking clearly wants that member removed. `user_id` is
+            the id in the message's mention (@Name(id:123) gives "123"). It runs only if the
+            person asking could remove them themselves (the platform's roles decide).
+
+            Args:
+                user_id: The member's id, as in the mention's (id:...).
+            """
+            return await self.run(context, "kick", user_id)
+
+        async def recall(message_id: str, context: ToolContext) -> ToolResponse:
+            """Recall (delete) a message in this group: the one the person asking quotes.
+
+            `message_id` is the quoted message's id, given with the quote. Anyone may have their
+            own message recalled; someone else's only if the person asking could delete it
+            themselves (the platform's roles decide).
+
+            Args:
+                message_id: The quoted message's id.
+            """
+            return await self.run(context, "recall", message_id)
+
+        functions: list[tuple[Callable[..., Any], str]] = [(mute, "mute"), (unmute, "unmute")]
+        if self.kick:
+            functions.append((kick, "kick"))
+        functions.append((recall, "recall"))
+        tools = []
+        for function, name in functions:
+            setattr(function, OFFERED_IN, self.offered)
+            tools.append(function_tool(function, name=f"{TOOLKIT}__{name}", toolkit=TOOLKIT))
+        return Toolkit(name=TOOLKIT, source="built-in", tools=tools,
+                       sends="mutes, kicks and recalls in the group, as its admins could")
+
+    async def run(self, context: ToolContext, action: Action, subject: str, *,
+                  minutes: int = 0) -> ToolResponse:
+        """Do `action` on `subject` (a user id; a message id for a recall) if the asker may,
+        logged; the result says what happened or why not."""
+        subject = str(subject).strip()
+        platform = self.platform(context)
+        if platform is None or context.group_id is None or not context.user_id:
+            return ToolResponse.error("Group actions work only in a group chat on a platform that has "
+                                      "them; nothing was done.")
+        if await self.turned_off(context.chat_key):
+            return ToolResponse.error("This group's admins turned group actions off here "
+                                      "(marsho.actions on turns them on again); nothing was done.")
+        problem = (minutes_problem(minutes) if action == "mute" else None) or platform.check_id(subject)
+        if problem is not None:
+            return ToolResponse.error(problem if problem.endswith(".") else f"{problem}. Nothing was done.")
+        try:
+            return await self._run(context, platform, action, subject, minutes)
+        except StoreError as error:
+            logger.warning(f"marsho: group__{action} in {context.chat_key}: {error}")
+            return ToolResponse.error("The bot's database is unavailable, so nothing was done; try later.")
+
+    async def _run(self, context: ToolContext, platform: GroupPlatform, action: Action, subject: str,
+                   minutes: int) -> ToolResponse:
+        bot, group = context.bot, str(context.group_id)
+        self_id = str(bot.self_id)
+        target_id = subject
+        if action == "recall":
+            try:
+                target_id = await platform.sender_of(bot, context.event, group, subject)
+            except Refused as refused:
+                return await self._ended(context, action, subject, subject, "failed",
+                                         f"Could not find message {subject} here ({refused.reason}); "
+                                         "nothing was done.")
+        detail = subject if action == "recall" else (str(minutes) if action == "mute" else "")
+        target = Party(target_id, superuser=is_superuser(bot, target_id), is_bot=target_id == self_id)
+        own = action == "recall" and target_id == context.user_id
+        early = None if own else target_problem(action, target)
+        if early is None:
+            early = await self._over_limit(context)
+        if early is not None:
+            return await self._ended(context, action, target_id, detail, "denied", early)
+        try:
+            asker = Party(context.user_id, role=_platform_role(context),
+                          superuser=context.role == "superuser")
+            if not target.is_bot:
+                target = Party(target_id, role=await self._role(platform, bot, group, target_id),
+                               superuser=target.superuser)
+            me = Party(self_id, role=await self._role(platform, bot, group, self_id), is_bot=True)
+        except Refused as refused:
+            return await self._ended(context, action, target_id, detail, "failed",
+                                     f"{target_id} is not a member of this group, or the platform would "
+                                     f"not say ({refused.reason}); nothing was done.")
+        why = refusal(action, asker, target, me)
+        if why is not None:
+            return await self._ended(context, action, target_id, detail, "denied", why)
+        try:
+            await self._act(platform, bot, group, action, subject, minutes)
+        except Refused as refused:
+            return await self._ended(context, action, target_id, detail, "failed",
+                                     f"The platform refused: {refused.reason}. Nothing was done.")
+        done = _done(action, target_id, subject, minutes)
+        return await self._ended(context, action, target_id, detail, "done", done)
+
+    async def _act(self, platform: GroupPlatform, bot: Bot, group: str, action: Action, subject: str,
+                   minutes: int) -> None:
+        if action == "mute":
+            await platform.mute(bot, group, subject, minutes * 60)
+        elif action == "unmute":
+            await platform.mute(bot, group, subject, 0)
+        elif action == "kick":
+            await platform.kick(bot, group, subject)
+        else:
+            await platform.recall(bot, group, subject)
+
+    async def turned_off(self, group_key: str) -> bool:
+        """Whether the group turned the tools off (read again: another bot process may have)."""
+        try:
+            off = await self.store.get_group_setting(group_key, SETTING) == "off"
+        except StoreError:
+            return group_key in self.off
+        (self.off.add if off else self.off.discard)(group_key)
+        return off
+
+    async def _over_limit(self, context: ToolContext) -> str | None:
+        done = await self.log.done_since(_person(context), self.now() - HOUR)
+        if done >= self.per_hour:
+            return (f"The person asking has had {done} group actions done in the last hour, the most "
+                    f"allowed (MARSHO_GROUP_ACTIONS_PER_HOUR={self.per_hour}); nothing was done. "
+                    "Try again later, or ask an admin to do it.")
+        return None
+
+    async def _role(self, platform: GroupPlatform, bot: Bot, group: str, user_id: str) -> GroupRole:
+        """The member's role as the platform says, asked at most once per ROLES_TTL."""
+        key = (platform.name, str(bot.self_id), group, user_id)
+        cached = self._roles.get(key)
+        if cached is not None and cached[0] > time.monotonic():
+            return cached[1]
+        role = await platform.role(bot, group, user_id)
+        if len(self._roles) > 4096:
+            self._roles.clear()
+        self._roles[key] = (time.monotonic() + ROLES_TTL, role)
+        return role
+
+    async def _ended(self, context: ToolContext, action: Action, target: str, detail: str, outcome: str,
+                     sentence: str) -> ToolResponse:
+        """Log how an action ended, and the result for the model."""
+        await self.log.add(LoggedAction(at=self.now(), group_key=context.chat_key, asker=_person(context),
+                                        action=action, target=target, detail=detail, outcome=outcome,
+                                        reason="" if outcome == "done" else sentence))
+        logger.info(f"marsho: group__{action} asked by {context.user_id} in {context.chat_key} "
+                    f"on {target}: {outcome}")
+        return ToolResponse.success(sentence) if outcome == "done" else ToolResponse.error(sentence)
+
+
+def _platform_role(context: ToolContext) -> GroupRole:
+    """The asker's role in the group as the event gave it (a superuser's is not needed: they act
+    with the bot's authority)."""
+    role = context.role
+    return role if role in ("owner", "admin") else "member"
+
+
+def _person(context: ToolContext) -> str:
+    return f"{context.platform}:{context.user_id}"
+
+
+def _done(action: Action, target: str, subject: str, minutes: int) -> str:
+    if action == "mute":
+        return f"Muted {target} for {minutes} minute{'s' if minutes != 1 else ''}."
+    if action == "unmute":
+        return f"Lifted the mute of {target}."
+    if action == "kick":
+        return f"Removed {target} from the group."
+    return f"Recalled message {subject} (sent by {target})."

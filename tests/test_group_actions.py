@@ -1,0 +1,212 @@
+"""The group toolkit (issue 28) apart from a bot process: where it is offered, how the owner's
+tool settings govern it, and each call's checks against a bot that records its API calls (roles
+asked once per minute, nothing that acts when refused, a platform's refusal reported, each
+action logged)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from nonebot.adapters import Bot
+from nonebot.exception import ActionFailed
+
+from nonebot_plugin_marsho.chat.app import Marsho
+from nonebot_plugin_marsho.chat.group_actions import ChatToolContext, GroupActions, shows_ids
+from nonebot_plugin_marsho.config import Config
+from nonebot_plugin_marsho.store.group_actions import GroupActionLog
+from nonebot_plugin_marsho.store.sql import SqlStore
+from nonebot_plugin_marsho.tools.model import Toolset
+
+GROUP, BOT_ID = "5001", "42"
+ACTS = ("set_group_ban", "set_group_kick", "delete_msg", "restrict_chat_member", "ban_chat_member",
+        "unban_chat_member", "delete_message")
+TELEGRAM_STATUS = {"owner": "creator", "admin": "administrator", "member": "member"}
+
+
+class Refusal(ActionFailed):
+    def __init__(self, wording: str) -> None:
+        super().__init__("OneBot V11")
+        self.info = {"retcode": 102, "wording": wording}
+
+
+class RecordingBot(Bot):
+    """A bot of the adapter named `adapter` answering get_group_member_info from `roles` and
+    get_msg from `senders`; every call recorded; `refuse` makes the acting calls fail."""
+
+    def __init__(self, adapter: str = "OneBot V11", roles: dict[str, str] | None = None,
+                 senders: dict[str, str] | None = None, refuse: str = "") -> None:
+        stub = SimpleNamespace(get_name=lambda: adapter, config=SimpleNamespace(superusers={"onebot:999"}))
+        super().__init__(stub, BOT_ID)  # type: ignore[arg-type]
+        self.roles = roles or {}
+        self.senders = senders or {}
+        self.refuse = refuse
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+
+    async def send(self, event: Any, message: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError
+
+    async def call_api(self, api: str, **data: Any) -> Any:
+        self.calls.append((api, data))
+        if api == "get_group_member_info":
+            return {"role": self.roles.get(str(data["user_id"]), "member")}
+        if api == "get_chat_member":
+            role = self.roles.get(str(data["user_id"]), "member")
+            return {"status": TELEGRAM_STATUS.get(role, role), "user": {"id": data["user_id"]}}
+        if api == "get_msg":
+            return {"sender": {"user_id": int(self.senders[str(data["message_id"])])}}
+        if self.refuse:
+            raise Refusal(self.refuse)
+        return None
+
+    def acted(self) -> list[tuple[str, dict[str, Any]]]:
+        return [call for call in self.calls if call[0] in ACTS]
+
+
+def context(bot: Bot, user_id: str = "1", role: str = "admin", group: str | None = GROUP,
+            event: Any = None) -> ChatToolContext:
+    platform = bot.adapter.get_name()
+    return ChatToolContext(session_key="k", user_id=user_id, group_id=group, role=role,  # type: ignore[arg-type]
+                           bot=bot, event=event, platform=platform,
+                           chat_key=f"{platform}:group:{group}" if group else f"{platform}:private:1")
+
+
+@pytest.fixture
+async def store() -> Any:
+    sql = SqlStore("sqlite+aiosqlite://")
+    await sql.start()
+    yield sql
+    await sql.close()
+
+
+def test_the_tools_are_offered_only_in_groups_on_platforms_that_have_them(store: SqlStore) -> None:
+    actions = GroupActions(store)
+    [mute, *_] = actions.toolkit().tools
+    onebot = RecordingBot()
+    assert context(onebot).may_use(mute)
+    assert not context(onebot, group=None).may_use(mute)
+    assert context(RecordingBot("Telegram")).may_use(mute)
+    assert not context(RecordingBot("Kaiheila")).may_use(mute)
+    actions.off.add(f"OneBot V11:group:{GROUP}")
+    assert not context(onebot).may_use(mute)
+
+
+def test_kick_is_a_tool_only_with_its_own_setting(store: SqlStore) -> None:
+    assert [tool.name for tool in GroupActions(store).toolkit().tools] == [
+        "group__mute", "group__unmute", "group__recall"]
+    assert "group__kick" in [tool.name for tool in GroupActions(store, kick=True).toolkit().tools]
+
+
+def test_questions_show_ids_only_where_the_tools_may_run(store: SqlStore) -> None:
+    group_event = SimpleNamespace()
+    assert shows_ids(GroupActions(store), RecordingBot(), group_event)  # type: ignore[arg-type]
+    assert not shows_ids(None, RecordingBot(), group_event)  # type: ignore[arg-type]
+    assert not shows_ids(GroupActions(store), RecordingBot("Kaiheila"), group_event)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("settings", "names", "admin_only"), [
+    ({}, ["group__mute", "group__recall", "group__unmute"], []),
+    ({"marsho_disabled_tools": ["group__recall"]}, ["group__mute", "group__unmute"], []),
+    ({"marsho_tool_permissions": {"group": "admin"}}, ["group__mute", "group__recall", "group__unmute"],
+     ["group__mute", "group__recall", "group__unmute"]),
+    ({"marsho_disabled_toolkits": ["group"]}, [], []),
+])
+def test_the_owners_tool_settings_govern_the_group_toolkit(
+        store: SqlStore, tmp_path: Path, settings: dict[str, Any], names: list[str], admin_only: list[str]) -> None:
+    app = Marsho(Config(**settings), tmp_path)
+    toolset = Toolset()
+    app.add_builtin(toolset, GroupActions(store).toolkit())
+    assert sorted(toolset.tools) == names
+    assert sorted(name for name, tool in toolset.tools.items() if tool.permission == "admin") == admin_only
+
+
+async def test_a_refused_mute_calls_nothing_that_acts_and_is_logged(store: SqlStore) -> None:
+    bot = RecordingBot(roles={BOT_ID: "admin"})
+    actions = GroupActions(store)
+    result = await actions.run(context(bot, role="member"), "mute", "7", minutes=10)
+    assert result.status == "error" and "only someone above them" in result.content
+    assert bot.acted() == []
+    [logged] = await GroupActionLog(store).recent(f"OneBot V11:group:{GROUP}", limit=5)
+    assert (logged.asker, logged.action, logged.target, logged.outcome) == ("OneBot V11:1", "mute", "7", "denied")
+
+
+async def test_roles_are_asked_once_a_minute_and_the_mute_sent_in_seconds(store: SqlStore) -> None:
+    bot = RecordingBot(roles={BOT_ID: "admin"})
+    actions = GroupActions(store)
+    for _ in range(2):
+        result = await actions.run(context(bot), "mute", "7", minutes=3)
+        assert result.status == "success"
+    assert bot.acted() == [("set_group_ban", {"group_id": 5001, "user_id": 7, "duration": 180})] * 2
+    assert sum(api == "get_group_member_info" for api, _ in bot.calls) == 2  # the target and the bot, once
+
+
+async def test_a_platform_refusal_is_a_clear_result(store: SqlStore) -> None:
+    bot = RecordingBot(roles={BOT_ID: "admin"}, refuse="NO_PERMISSION")
+    result = await GroupActions(store).run(context(bot), "unmute", "7")
+    assert result.status == "error"
+    assert result.content == "The platform refused: set_group_ban failed: NO_PERMISSION. Nothing was done."
+
+
+async def test_an_id_that_is_not_the_platforms_is_refused_before_any_call(store: SqlStore) -> None:
+    bot = RecordingBot(roles={BOT_ID: "admin"})
+    result = await GroupActions(store).run(context(bot), "kick", "@Alice")
+    assert result.status == "error" and "is not a QQ id" in result.content
+    assert bot.calls == []
+
+
+async def test_a_group_that_turned_the_tools_off_is_refused_even_if_called(store: SqlStore) -> None:
+    bot = RecordingBot(roles={BOT_ID: "admin"})
+    actions = GroupActions(store)
+    await actions.set_on(f"OneBot V11:group:{GROUP}", False)
+    other = GroupActions(store)  # another bot process, which read the settings before
+    result = await other.run(context(bot), "mute", "7", minutes=1)
+    assert result.status == "error" and "turned group actions off" in result.content
+    assert bot.calls == []
+
+
+async def test_a_superuser_is_recognised_by_the_adapters_prefix(store: SqlStore) -> None:
+    bot = RecordingBot(roles={BOT_ID: "owner"}, senders={"88": "999"})
+    result = await GroupActions(store).run(context(bot, role="admin"), "recall", "88")
+    assert result.status == "error" and "one of my superusers" in result.content
+    assert bot.acted() == []
+
+
+@pytest.mark.parametrize("adapter", ["OneBot V11", "Telegram"])
+@pytest.mark.parametrize(("asker", "target", "bot_role", "acts"), [
+    ("admin", "member", "admin", True),
+    ("owner", "admin", "owner", True),
+    ("member", "member", "admin", False),
+    ("admin", "admin", "owner", False),
+    ("admin", "owner", "owner", False),
+    ("owner", "admin", "admin", False),
+    ("admin", "member", "member", False),
+])
+async def test_the_role_table_on_every_adapter_that_offers_the_tools(
+        store: SqlStore, adapter: str, asker: str, target: str, bot_role: str, acts: bool) -> None:
+    bot = RecordingBot(adapter, roles={BOT_ID: bot_role, "7": target})
+    result = await GroupActions(store).run(context(bot, role=asker), "mute", "7", minutes=2)
+    assert (result.status == "success") is acts, result.content
+    assert bool(bot.acted()) is acts
+
+
+async def test_telegram_mutes_restrict_and_kicks_let_the_member_join_again(store: SqlStore) -> None:
+    bot = RecordingBot("Telegram", roles={BOT_ID: "admin"})
+    actions = GroupActions(store, kick=True)
+    await actions.run(context(bot), "mute", "7", minutes=5)
+    await actions.run(context(bot), "kick", "7")
+    [(restrict, muted), *kicked] = bot.acted()
+    assert restrict == "restrict_chat_member" and muted["permissions"]["can_send_messages"] is False
+    assert muted["chat_id"] == int(GROUP) and muted["user_id"] == 7 and muted["until_date"] > 0
+    assert [api for api, _ in kicked] == ["ban_chat_member", "unban_chat_member"]
+
+
+async def test_telegram_recalls_the_message_the_question_replies_to(store: SqlStore) -> None:
+    bot = RecordingBot("Telegram", roles={BOT_ID: "admin"})
+    event = SimpleNamespace(reply_to_message=SimpleNamespace(message_id=31, from_=SimpleNamespace(id=1)))
+    result = await GroupActions(store).run(context(bot, role="member", event=event), "recall", "31")
+    assert result.status == "success"
+    assert bot.acted() == [("delete_message", {"chat_id": int(GROUP), "message_id": 31})]
+    other = await GroupActions(store).run(context(bot, role="member", event=event), "recall", "32")
+    assert other.status == "error" and "replies to" in other.content
