@@ -364,6 +364,7 @@ APPLIED = [
     "applied migration 0003 (usage and quotas)",
     "applied migration 0004 (summaries and memories)",
     "applied migration 0005 (chat targets)",
+    "applied migration 0006 (group actions)",
 ]
 """What the store logs as it applies each of this code's revisions."""
 

@@ -4,7 +4,7 @@ Each group action marsho was asked for (marsho_group_actions: who asked, on whom
 ended), listed for the group's admins with `marsho.actions` and counted for
 MARSHO_GROUP_ACTIONS_PER_HOUR (issue 28).
 
-Revision ID: 0007
+Revision ID: 0006
 Revises: 0005
 Create Date: 2026-12-02 12:00:00
 """
@@ -14,7 +14,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = '0007'
+revision = '0006'
 down_revision = '0005'
 branch_labels = None
 depends_on = None
