@@ -182,11 +182,11 @@ class Config(BaseModel):
     zh: 所有固定回复和默认人设使用的语言：`zh-CN` 或 `en`。"""
 
     marsho_system_prompt: str | None = None
-    """The persona, put before every conversation; unset for Marsho's own (in MARSHO_LANG),
-    empty for none.
+    """The persona, put before every conversation; unset for Marsho's own (a friendly catgirl, in
+    MARSHO_LANG), empty for none.
 
-    zh: 人设，放在每段对话的最前面；不设置则使用 Marsho 自己的人设（语言随 MARSHO_LANG），设为空则不用
-    人设。"""
+    zh: 人设，放在每段对话的最前面；不设置则使用 Marsho 自己的人设（一只友好的猫娘，语言随
+    MARSHO_LANG），设为空则不用人设。"""
 
     marsho_additional_prompt: str = ""
     """Added after the persona (house rules of the group...).
@@ -194,9 +194,11 @@ class Config(BaseModel):
     zh: 追加在人设之后的内容（比如群规）。"""
 
     marsho_time_prompt: bool = True
-    """Tell the model the current date and time (and the lunar date in zh-CN) each turn.
+    """Tell the model the current date and time (and the lunar date in zh-CN) each turn, in a note
+    after the question, so the system prompt stays the same.
 
-    zh: 每轮对话告诉模型当前的日期和时间（zh-CN 下还有农历日期）。"""
+    zh: 每轮对话告诉模型当前的日期和时间（zh-CN 下还有农历日期），写在问题后面的附注里，这样系统提示词
+    保持不变。"""
 
     marsho_timezone: str = ""
     """IANA time zone of the date and time told to the model (MARSHO_TIME_PROMPT) and of
@@ -209,10 +211,12 @@ class Config(BaseModel):
 
     marsho_praises_file: Path | None = None
     """"People Marsho likes": JSON `{"like": [{"name": ..., "advantages": ...}]}` (marshoai's
-    praises.json); by default `praises.json` in the plugin's data folder, used when it exists.
+    praises.json); by default `praises.json` in the plugin's data folder, used when it exists. Read
+    again whenever it changes, without a restart.
 
     zh: “Marsho 喜欢的人”：JSON `{"like": [{"name": ..., "advantages": ...}]}`（即 marshoai 的
-    praises.json）；默认为插件数据目录中的 `praises.json`，存在时才使用。"""
+    praises.json）；默认为插件数据目录中的 `praises.json`，存在时才使用。文件改动后会自动重新读取，无需
+    重启。"""
 
     marsho_nickname_limit: int = Field(default=16, ge=1, le=64)
     """Characters a nickname set with `marsho.nickname` may have.
@@ -313,9 +317,11 @@ class Config(BaseModel):
     下载失败时保留为文字）。"""
 
     marsho_toolkit_dirs: list[Path] = Field(default_factory=list)
-    """Extra toolset folders (JSON list), each holding toolkit folders.
+    """Extra toolset folders (JSON list), each holding toolkit folders (a toolkit: its tools.json and
+    __init__.py). The plugin's data folder has one too; its path is logged at startup.
 
-    zh: 额外的工具集目录（JSON 列表），每个目录下放若干工具包目录。"""
+    zh: 额外的工具集目录（JSON 列表），每个目录下放若干工具包目录（一个工具包：它的 tools.json 和
+    __init__.py）。插件数据目录里也有一个工具集目录，启动日志会给出它的路径。"""
 
     marsho_disabled_toolkits: list[str] = Field(default_factory=list)
     """Toolkit folder names not to load (JSON list).
@@ -350,8 +356,8 @@ class Config(BaseModel):
     型看、不写入日志、不回显。"""
 
     marsho_tool_permissions: dict[str, Permission] = Field(default_factory=dict)
-    """Who may use a tool or a whole toolkit, JSON `{"name": "everyone" | "admin" |
-    "superuser"}`; overrides what the toolkit declares.
+    """Who may use a tool or a whole toolkit, JSON `{"name": "everyone" | "admin" | "superuser"}`
+    (`admin`: group admins and owners); overrides what the toolkit declares.
 
     Example: {"clock": "everyone", "files__delete": "superuser"}
 
@@ -366,11 +372,13 @@ class Config(BaseModel):
     据目录中的 `webservices.json`，存在时才使用。"""
 
     marsho_mcp_file: Path | None = None
-    """MCP servers to use as toolkits, in the common `{"mcpServers": {...}}` JSON format; by
-    default `mcp.json` in the plugin's data folder, used when it exists.
+    """MCP servers to use as toolkits, in the common `{"mcpServers": {...}}` JSON format (a stdio
+    server's command, args and env, or the url of an SSE or streamable HTTP one); by default `mcp.json`
+    in the plugin's data folder, used when it exists.
 
-    zh: 作为工具包使用的 MCP 服务器，采用通用的 `{"mcpServers": {...}}` JSON 格式；默认为插件数据目录中
-    的 `mcp.json`，存在时才使用。"""
+    zh: 作为工具包使用的 MCP 服务器，采用通用的 `{"mcpServers": {...}}` JSON 格式（stdio 服务器写
+    command、args 和 env，SSE 或 streamable HTTP 服务器写 url）；默认为插件数据目录中的 `mcp.json`，存
+    在时才使用。"""
 
     marsho_tool_mode: ToolMode = "native"
     """How tools reach the model: `native` (the API's tools field), `prompt` (described in the
@@ -410,9 +418,11 @@ class Config(BaseModel):
     额。`marsho.quota user <id>` 可单独设置某个用户的配额。超级用户不受限制。"""
 
     marsho_group_daily_tokens: int = Field(default=0, ge=0)
-    """Tokens one group may use per day, all its members together; 0: no quota.
+    """Tokens one group may use per day, all its members together; 0: no quota. `marsho.quota group
+    <id>` sets one group's.
 
-    zh: 每个群每天可用的 token 数，全体成员合计；0 表示不设配额。"""
+    zh: 每个群每天可用的 token 数，全体成员合计；0 表示不设配额。`marsho.quota group <id>` 可单独设置某
+    个群的配额。"""
 
     marsho_daily_tokens: int = Field(default=0, ge=0)
     """Tokens everyone together may use per day; 0: no quota.
@@ -463,14 +473,15 @@ class Config(BaseModel):
     zh: marsho 不理会的用户（用户 ID 的 JSON 列表）。"""
 
     marsho_max_tool_rounds: int = Field(default=8, ge=0, le=64)
-    """Tool-call rounds per turn; then one last request without tools.
+    """Tool-call rounds per turn; then one last request without tools, so the asker still gets an
+    answer.
 
     zh: 每轮对话最多调用几轮工具；之后再发一次不带工具的请求，保证有回答。"""
 
     marsho_tool_timeout: float = Field(default=30.0, gt=0)
-    """Seconds a single tool call may run.
+    """Seconds a single tool call may run; past them its result says it timed out.
 
-    zh: 单次工具调用最多运行多少秒。"""
+    zh: 单次工具调用最多运行多少秒；超时后它的结果会说明已超时。"""
 
     marsho_max_parallel_tools: int = Field(default=8, ge=1, le=64)
     """Tool calls of one response that run at the same time.
@@ -522,21 +533,26 @@ class Config(BaseModel):
     zh: `marsho.calls` 显示每次调用的参数和每个结果时，最多显示多少字符。"""
 
     marsho_max_forward_nodes: int = Field(default=30, ge=2, le=100)
-    """Messages one forward message may hold; a longer answer is cut with a note.
+    """Messages one forward message may hold (on platforms without forward messages: the parts one
+    answer may take); a longer answer is cut with a note.
 
-    zh: 一条合并转发消息最多包含几条消息；更长的回答会截断并附上说明。"""
+    zh: 一条合并转发消息最多包含几条消息（在没有合并转发的平台上：一个回答最多分成几条）；更长的回答会
+    截断并附上说明。"""
 
     marsho_max_history: int = Field(default=40, ge=0)
-    """Messages of earlier turns sent with each request, per session.
+    """Messages of earlier turns sent with each request, per session; a turn is never cut in half.
 
-    zh: 每个会话随每次请求发送的历史消息条数上限。"""
+    zh: 每个会话随每次请求发送的历史消息条数上限；一轮对话不会被从中间截断。"""
 
     marsho_history_tokens: int = Field(default=8000, ge=500)
-    """Tokens one request may hold: system prompt, tool schemas, history and the running turn.
-    The oldest whole turns are left out first; an oversized message is cut with a note.
+    """Tokens one request may hold: system prompt, tool schemas, history and the running turn. The
+    oldest whole turns are left out first (down to half of this and of MARSHO_MAX_HISTORY at once, so
+    the start of the request stays the same for providers' prompt caches); an oversized message is cut
+    with a note.
 
     zh: 一次请求最多包含的 token 数：系统提示词、工具定义、历史记录和当前这一轮。超出时先去掉最早的整轮
-    对话；过长的单条消息会截断并附上说明。"""
+    对话（一次裁到这个值和 MARSHO_MAX_HISTORY 的一半，让请求的开头保持不变，以便命中提供商的提示词缓
+    存）；过长的单条消息会截断并附上说明。"""
 
     marsho_session_scope: SessionScope = "group"
     """Who shares a conversation: `group` (everyone in a group), `user_in_group` (each member
@@ -685,11 +701,11 @@ class Config(BaseModel):
     表示没有。"""
 
     marsho_ignored_users: list[str] = Field(default_factory=list)
-    """Accounts (other bots) marsho never answers without being called.
+    """Accounts (other bots) marsho never answers without being called (JSON list of user ids).
 
     Example: ["2854196310"]
 
-    zh: marsho 不被叫到时从不回应的账号（其他机器人）。"""
+    zh: marsho 不被叫到时从不回应的账号（其他机器人），用户 ID 的 JSON 列表。"""
 
     marsho_debounce_seconds: float = Field(default=1.5, ge=0, le=30)
     """Messages from the same person in the same chat within this many seconds of a question
@@ -739,7 +755,7 @@ class Config(BaseModel):
     "api_key" or "api_keys": ..., "model": ..., "tool_mode": ...}` (tool_mode optional).
 
     Example: [{"base_url": "https://api.deepseek.com/v1", "api_key": "sk-...", "model": "deepseek-chat"},
-     {"base_url": "http://127.0.0.1:11434/v1", "model": "qwen3:8b", "tool_mode": "prompt"}]
+              {"base_url": "http://127.0.0.1:11434/v1", "model": "qwen3:8b", "tool_mode": "prompt"}]
 
     zh: MARSHO_BASE_URL 失败时依次尝试的备用接口，JSON 列表，每项为 `{"base_url": ..., "api_key" 或
     "api_keys": ..., "model": ..., "tool_mode": ...}`（tool_mode 可不填）。"""
@@ -753,7 +769,7 @@ class Config(BaseModel):
     `token_field` (`max_tokens` or `max_completion_tokens`).
 
     Example: {"my-reasoner*": {"reasoning_back": true, "merge_same_role": true, "system_as_user": false,
-                      "tool_call_content": "empty", "token_field": "max_completion_tokens"}}
+                               "tool_call_content": "empty", "token_field": "max_completion_tokens"}}
 
     zh: 按模型名通配模式，覆盖内置配置的模型特殊要求：JSON `{"模式": {字段: 值}}`，可用的字段有
     `reasoning_back`（把模型的 reasoning_content 随它的工具调用一起发回）、`reasoning_required`（模型拒
