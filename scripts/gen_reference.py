@@ -325,14 +325,14 @@ class Setting:
 
 # --- checks -----------------------------------------------------------------------------------
 
-def problems(model: type[BaseModel], sections: Sequence[Section] = SECTIONS) -> list[str]:
+def problems(model: type[BaseModel], sections: Sequence[Section] | None = None) -> list[str]:
     """What keeps the reference from being written: a field without its English or Chinese
     description, in no section or in two, a section naming no field, a long default with no
     example, a documented nested model with an undocumented field."""
     found = []
     docs = field_docs(model)
     placed: dict[str, list[str]] = {}
-    for section in sections:
+    for section in SECTIONS if sections is None else sections:
         for name in section.fields:
             placed.setdefault(name, []).append(section.en)
     for name, field in model.model_fields.items():
@@ -365,8 +365,10 @@ def _nested_problems(nested: type[BaseModel]) -> list[str]:
 
 
 def settings(model: type[BaseModel],
-             sections: Sequence[Section] = SECTIONS) -> list[tuple[Section, list[Setting]]]:
-    """Each section with its settings; ValueError naming every problem when there is one."""
+             sections: Sequence[Section] | None = None) -> list[tuple[Section, list[Setting]]]:
+    """Each section (of SECTIONS unless given) with its settings; ValueError naming every problem
+    when there is one."""
+    sections = SECTIONS if sections is None else sections
     found = problems(model, sections)
     if found:
         raise ValueError("the settings reference cannot be written:\n" + "\n".join(f"- {p}" for p in found))
@@ -405,11 +407,11 @@ def _comment(text: str) -> list[str]:
                          break_long_words=False, break_on_hyphens=False)
 
 
-def env_example(model: type[BaseModel]) -> str:
+def env_example(model: type[BaseModel], sections: Sequence[Section] | None = None) -> str:
     """.env.example: NoneBot's lines, then each section's settings commented out at their
     default, each under its description (and its example)."""
     lines = [ENV_HEADER.rstrip("\n")]
-    for section, members in settings(model):
+    for section, members in settings(model, sections):
         lines += ["", f"# --- {section.en[0].lower()}{section.en[1:]} ---"]
         for setting in members:
             limits = bounds(setting.field).replace(" ", "")  # never wrapped apart
@@ -537,9 +539,9 @@ def _setting_entry(setting: Setting, model: type[BaseModel], lang: Lang) -> list
     return [*lines, ""]
 
 
-def settings_page(model: type[BaseModel], lang: Lang) -> str:
+def settings_page(model: type[BaseModel], lang: Lang, sections: Sequence[Section] | None = None) -> str:
     """docs/<lang>/reference/settings.md: the sections listed, then each with its settings."""
-    grouped = settings(model)
+    grouped = settings(model, sections)
     lines = [SETTINGS_INTRO[lang]]
     lines += [f"- [{_title(section, lang)}](#{_anchor(section.en)})" for section, _ in grouped]
     lines += ["", f"<!-- {WORDS['generated']['en']} -->", ""]
@@ -709,10 +711,11 @@ def outputs(cli: bool = True) -> dict[Path, str]:
     return files
 
 
-def drifted(files: dict[Path, str], root: Path = ROOT) -> Iterator[Path]:
-    """The files whose committed text is not what the code makes now."""
+def drifted(files: dict[Path, str], root: Path | None = None) -> Iterator[Path]:
+    """The files whose committed text (under `root`, the repository's) is not what the code
+    makes now."""
     for path, text in files.items():
-        target = root / path
+        target = (ROOT if root is None else root) / path
         if not target.is_file() or target.read_text(encoding="utf-8") != text:
             yield path
 
