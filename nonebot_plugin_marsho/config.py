@@ -174,7 +174,7 @@ class Config(BaseModel):
     marsho_at: bool = False
     """Also answer group messages that @-mention the bot.
 
-    zh: 群聊中 @ 机器人的消息也会回答。"""
+    zh: 也回答群聊中 @ 机器人的消息。"""
 
     marsho_lang: Language = "zh-CN"
     """Language of every fixed reply and of the default persona: `zh-CN` or `en`.
@@ -331,13 +331,13 @@ class Config(BaseModel):
     zh: 不加载的工具包目录名（JSON 列表）。"""
 
     marsho_enabled_toolkits: list[str] = Field(default_factory=list)
-    """Toolkits that are off until enabled, to load (JSON list): the built-in ones that send
-    data out of the bot (weather, web...) or are dangerous (python, files...).
+    """Toolkits that are off until enabled, to load (JSON list): the built-in ones that send data out
+    of the bot (weather, web...) or are dangerous (python, files...).
 
     Example: ["weather", "web"]
 
-    zh: 要加载的默认关闭的工具包（JSON 列表）：即会把数据发到机器人之外的内置工具包（weather、web 等）
-    或有危险的内置工具包（python、files 等）。"""
+    zh: 要启用的、默认关闭的工具包（JSON 列表）：即会把数据发到机器人之外的内置工具包（weather、web
+    等）或有危险的内置工具包（python、files 等）。"""
 
     marsho_disabled_tools: list[str] = Field(default_factory=list)
     """Single tools not to offer, by full name such as `clock__now` (JSON list).
@@ -771,10 +771,10 @@ class Config(BaseModel):
     Example: {"my-reasoner*": {"reasoning_back": true, "merge_same_role": true, "system_as_user": false,
                                "tool_call_content": "empty", "token_field": "max_completion_tokens"}}
 
-    zh: 按模型名通配模式，覆盖内置配置的模型特殊要求：JSON `{"模式": {字段: 值}}`，可用的字段有
-    `reasoning_back`（把模型的 reasoning_content 随它的工具调用一起发回）、`reasoning_required`（模型拒
-    绝不带它的工具调用）、`merge_same_role`（合并同一角色的连续消息）、`system_as_user`（把系统提示词作
-    为用户消息发送）、`tool_call_content`（`null` 或 `empty`：只调用工具的消息的正文）和
+    zh: 各模型的特殊要求，按模型名通配模式填写，优先于内置配置：JSON `{"模式": {字段: 值}}`，可用的字段
+    有 `reasoning_back`（把模型的 reasoning_content 随它的工具调用一起发回）、`reasoning_required`（模
+    型拒绝不带它的工具调用）、`merge_same_role`（合并同一角色的连续消息）、`system_as_user`（把系统提示
+    词作为用户消息发送）、`tool_call_content`（`null` 或 `empty`：只调用工具的消息的正文）和
     `token_field`（`max_tokens` 或 `max_completion_tokens`）。"""
 
     @field_validator("marsho_quota_fallback_model", "marsho_summary_model")
