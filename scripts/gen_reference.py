@@ -105,6 +105,9 @@ SECTIONS: list[Section] = [
         "marsho_max_parallel_tools", "marsho_max_tool_result_bytes", "marsho_max_tool_calls",
         "marsho_calls_chars",
     )),
+    Section("Group actions: mute, unmute, kick, recall", "群管理：禁言、解禁、踢人、撤回", (
+        "marsho_group_actions", "marsho_group_actions_kick", "marsho_group_actions_per_hour",
+    )),
 ]
 """The settings' groups, in the order of .env.example and the settings pages. A new setting goes
 into one of them (its field name in `fields`), or into a new Section of its own."""
