@@ -10,7 +10,7 @@ import itertools
 import random
 import time
 from collections import Counter, deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 from urllib.parse import urlsplit
@@ -79,6 +79,13 @@ def kind_of(error: EndpointError) -> Kind:
     if error.code == "endpoint.unreachable":
         return "refused" if error.refused else "dropped"
     return KINDS.get(error.code, "unreadable")
+
+
+def named(error: EndpointError, settings: Mapping[str, str]) -> None:
+    """Give `error` the settings its hint names (where the owner set the endpoint's model, keys
+    and URL), unless it has them already."""
+    for name, setting in settings.items():
+        error.params.setdefault(name, setting)
 
 
 def retryable(error: EndpointError) -> bool:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from ...exceptions import EndpointError
 from ...redaction import logger
 from ..metering import turn_model
-from ..providers import Deadline, Endpoint, EndpointStatus, falls_back
+from ..providers import Deadline, Endpoint, EndpointStatus, falls_back, named
 
 if TYPE_CHECKING:
     from .base import Completion, Model, ModelRequest
@@ -86,7 +86,8 @@ class FallbackChain:
             more = position < len(order) - 1
             foreign = frozenset() if route is None else route.foreign_reasoning(request.messages, ep.index)
             sent = dataclasses.replace(request, model=self.model_of(ep), deadline=deadline, more=more,
-                                       keep=reserve if more else 0.0, foreign=foreign)
+                                       keep=reserve if more else 0.0, foreign=foreign,
+                                       settings=self._settings_of(ep))
             tried = ep.breaker.now()
             try:
                 completion = await self._ask(ep, sent)
@@ -105,9 +106,7 @@ class FallbackChain:
         try:
             return await self.models[ep.index].request(request)
         except EndpointError as error:
-            # its hint names where the owner set this endpoint's model, keys and URL
-            for name, setting in self._settings_of(ep).items():
-                error.params.setdefault(name, setting)
+            named(error, request.settings)  # raised by any part, not only the retries
             raise
 
     def _failed(self, ep: Endpoint, error: EndpointError, tried: float) -> None:

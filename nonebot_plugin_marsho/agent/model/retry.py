@@ -30,6 +30,7 @@ from ..providers import (
     backoff,
     kind_of,
     masked,
+    named,
     retryable,
 )
 
@@ -92,6 +93,7 @@ class Retrying:
             try:
                 completion = await self._attempt(key, body, deadline, request.keep, tries)
             except EndpointError as error:
+                named(error, request.settings)  # before the retry's log line shows its hint
                 ep.record(key, kind_of(error), tries.started)
                 wait = self._wait_after(error, key, tries, deadline, request)
                 if wait:
