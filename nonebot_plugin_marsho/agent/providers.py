@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import ipaddress
 import itertools
 import random
 import time
@@ -98,6 +99,22 @@ def key_problem(*fields: object) -> bool:
     proxy's setup is at fault (KEY_PROBLEM_PHRASES)."""
     said = " ".join(str(part) for part in fields if isinstance(part, (str, int))).lower()
     return any(phrase in said for phrase in KEY_PROBLEM_PHRASES)
+
+
+LOCAL_SUFFIXES = (".localhost", ".local", ".internal", ".lan", ".home.arpa")
+"""Names of hosts on this machine or a private network (mDNS, Docker's host.docker.internal...)."""
+
+
+def is_local_host(host: str) -> bool:
+    """Whether a base URL's host is this machine or on a private network: a loopback, private or
+    link-local address, `localhost`, a name without a dot (a Docker service such as `ollama`),
+    or one ending in LOCAL_SUFFIXES. Such endpoints (Ollama, vLLM) often need no key."""
+    host = host.strip("[]").rstrip(".").lower()
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return "." not in host or host.endswith(LOCAL_SUFFIXES)
+    return address.is_loopback or address.is_private or address.is_link_local
 
 
 def kind_of(error: EndpointError) -> Kind:
@@ -399,6 +416,9 @@ class Endpoint:
         host = parts.hostname or ""
         self.needs_key = not self.pool.keys[0].value and host.endswith("openai.com")
         """No key is set and the endpoint is one that always wants one (read once, not per request)."""
+        self.key_missing = not self.pool.keys[0].value and not is_local_host(host)
+        """No key is set and the endpoint is not on this machine or a private network: it most
+        likely wants one (the start says so, once)."""
         self.host = host + (f":{port}" if (port := parts.port) else "")
         """Where usage says the request went: the base URL's host, never a key or a path."""
         self.problem: EndpointError | None = None

@@ -62,6 +62,13 @@ def _error_fields(data: Any) -> tuple[str, object, object]:
             inner.get("code"))
 
 
+def _about_the_key(failure: EndpointError) -> bool:
+    """Whether a refusal is about the key: a 401 (or a 4xx saying so, see key_problem), or a
+    403 saying so; a bare 403 may be the account's permissions, a region, a model not allowed."""
+    return failure.code == "endpoint.401" or (
+        failure.code == "endpoint.403" and key_problem(failure.params.get("detail")))
+
+
 def _text_of(value: Any) -> str:
     """Text of a message field: a string, or the text parts of a list of content parts."""
     if isinstance(value, str):
@@ -248,7 +255,10 @@ class EndpointClient:
         except _Undecodable as error:
             raise EndpointError(code="endpoint.unreadable", url=self.base_url, error=str(error)) from None
         except _StatusError as error:
-            raise self._status_error(error, request["model"]) from None
+            failure = self._status_error(error, request["model"])
+            if not (self.default_key if key is None else key) and _about_the_key(failure):
+                failure = self._no_key(failure)
+            raise failure from None
         except openai.APIConnectionError as error:
             raise self._unreachable(error.__cause__ or error) from None
         except openai.OpenAIError as error:
@@ -309,6 +319,14 @@ class EndpointClient:
         else:
             failure = EndpointError(code="endpoint.4xx", status=status, detail=detail)
         failure.retry_after = retry_after_seconds(error.retry_after)
+        return failure
+
+    def _no_key(self, refusal: EndpointError) -> EndpointError:
+        """The endpoint refused the request sent without a key (NO_KEY_PLACEHOLDER): it wants
+        one, and none is set. Said as such to the owner, not as a key it refused."""
+        failure = EndpointError(code="endpoint.no_key", hint="endpoint.no_key.hint", url=self.base_url,
+                                status=refusal.status, detail=refusal.params.get("detail", ""))
+        failure.retry_after = refusal.retry_after
         return failure
 
     async def close(self) -> None:

@@ -87,7 +87,7 @@ class FallbackChain:
             foreign = frozenset() if route is None else route.foreign_reasoning(request.messages, ep.index)
             sent = dataclasses.replace(request, model=self.model_of(ep), deadline=deadline, more=more,
                                        keep=reserve if more else 0.0, foreign=foreign,
-                                       settings=self._settings_of(ep))
+                                       settings=self.settings_of(ep))
             tried = ep.breaker.now()
             try:
                 completion = await self._ask(ep, sent)
@@ -141,7 +141,7 @@ class FallbackChain:
         closed = [ep for ep in chain if not ep.breaker.is_open]
         return closed or chain
 
-    def _settings_of(self, ep: Endpoint) -> dict[str, str]:
+    def settings_of(self, ep: Endpoint) -> dict[str, str]:
         """Where the owner set `ep`'s model, keys and URL, for the hints of its errors: a
         fallback's or the summary model's mistake is not looked for in MARSHO_MODEL."""
         model = "MARSHO_QUOTA_FALLBACK_MODEL" if self._turn_model() else self.model_setting
