@@ -28,7 +28,7 @@ from tests.fake_openai import Answer, FakeOpenAI, dropped, error, raw, text
 from tests.onebot import group_message, onebot_bot, reply_call
 from tests.test_cli import make_project
 from tests.test_cli import marsho as marsho_cli
-from tests.test_providers import LATENCY, FixedLatencies, keys_sent
+from tests.test_providers import LATENCY, FixedLatencies, keys_sent, recording
 
 QUESTION = [{"role": "user", "content": "hi"}]
 
@@ -53,17 +53,6 @@ def logged() -> Iterator[list[str]]:
     sink = logger.add(lambda message: lines.append(message.rstrip("\n")), format="{message}", level="DEBUG")
     yield lines
     logger.remove(sink)
-
-
-def recording(client: LLMClient) -> list[float]:
-    """The waits the client takes from now on, recorded instead of slept."""
-    waits: list[float] = []
-
-    async def sleep(seconds: float) -> None:
-        waits.append(seconds)
-
-    client.sleep = sleep
-    return waits
 
 
 # --- the retry log line ----------------------------------------------------------------------------
