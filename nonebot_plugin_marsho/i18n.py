@@ -397,7 +397,7 @@ EN: dict[str, str] = {
     "endpoint.unreadable": "The endpoint {url} sent an answer that cannot be read: {error}.",
     "endpoint.unreachable": "Cannot reach the endpoint {url} ({error}).",
     "endpoint.unreachable.hint": "Check {url_setting} and that the endpoint is up.",
-    "endpoint.401": "The endpoint rejected the API key (401: {detail}).",
+    "endpoint.401": "The endpoint rejected the API key ({status}: {detail}).",
     "endpoint.401.hint": "Check {key_setting}.",
     "endpoint.403": "The endpoint refused access (403: {detail}).",
     "endpoint.403.hint": "Check {key_setting} and the account's permissions.",
@@ -494,6 +494,12 @@ EN: dict[str, str] = {
     "actions.outcome_done": "done",
     "actions.outcome_denied": "refused",
     "actions.outcome_failed": "failed",
+    # --- the first five minutes (issue 24) ---
+    "endpoint.key_setup.hint": (
+        "Check {key_setting}; behind a proxy (LiteLLM, OneAPI, NewAPI), check the key it expects and "
+        "its own setup (its database, its log): a {status} like this one is how it says so."
+    ),
+    "status.failing": "{name} is failing: {reason}",
 }
 
 ZH: dict[str, str] = {
@@ -809,7 +815,7 @@ ZH: dict[str, str] = {
     "endpoint.unreadable": "接口 {url} 返回的内容无法读取：{error}。",
     "endpoint.unreachable": "无法连接接口 {url}（{error}）。",
     "endpoint.unreachable.hint": "请检查 {url_setting}，以及接口是否在运行。",
-    "endpoint.401": "接口拒绝了 API 密钥（401：{detail}）。",
+    "endpoint.401": "接口拒绝了 API 密钥（{status}：{detail}）。",
     "endpoint.401.hint": "请检查 {key_setting}。",
     "endpoint.403": "接口拒绝访问（403：{detail}）。",
     "endpoint.403.hint": "请检查 {key_setting} 和账号权限。",
@@ -887,6 +893,12 @@ ZH: dict[str, str] = {
     "actions.outcome_done": "已执行",
     "actions.outcome_denied": "已拒绝",
     "actions.outcome_failed": "失败",
+    # --- the first five minutes (issue 24) ---
+    "endpoint.key_setup.hint": (
+        "请检查 {key_setting}；如果经过代理（LiteLLM、OneAPI、NewAPI），请检查它要求的密钥和它自己的设置"
+        "（它的数据库、它的日志）：这样的 {status} 就是它在说这件事。"
+    ),
+    "status.failing": "{name}无法使用：{reason}",
 }
 
 CATALOGUES: dict[Language, dict[str, str]] = {"zh-CN": ZH, "en": EN}

@@ -67,6 +67,14 @@ class Terminal:
     def type(self, keys: str) -> None:
         os.write(self.master, keys.encode())
 
+    def exit_code(self, timeout: float) -> int | None:
+        """The program's exit status once it has ended, reading its screen meanwhile (None: it
+        was still running after `timeout` seconds)."""
+        deadline = time.monotonic() + timeout
+        while self.process.poll() is None and time.monotonic() < deadline:
+            self.read(0.3)
+        return self.process.poll()
+
     def close(self) -> None:
         if self.process.poll() is None:
             self.process.terminate()
@@ -95,10 +103,18 @@ def console(endpoint: FakeOpenAI) -> Terminal:
     return terminal
 
 
-def typed(terminal: Terminal, line: str) -> None:
-    """`line` typed into the input line and sent."""
-    terminal.type("\x1f")  # ctrl+/ : focus the input line
-    terminal.read(1)
+CTRL_SLASH = "\x1f"
+"""Ctrl+/ as a terminal sends it (the same byte as Ctrl+_): the console focuses its input line."""
+
+CTRL_Q = "\x11"
+"""Ctrl+Q: the console closes its screen (and bot.py stops the bot with it)."""
+
+
+def typed(terminal: Terminal, line: str, *, focus: bool = True) -> None:
+    """`line` typed into the input line and sent (Ctrl+/ first, unless it has the focus already)."""
+    if focus:
+        terminal.type(CTRL_SLASH)
+        terminal.read(1)
     terminal.type(line)
     terminal.read(1)
     terminal.type("\r")
@@ -127,5 +143,23 @@ def test_the_person_at_the_console_is_a_superuser(endpoint: FakeOpenAI) -> None:
         # nonebot-adapter-console names its user "user": bot.py makes that user a superuser
         assert terminal.wait_for("Model endpoints", 60), terminal.screen[-3000:]
         assert "Only the bot's superusers" not in terminal.screen
+    finally:
+        terminal.close()
+
+
+def test_the_console_walk_as_the_docs_tell_it(endpoint: FakeOpenAI) -> None:
+    """Start, Ctrl+/ once, `marsho hello` and its answer, `marsho.model` answered to the person at
+    the terminal (a superuser), Ctrl+Q: the bot stops, with status 0."""
+    endpoint.reset()
+    endpoint.push(text("Pong4711"))
+    terminal = console(endpoint)
+    try:
+        typed(terminal, "marsho hello")
+        assert terminal.wait_for("Pong4711", 60), terminal.screen[-3000:]
+        typed(terminal, "marsho.model", focus=False)  # the input line keeps the focus
+        assert terminal.wait_for("The model is fake-model", 60), terminal.screen[-3000:]
+        assert "Only the bot's superusers" not in terminal.screen
+        terminal.type(CTRL_Q)
+        assert terminal.exit_code(60) == 0, terminal.screen[-3000:]
     finally:
         terminal.close()

@@ -105,6 +105,11 @@ class LLMClient:
         """True when no key is set and the endpoint is one that always wants one."""
         return self.endpoints[0].needs_key
 
+    def settings_of(self, endpoint: Endpoint) -> dict[str, str]:
+        """Where the owner set `endpoint`'s model, keys and URL (`model_setting`, `key_setting`,
+        `url_setting`), as its errors' hints name them."""
+        return self._chain.settings_of(endpoint)
+
     @property
     def gate(self) -> Gate | None:
         """Requests in flight across all chats: every endpoint's requests take a slot of it."""

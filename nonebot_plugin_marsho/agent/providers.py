@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import ipaddress
 import itertools
 import random
 import time
 from collections import Counter, deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 from urllib.parse import urlsplit
@@ -65,6 +66,10 @@ Kind = Literal["ok", "rate", "server", "timeout", "dropped", "refused", "empty",
 
 RETRYABLE: frozenset[Kind] = frozenset({"rate", "server", "timeout", "dropped", "empty"})
 
+OWNER_KINDS: frozenset[Kind] = frozenset({"auth", "no_key"})
+"""Failures only the owner can end (a key refused, no key set): an endpoint whose latest request
+failed so is shown failing by `marsho.status`, with the reason, until one is answered."""
+
 
 KINDS: dict[str, Kind] = {
     "endpoint.429": "rate", "endpoint.5xx": "server", "endpoint.401": "auth", "endpoint.403": "auth",
@@ -74,11 +79,56 @@ KINDS: dict[str, Kind] = {
 """The kind of each EndpointError code (endpoint.unreachable: refused or dropped, see kind_of)."""
 
 
+KEY_PROBLEM_PHRASES: tuple[str, ...] = (
+    "no connected db", "no_db_connection",  # LiteLLM without its database: no key can be checked
+    "invalid api key", "invalid_api_key",  # OpenAI's code, LiteLLM, most proxies
+    "incorrect api key",  # OpenAI: "Incorrect API key provided"
+    "authentication error", "authentication_error",  # LiteLLM, Anthropic-style proxies
+    "api key not valid", "api_key_invalid",  # Gemini: 400 INVALID_ARGUMENT, a list-shaped body
+    "token is invalid", "令牌无效", "无效的令牌",  # OneAPI / NewAPI: their own keys ("tokens")
+)
+"""What an endpoint's error says when the key, or a proxy's own setup, is at fault, whatever
+status it came with: proxies and some providers answer a wrong key with 400 (LiteLLM's "No
+connected db.", Gemini's "API key not valid"). Matched case-insensitively in the error's
+message, type and code (`key_problem`); such a 4xx is a key problem, as a 401 is: another key
+of the pool is tried, then the fallbacks, and `marsho.status` shows it."""
+
+
+def key_problem(*fields: object) -> bool:
+    """Whether an error's message, type or code (strings or numbers) says the key or the
+    proxy's setup is at fault (KEY_PROBLEM_PHRASES)."""
+    said = " ".join(str(part) for part in fields if isinstance(part, (str, int))).lower()
+    return any(phrase in said for phrase in KEY_PROBLEM_PHRASES)
+
+
+LOCAL_SUFFIXES = (".localhost", ".local", ".internal", ".lan", ".home.arpa")
+"""Names of hosts on this machine or a private network (mDNS, Docker's host.docker.internal...)."""
+
+
+def is_local_host(host: str) -> bool:
+    """Whether a base URL's host is this machine or on a private network: a loopback, private or
+    link-local address, `localhost`, a name without a dot (a Docker service such as `ollama`),
+    or one ending in LOCAL_SUFFIXES. Such endpoints (Ollama, vLLM) often need no key."""
+    host = host.strip("[]").rstrip(".").lower()
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return "." not in host or host.endswith(LOCAL_SUFFIXES)
+    return address.is_loopback or address.is_private or address.is_link_local
+
+
 def kind_of(error: EndpointError) -> Kind:
     """The kind of failure an EndpointError is."""
     if error.code == "endpoint.unreachable":
         return "refused" if error.refused else "dropped"
     return KINDS.get(error.code, "unreadable")
+
+
+def named(error: EndpointError, settings: Mapping[str, str]) -> None:
+    """Give `error` the settings its hint names (where the owner set the endpoint's model, keys
+    and URL), unless it has them already."""
+    for name, setting in settings.items():
+        error.params.setdefault(name, setting)
 
 
 def retryable(error: EndpointError) -> bool:
@@ -343,6 +393,8 @@ class EndpointStatus:
     errors: dict[str, int]
     latency: tuple[float, float] | None
     keys: list[KeyStatus]
+    problem: EndpointError | None = None
+    """Why it is failing, when its latest request failed as only the owner can end (OWNER_KINDS)."""
 
 
 class Endpoint:
@@ -364,14 +416,29 @@ class Endpoint:
         host = parts.hostname or ""
         self.needs_key = not self.pool.keys[0].value and host.endswith("openai.com")
         """No key is set and the endpoint is one that always wants one (read once, not per request)."""
+        self.key_missing = not self.pool.keys[0].value and not is_local_host(host)
+        """No key is set and the endpoint is not on this machine or a private network: it most
+        likely wants one (the start says so, once)."""
         self.host = host + (f":{port}" if (port := parts.port) else "")
         """Where usage says the request went: the base URL's host, never a key or a path."""
+        self.problem: EndpointError | None = None
+        """The latest failure only the owner can end (OWNER_KINDS), until a request is answered."""
 
-    def record(self, key: Key, kind: Kind, started: float) -> None:
-        """Count one request of `key` that started at `started` (monotonic) and ended now."""
+    def record(self, key: Key, kind: Kind, started: float, error: EndpointError | None = None) -> None:
+        """Count one request of `key` that started at `started` (monotonic) and ended now, and
+        what it failed with (`error`), if it did."""
         now = time.monotonic()
         self.usage.record(kind, now - started, now)
         key.usage.record(kind, now - started, now)
+        if kind == "ok":
+            self.problem = None
+        else:
+            self.failed_so(error)
+
+    def failed_so(self, error: EndpointError | None) -> None:
+        """A request failed with `error`: kept for `marsho.status` when only the owner can end it."""
+        if error is not None and kind_of(error) in OWNER_KINDS:
+            self.problem = error
 
     def status(self, model: str, *, skipped: bool = False) -> EndpointStatus:
         """The endpoint and its keys as `marsho.status` shows them; `skipped`: its breaker is
@@ -389,4 +456,5 @@ class Endpoint:
         else:
             state, left = "ok", 0.0
         return EndpointStatus(self.name, self.base_url, model, state, left, self.usage.requests,
-                              dict(self.usage.errors), self.usage.latencies.percentiles(now), keys)
+                              dict(self.usage.errors), self.usage.latencies.percentiles(now), keys,
+                              self.problem)

@@ -10,6 +10,7 @@ from ..agent.gate import RequestGate
 from ..agent.llm import Fallback, Gate, LLMClient, ModelSettings, build_model
 from ..agent.metering import Meter
 from ..config import Config
+from ..redaction import logger
 
 
 def settings_of(config: Config) -> ModelSettings:
@@ -46,8 +47,22 @@ def chat_model(config: Config, meter: Meter | None = None) -> LLMClient:
     """MARSHO_MODEL on MARSHO_BASE_URL, its keys, retries, quirks and MARSHO_FALLBACKS."""
     # requests in flight across all chats, taken round-robin by chat (the lane of each turn is
     # set in chat/matchers.py)
-    return build_model(settings_of(config), gate=RequestGate(config.marsho_max_concurrent_requests),
-                       meter=meter)
+    llm = build_model(settings_of(config), gate=RequestGate(config.marsho_max_concurrent_requests),
+                      meter=meter)
+    _warn_without_keys(llm)
+    return llm
+
+
+def _warn_without_keys(llm: LLMClient) -> None:
+    """Say once, as the bot starts, which endpoints have no key though they are not on this
+    machine or a private network (an Ollama or vLLM there needs none, and is not warned about).
+    The primary on OpenAI, which is never sent a request without one, is warned about by
+    chat/app.py."""
+    for endpoint in llm.endpoints:
+        if endpoint.key_missing and not (endpoint.index == 0 and endpoint.needs_key):
+            setting = llm.settings_of(endpoint)["key_setting"]
+            logger.warning(f"marsho: no API key is set for {endpoint.base_url}: set {setting} in .env, "
+                           "unless that endpoint needs none")
 
 
 def judge_model(config: Config, gate: Gate | None, meter: Meter | None = None) -> LLMClient:

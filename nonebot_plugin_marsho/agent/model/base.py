@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from contextlib import AbstractAsyncContextManager
 
     from ...tools.model import ToolCall
@@ -67,8 +68,9 @@ class ModelRequest:
 
     The caller gives `messages` (plain OpenAI shape), `tools` and the turn's `route`; the fallback
     chain fills in, per endpoint, the `model` asked, the `deadline` shared by the endpoints, the
-    seconds to `keep` for the ones after it, whether there are `more`, and the `foreign`
-    reasoning another endpoint gave; the quirks add body `options` (the token field)."""
+    seconds to `keep` for the ones after it, whether there are `more`, the `foreign`
+    reasoning another endpoint gave, and the `settings` its errors' hints name; the quirks add
+    body `options` (the token field)."""
 
     messages: list[Message]
     tools: list[dict[str, Any]] | None = None
@@ -79,6 +81,9 @@ class ModelRequest:
     keep: float = 0.0
     more: bool = False
     foreign: frozenset[str] = frozenset()
+    settings: Mapping[str, str] = field(default_factory=dict)
+    """Where the owner set this endpoint's model, keys and URL (`model_setting`, `key_setting`,
+    `url_setting`): the hints of its errors name them, in the retry log line as in the reply."""
 
     def body(self) -> dict[str, Any]:
         """The chat-completions request body, exactly as it is sent."""

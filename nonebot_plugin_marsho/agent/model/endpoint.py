@@ -16,7 +16,7 @@ from ...exceptions import EndpointError
 from ...tools.model import ToolCall
 from ...tools.runner import UNREADABLE_ARGUMENTS, clean_text, json_text
 from ..metering import usage_of
-from ..providers import retry_after_seconds
+from ..providers import key_problem, retry_after_seconds
 from .base import Completion, split_reasoning
 
 if TYPE_CHECKING:
@@ -43,6 +43,30 @@ def _error_detail_of(body: dict[str, Any]) -> str:
     if isinstance(inner, dict):
         inner = inner.get("message", "")
     return _shorten(clean_text(inner)) if isinstance(inner, str) else ""
+
+
+def _error_fields(data: Any) -> tuple[str, object, object]:
+    """(message, type, code) of an error body: OpenAI's `{"error": {...}}`, a bare
+    `{"message": ...}`, or Gemini's list holding one such object ("" and None where absent)."""
+    if isinstance(data, list) and data and isinstance(data[0], dict):
+        data = data[0]
+    if not isinstance(data, dict):
+        return "", None, None
+    inner = data.get("error", data)
+    if isinstance(inner, str):
+        return inner, data.get("type"), data.get("code")
+    if not isinstance(inner, dict):
+        return "", None, None
+    message = inner.get("message")
+    return (message if isinstance(message, str) else "", inner.get("type") or inner.get("status"),
+            inner.get("code"))
+
+
+def _about_the_key(failure: EndpointError) -> bool:
+    """Whether a refusal is about the key: a 401 (or a 4xx saying so, see key_problem), or a
+    403 saying so; a bare 403 may be the account's permissions, a region, a model not allowed."""
+    return failure.code == "endpoint.401" or (
+        failure.code == "endpoint.403" and key_problem(failure.params.get("detail")))
 
 
 def _text_of(value: Any) -> str:
@@ -231,7 +255,10 @@ class EndpointClient:
         except _Undecodable as error:
             raise EndpointError(code="endpoint.unreadable", url=self.base_url, error=str(error)) from None
         except _StatusError as error:
-            raise self._status_error(error, request["model"]) from None
+            failure = self._status_error(error, request["model"])
+            if not (self.default_key if key is None else key) and _about_the_key(failure):
+                failure = self._no_key(failure)
+            raise failure from None
         except openai.APIConnectionError as error:
             raise self._unreachable(error.__cause__ or error) from None
         except openai.OpenAIError as error:
@@ -277,15 +304,29 @@ class EndpointClient:
             data = None
         detail = _error_detail_of(data) if isinstance(data, dict) else ""
         detail = self._scrub(detail or _shorten(text) or error.reason or "(no detail)")
+        fields = _error_fields(data)
         if status in (401, 403, 404, 429):
             failure = EndpointError(code=f"endpoint.{status}", hint=f"endpoint.{status}.hint",
                                     status=status, detail=detail, model=model, url=self.base_url)
         elif status >= 500:
             failure = EndpointError(code="endpoint.5xx", hint="endpoint.5xx.hint", status=status,
                                     detail=detail)
+        elif status >= 400 and key_problem(*fields):
+            # a 401 in all but its status (a proxy's, Gemini's): the key or the proxy's setup
+            own = self._scrub(_shorten(clean_text(fields[0])))
+            failure = EndpointError(code="endpoint.401", hint="endpoint.key_setup.hint",
+                                    status=status, detail=own or detail, model=model, url=self.base_url)
         else:
             failure = EndpointError(code="endpoint.4xx", status=status, detail=detail)
         failure.retry_after = retry_after_seconds(error.retry_after)
+        return failure
+
+    def _no_key(self, refusal: EndpointError) -> EndpointError:
+        """The endpoint refused the request sent without a key (NO_KEY_PLACEHOLDER): it wants
+        one, and none is set. Said as such to the owner, not as a key it refused."""
+        failure = EndpointError(code="endpoint.no_key", hint="endpoint.no_key.hint", url=self.base_url,
+                                status=refusal.status, detail=refusal.params.get("detail", ""))
+        failure.retry_after = refusal.retry_after
         return failure
 
     async def close(self) -> None:

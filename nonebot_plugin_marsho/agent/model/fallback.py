@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from ...exceptions import EndpointError
 from ...redaction import logger
 from ..metering import turn_model
-from ..providers import Deadline, Endpoint, EndpointStatus, falls_back
+from ..providers import Deadline, Endpoint, EndpointStatus, falls_back, named
 
 if TYPE_CHECKING:
     from .base import Completion, Model, ModelRequest
@@ -86,7 +86,8 @@ class FallbackChain:
             more = position < len(order) - 1
             foreign = frozenset() if route is None else route.foreign_reasoning(request.messages, ep.index)
             sent = dataclasses.replace(request, model=self.model_of(ep), deadline=deadline, more=more,
-                                       keep=reserve if more else 0.0, foreign=foreign)
+                                       keep=reserve if more else 0.0, foreign=foreign,
+                                       settings=self.settings_of(ep))
             tried = ep.breaker.now()
             try:
                 completion = await self._ask(ep, sent)
@@ -105,9 +106,7 @@ class FallbackChain:
         try:
             return await self.models[ep.index].request(request)
         except EndpointError as error:
-            # its hint names where the owner set this endpoint's model, keys and URL
-            for name, setting in self._settings_of(ep).items():
-                error.params.setdefault(name, setting)
+            named(error, request.settings)  # raised by any part, not only the retries
             raise
 
     def _failed(self, ep: Endpoint, error: EndpointError, tried: float) -> None:
@@ -142,7 +141,7 @@ class FallbackChain:
         closed = [ep for ep in chain if not ep.breaker.is_open]
         return closed or chain
 
-    def _settings_of(self, ep: Endpoint) -> dict[str, str]:
+    def settings_of(self, ep: Endpoint) -> dict[str, str]:
         """Where the owner set `ep`'s model, keys and URL, for the hints of its errors: a
         fallback's or the summary model's mistake is not looked for in MARSHO_MODEL."""
         model = "MARSHO_QUOTA_FALLBACK_MODEL" if self._turn_model() else self.model_setting

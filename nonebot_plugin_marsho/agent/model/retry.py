@@ -30,6 +30,7 @@ from ..providers import (
     backoff,
     kind_of,
     masked,
+    named,
     retryable,
 )
 
@@ -83,7 +84,10 @@ class Retrying:
         (to which a timeout goes at once when there are `more`)."""
         ep = self.endpoint
         if ep.needs_key:
-            raise EndpointError(code="endpoint.no_key", hint="endpoint.no_key.hint", url=ep.base_url)
+            error = EndpointError(code="endpoint.no_key", hint="endpoint.no_key.hint", url=ep.base_url)
+            named(error, request.settings)
+            ep.failed_so(_fresh(error))  # nothing was sent: not a request, but marsho.status says why
+            raise error
         deadline = request.deadline or Deadline(self.timeout + self.retry_budget)
         body = request.body()
         tries = _Tries()
@@ -92,7 +96,8 @@ class Retrying:
             try:
                 completion = await self._attempt(key, body, deadline, request.keep, tries)
             except EndpointError as error:
-                ep.record(key, kind_of(error), tries.started)
+                named(error, request.settings)  # before the retry's log line shows its hint
+                ep.record(key, kind_of(error), tries.started, _fresh(error))
                 wait = self._wait_after(error, key, tries, deadline, request)
                 if wait:
                     await self.sleep(wait)
