@@ -30,8 +30,9 @@ and the line of the block's opening fence):
    - `pip install` (also `.venv/bin/pip`, `python -m pip`, `pipx`, `uv pip`) installs this
      distribution: `.`, `-e ".[docs]"`, a path ending in the project's folder, the git URL of
      pyproject's Homepage, a `nonebot_plugin_marsho-*.whl`, `nonebot-plugin-marsho[extra]`; each
-     extra declared in pyproject.toml. Another package only when a json block of the same page
-     names it (an MCP server installed with pip), or `nb-cli`;
+     extra declared in pyproject.toml. Another package only when pyproject.toml names it (a
+     NoneBot adapter of the test extra: `pip install nonebot-adapter-telegram`), it is `nb-cli`,
+     or a json block of the same page names it (an MCP server installed with pip);
    - `python` (`python3`, `.venv/bin/python`): `-m venv`, `-m pytest`, `-m mkdocs`,
      `-m nonebot_plugin_marsho <command> [flags]` (run with `--help`: the command and each flag
      must exist), or a script that exists (in the repository, or a block of the page titled with
@@ -81,6 +82,13 @@ DISTRIBUTION = PYPROJECT["project"]["name"]
 HOMEPAGE = PYPROJECT["project"]["urls"]["Homepage"].rstrip("/")
 EXTRAS = set(PYPROJECT["project"]["optional-dependencies"])
 FILE_READERS = ("mcp.json", "webservices.json", "tools.json", "toolkit.json", "praises.json")
+KNOWN_PACKAGES = {"nb-cli"} | {
+    re.split(r"[\[<>=!~;, ]", requirement.strip(), maxsplit=1)[0].lower()
+    for requirement in [*PYPROJECT["project"]["dependencies"],
+                        *(r for extra in PYPROJECT["project"]["optional-dependencies"].values() for r in extra)]
+}
+"""What a pip install may name besides this distribution: nb-cli, and what pyproject.toml
+depends on (an adapter of the test extra, mkdocs...)."""
 PLACEHOLDER = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
@@ -399,7 +407,7 @@ def _requirement(word: str, block: Block) -> str | None:
     if base.endswith(".whl"):
         wheel = DISTRIBUTION.replace("-", "_")
         return None if Path(base).name.startswith(wheel + "-") else f"{word}: not a {wheel} wheel"
-    if name == "nb-cli" or any(name in b.text for b in same_page(block, "json")):
+    if name.lower() in KNOWN_PACKAGES or any(name in b.text for b in same_page(block, "json")):
         return None
     return f"{word}: pip installs something other than {DISTRIBUTION} (or a package its json names)"
 
@@ -589,6 +597,7 @@ def test_commands_are_split_and_checked(tmp_path: Path) -> None:
     assert all(check_command(words, block, tmp_path) == [] for _, words in commands(text))
     assert check_command(["pip", "install", ".[nope]"], block, tmp_path)
     assert check_command(["pip", "install", "requests"], block, tmp_path)
+    assert check_command(["pip", "install", "nonebot-adapter-telegram"], block, tmp_path) == []
     assert check_command(["python", "bot.py", "--consol"], block, tmp_path)
     assert check_command(["cp", "no-such.example", ".env"], block, tmp_path)
     assert check_command(["rm", "-rf", "data"], block, tmp_path)
