@@ -34,15 +34,17 @@ and the line of the block's opening fence):
      NoneBot adapter of the test extra: `pip install nonebot-adapter-telegram`), it is `nb-cli`,
      or a json block of the same page names it (an MCP server installed with pip);
    - `python` (`python3`, `.venv/bin/python`): `-m venv`, `-m pytest`, `-m mkdocs`,
-     `-m nonebot_plugin_marsho <command> [flags]` (run with `--help`: the command and each flag
-     must exist), or a script that exists (in the repository, or a block of the page titled with
+     `-m nonebot_plugin_marsho <command> [flags]` or another module of the package with a
+     `__main__` (`-m nonebot_plugin_marsho.store.migrations revision ...`), run with `--help`:
+     the command and each flag must exist; or a script that exists (in the repository, or a block of the page titled with
      its name) and whose source names each `--flag` used;
    - `cp` runs in a temporary copy of the files it names (which must exist in the repository);
    - `git clone` clones pyproject's Homepage; `nb` installs this plugin or a NoneBot adapter
      pyproject names, or runs (`nb run`, `nb create`); `mkdocs` serves or builds (mkdocs.yml);
    - `ollama pull|run <model>` and `vllm serve <model>` name a model that a dotenv block of the
      same page sets (MARSHO_MODEL or a fallback); `cd`, `mkdir`, `export`, `source`, `curl`,
-     `docker`, `litellm`, `uvx`, `npx`, `chmod`, `echo`, `cat`, `ls` are accepted as written;
+     `docker`, `litellm`, `uvx`, `npx`, `chmod`, `echo`, `cat`, `ls`, `which`, `pwd`, `tail`,
+     `head`, `grep`, `touch`, `systemctl`, `journalctl` are accepted as written;
    - any other program fails: write it as text, or ask for a checker here.
 6. ```` ```toml ```` blocks parse. Other languages (text, yaml, ...) are not run.
 7. docs/zh and docs/en hold the same pages, and the two versions of a page have as many dotenv,
@@ -420,26 +422,31 @@ def _check_pip(words: list[str], block: Block) -> list[str]:
 
 
 @cache
-def _cli_help(*words: str) -> tuple[int, str]:
-    """`python -m nonebot_plugin_marsho <words> --help`, in an empty folder with no settings."""
+def _cli_help(module: str, *words: str) -> tuple[int, str]:
+    """`python -m <module> <words> --help`, in an empty folder with no settings."""
     import tempfile
 
     env = {k: v for k, v in os.environ.items()
            if not k.upper().startswith(("MARSHO", "LOCALSTORE", "ONEBOT", "ENVIRONMENT"))}
     with tempfile.TemporaryDirectory() as folder:
-        done = subprocess.run([sys.executable, "-m", "nonebot_plugin_marsho", *words, "--help"],
+        done = subprocess.run([sys.executable, "-m", module, *words, "--help"],
                               cwd=folder, env=env, capture_output=True, text=True, timeout=120)
     return done.returncode, done.stdout + done.stderr
 
 
-def _check_marsho_cli(words: list[str]) -> list[str]:
-    code, text = _cli_help()
+def _check_marsho_cli(module: str, words: list[str]) -> list[str]:
+    """A command line of the package's own CLIs (`python -m nonebot_plugin_marsho`, its
+    migrations): the command and each flag must be in its `--help`."""
+    path = ROOT / module.replace(".", "/")
+    if not ((path / "__main__.py").is_file() or path.with_suffix(".py").is_file()):
+        return [f"python -m {module}: no such module in the package"]
+    code, text = _cli_help(module)
     command = next((w for w in words if not w.startswith("-")), None)
     if command is not None:
-        code, text = _cli_help(command)
+        code, text = _cli_help(module, command)
     if code != 0:
-        return [f"python -m nonebot_plugin_marsho {command or ''}: {text.strip().splitlines()[-1:]}"]
-    return [f"python -m nonebot_plugin_marsho {command}: no flag {flag}"
+        return [f"python -m {module} {command or ''}: {text.strip().splitlines()[-1:]}"]
+    return [f"python -m {module} {command}: no flag {flag}"
             for flag in (w.split("=")[0] for w in words if w.startswith("-")) if flag not in text]
 
 
@@ -460,8 +467,8 @@ def _check_python(words: list[str], block: Block) -> list[str]:
         module, rest = (words[1:2] or [""])[0], words[2:]
         if module == "pip":
             return _check_pip(rest, block)
-        if module == "nonebot_plugin_marsho":
-            return _check_marsho_cli(rest)
+        if module == "nonebot_plugin_marsho" or module.startswith("nonebot_plugin_marsho."):
+            return _check_marsho_cli(module, rest)
         if module == "pytest":
             return [f"python -m pytest {w}: no such file" for w in rest
                     if not w.startswith("-") and not (ROOT / w.split("::")[0]).exists()]
@@ -522,7 +529,8 @@ def _check_external(program: str, words: list[str], block: Block) -> list[str]:
 
 
 ACCEPTED = {"cd", "mkdir", "export", "source", ".", "curl", "docker", "litellm", "uvx", "npx", "chmod",
-            "echo", "cat", "ls", "git", "nb", "mkdocs", "ollama", "vllm"}
+            "echo", "cat", "ls", "which", "pwd", "tail", "head", "grep", "touch", "systemctl", "journalctl",
+            "git", "nb", "mkdocs", "ollama", "vllm"}
 
 
 def check_command(words: list[str], block: Block, tmp_path: Path) -> list[str]:
@@ -609,6 +617,10 @@ def test_the_marsho_cli_is_checked_by_its_own_help(tmp_path: Path) -> None:
     block = Block("en/x.md", 1, "sh", None, "")
     assert check_command(["python", "-m", "nonebot_plugin_marsho", "tools", "--schemas"], block, tmp_path) == []
     assert check_command(["python", "-m", "nonebot_plugin_marsho", "tools", "--nope"], block, tmp_path)
+    migrations = ["python", "-m", "nonebot_plugin_marsho.store.migrations", "revision", "--autogenerate",
+                  "-m", "what changed"]
+    assert check_command(migrations, block, tmp_path) == []
+    assert check_command(["python", "-m", "nonebot_plugin_marsho.nowhere", "x"], block, tmp_path)
 
 
 def test_an_unclaimed_python_block_fails() -> None:
