@@ -469,9 +469,9 @@ def _check_python(words: list[str], block: Block) -> list[str]:
             return _check_pip(rest, block)
         if module == "nonebot_plugin_marsho" or module.startswith("nonebot_plugin_marsho."):
             return _check_marsho_cli(module, rest)
-        if module == "pytest":
+        if module == "pytest":  # the tests it names exist (other words are options' values)
             return [f"python -m pytest {w}: no such file" for w in rest
-                    if not w.startswith("-") and not (ROOT / w.split("::")[0]).exists()]
+                    if (w.startswith("tests") or ".py" in w) and not (ROOT / w.split("::")[0]).exists()]
         if module in ("venv", "mkdocs"):
             return []
         return [f"python -m {module}: no checker for this module"]
@@ -608,6 +608,8 @@ def test_commands_are_split_and_checked(tmp_path: Path) -> None:
     assert check_command(["pip", "install", "nonebot-adapter-telegram"], block, tmp_path) == []
     assert check_command(["python", "bot.py", "--consol"], block, tmp_path)
     assert check_command(["cp", "no-such.example", ".env"], block, tmp_path)
+    assert check_command(["python", "-m", "pytest", "-m", "not e2e", "-n", "0"], block, tmp_path) == []
+    assert check_command(["python", "-m", "pytest", "tests/test_nowhere.py"], block, tmp_path)
     assert check_command(["rm", "-rf", "data"], block, tmp_path)
     assert check_command(["git", "clone", "https://example.com/other"], block, tmp_path)
 
