@@ -1,101 +1,91 @@
-"""The README's examples work as written."""
+"""The README works as written: a short front door whose commands, settings and links hold.
+
+Its code blocks are checked by the same rules as the site's (tests/test_docs.py); the examples
+that moved to the site (toolkits, web services) are run there.
+"""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-from nonebot_plugin_marsho.tools import (
-    ToolCall,
-    ToolContext,
-    ToolRunner,
-    Toolset,
-    ToolsetSource,
-    load_toolset,
-)
+import pytest
 
-README = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+from tests import test_docs as docs_checks
+from tests.docs_blocks import DOCS, LANGUAGES, ROOT, Block, parse_blocks
 
-
-def code_after(heading: str, language: str) -> str:
-    section = README[README.index(heading):]
-    return re.search(rf"```{language}\n(.*?)```", section, re.DOTALL).group(1)
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+BLOCKS = parse_blocks("README.md", README)
+MAX_LINES = 250
+"""The README is a front door, not the reference: the reference is the site."""
 
 
-async def test_the_self_describing_toolkit_example_loads_and_runs(tmp_path: Path) -> None:
-    folder = tmp_path / "my-weather"
-    folder.mkdir()
-    (folder / "__init__.py").write_text(code_after("### The simple way", "python"), encoding="utf-8")
-    toolset = load_toolset([ToolsetSource(tmp_path, "README")])
-    assert toolset.problems == []
-    assert set(toolset.tools) == {
-        "my-weather__get_weather", "my-weather__forget_city", "my-weather__search"
-    }
-    assert toolset.tools["my-weather__forget_city"].permission == "superuser"
-    assert "api_key" not in str(toolset.tools["my-weather__search"].schema())
-    runner = ToolRunner(toolset)
-    result = await runner.run_one(
-        ToolCall("1", "my-weather__get_weather", '{"city": "Hangzhou", "unit": "fahrenheit"}')
-    )
-    assert result.content == "Hangzhou: 25 degrees fahrenheit"
-    denied = await runner.run_one(ToolCall("2", "my-weather__forget_city", '{"city": "Oslo"}'))
-    assert denied.status == "denied"
-    allowed = await runner.run_one(
-        ToolCall("3", "my-weather__forget_city", '{"city": "Oslo"}'),
-        ToolContext(user_id="7", group_id="1", role="superuser"),
-    )
-    assert allowed.content == "Oslo removed by 7"
-    runner.close()
+def of(language: str) -> list[Block]:
+    return [block for block in BLOCKS if block.language == language]
 
 
-async def test_the_tools_json_example_loads(tmp_path: Path) -> None:
-    folder = tmp_path / "marshoai-example"
-    folder.mkdir()
-    section = "### The marshoai way"
-    (folder / "__init__.py").write_text(code_after(section, "python"), encoding="utf-8")
-    (folder / "tools.json").write_text(code_after(section, "json"), encoding="utf-8")
-    toolset = load_toolset([ToolsetSource(tmp_path, "README")])
-    assert toolset.problems == []
-    assert set(toolset.tools) == {
-        "marshoai-example__get_weather", "marshoai-example__get_current_time"
-    }
+def test_the_readme_is_short() -> None:
+    assert len(README.splitlines()) <= MAX_LINES
 
 
-async def test_the_web_service_example_answers_with_a_chart(tmp_path: Path) -> None:
-    import socket
-    import subprocess
-    import sys
-    import time
+def test_the_quick_start_runs_what_ci_and_the_console_test_run() -> None:
+    """The test command is the one .ci/run runs; the console is started as tests/test_console.py
+    starts it; and the endpoint is set before the bot first starts."""
+    shell = "\n".join(block.text for block in of("sh"))
+    assert 'python3 -m venv .venv && .venv/bin/pip install -e ".[test]" && .venv/bin/python -m pytest' in shell
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert 'python3 -m venv .venv && .venv/bin/pip install -e ".[test]"' in ci
+    assert ".venv/bin/python -m pytest" in ci
+    assert ".venv/bin/python bot.py --console" in shell
+    assert 'BOT_PY), "--console"' in (ROOT / "tests" / "test_console.py").read_text(encoding="utf-8")
+    assert "cp -n .env.example .env" in shell
+    assert shell.index("cp -n .env.example .env") < shell.index("bot.py")
+    assert README.index("MARSHO_BASE_URL=") < README.index("bot.py --console")
+    assert "Ctrl</kbd>+<kbd>/" in README and "Ctrl</kbd>+<kbd>Q" in README
 
-    from nonebot_plugin_marsho.tools.webservices import load_webservices
 
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    service = code_after("## Web services as tools", "python").replace("5000", str(port))
-    config = code_after("## Web services as tools", "json").replace("5000", str(port))
-    (tmp_path / "service.py").write_text(service, encoding="utf-8")
-    (tmp_path / "webservices.json").write_text(config, encoding="utf-8")
-    process = subprocess.Popen([sys.executable, str(tmp_path / "service.py")])
-    try:
-        deadline = time.monotonic() + 30
-        while socket.socket().connect_ex(("127.0.0.1", port)) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        toolkit, problems = load_webservices(tmp_path / "webservices.json",
-                                             environ={"SALES_TOKEN": "t0ken-123"})
-        assert toolkit is not None and [p for p in problems if p.severity == "error"] == []
-        toolset = Toolset()
-        toolset.add(toolkit)
-        runner = ToolRunner(toolset)
-        result = await runner.run_one(ToolCall("1", "services__sales", '{"shop": "north"}'))
-        runner.close()
-    finally:
-        process.terminate()
-        process.wait(5)
-    assert result.ok, result.content
-    assert "月份" in result.content and len(result.images) == 1
-    assert result.images[0].startswith(b"\x89PNG")
+@pytest.mark.parametrize("block", of("sh"), ids=lambda block: block.where)
+def test_every_readme_command_works_as_written(block: Block, tmp_path: Path) -> None:
+    problems = [f"README.md:{block.line + number}: {why}" for number, words in docs_checks.commands(block.text)
+                for why in docs_checks.check_command(words, block, tmp_path)]
+    assert problems == [], "\n".join(problems)
 
+
+@pytest.mark.parametrize("block", of("dotenv"), ids=lambda block: block.where)
+def test_every_readme_dotenv_block_is_settings_the_bot_accepts(
+    block: Block, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    docs_checks.test_every_dotenv_block_is_settings_the_bot_accepts(block, tmp_path, monkeypatch)
+
+
+def test_the_readme_has_no_block_the_site_would_have_to_run() -> None:
+    """Toolkits, web services and other code live on the site, where tests run them."""
+    assert {block.language for block in BLOCKS} <= {"sh", "dotenv", "toml", "text"}
+    for block in of("toml"):
+        docs_checks.test_every_toml_block_parses(block)
+
+
+def _planned_pages() -> set[str]:
+    """The pages mkdocs.yml's nav lists (each page is in every language folder)."""
+    nav = (ROOT / "mkdocs.yml").read_text(encoding="utf-8").split("\nnav:", 1)[1]
+    return set(re.findall(r"^\s*-\s+(?:[^:\n]+:\s+)?([\w/.-]+\.md)\s*$", nav, re.MULTILINE))
+
+
+def test_the_readme_links_into_the_site_in_both_languages() -> None:
+    """Every relative link names a page of the site's nav (which `mkdocs build --strict` makes
+    exist in both languages) or a file of the repository."""
+    planned = _planned_pages()
+    links = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", README)
+    local = [link for link in links if not re.match(r"[a-z]+:", link)]
+    assert local, "the README links nowhere into the site"
+    for link in local:
+        if link.startswith("docs/"):
+            language, _, page = link.removeprefix("docs/").partition("/")
+            assert language in LANGUAGES and (page in planned or (DOCS / language / page).is_file()), link
+        else:
+            assert (ROOT / link).exists(), link
+    for language in LANGUAGES:
+        assert f"docs/{language}/getting-started.md" in local
 
 
 def test_the_pyproject_snippet_is_nb_clis_current_format_and_loads_the_plugin(tmp_path: Path) -> None:
@@ -105,7 +95,7 @@ def test_the_pyproject_snippet_is_nb_clis_current_format_and_loads_the_plugin(tm
     import subprocess
     import sys
 
-    snippet = code_after("### In an existing NoneBot project", "toml")
+    [snippet] = [block.text for block in of("toml") if "[tool.nonebot.plugins]" in block.text]
     assert "[tool.nonebot.plugins]" in snippet and "plugins = [" not in snippet
     for project in (snippet, (Path(__file__).resolve().parent.parent / "pyproject.toml").read_text()):
         if "[tool.nonebot]" not in project:
