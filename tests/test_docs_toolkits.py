@@ -1,0 +1,166 @@
+"""The site's pages for people who extend Marsho work as written, in both languages: the first
+toolkit and its own test, the toolkit examples, the web service, the MCP recipe and the
+plugin-API examples (tests/docs_blocks.py reads the blocks; tests/test_docs.py checks the kinds
+every page shares)."""
+
+from __future__ import annotations
+
+import importlib.util
+import socket
+from pathlib import Path
+
+import pytest
+
+from nonebot_plugin_marsho.tools import (
+    ToolCall,
+    ToolContext,
+    ToolRunner,
+    ToolsetSource,
+    load_toolset,
+)
+from tests.docs_blocks import blocks, doc_block
+
+LANGUAGES = ("zh", "en")
+TESTS = Path(__file__).resolve().parent
+
+
+def write_toolkit(root: Path, page: str, name: str) -> Path:
+    """The page's `<name>/__init__.py` (and its tools.json and toolkit.json, if the page has
+    them) written into `root/<name>`, as a reader would save them."""
+    folder = root / name
+    folder.mkdir(parents=True)
+    (folder / "__init__.py").write_text(doc_block(page, f"{name}/__init__.py"), encoding="utf-8")
+    for beside in ("tools.json", "toolkit.json"):
+        if any(block.title == f"{name}/{beside}" for block in blocks(page)):
+            (folder / beside).write_text(doc_block(page, f"{name}/{beside}"), encoding="utf-8")
+    return folder
+
+
+def import_file(path: Path, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+# -- first-toolkit.md -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+async def test_the_five_minute_toolkit_loads_and_counts_the_rs_in_strawberry(
+    lang: str, tmp_path: Path
+) -> None:
+    write_toolkit(tmp_path, f"{lang}/first-toolkit.md", "letters")
+    toolset = load_toolset([ToolsetSource(tmp_path, "data dir")])
+    assert toolset.problems == []
+    assert list(toolset.tools) == ["letters__count"]
+    tool = toolset.tools["letters__count"]
+    assert tool.parameters["required"] == ["text", "letter"]
+    assert "strawberry" in tool.parameters["properties"]["text"]["description"]
+    runner = ToolRunner(toolset)
+    result = await runner.run_one(ToolCall("1", "letters__count", '{"text": "strawberry", "letter": "r"}'))
+    runner.close()
+    assert (result.status, result.content) == ("ok", "3")
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_the_first_toolkits_own_tests_pass_beside_it(lang: str, tmp_path: Path) -> None:
+    """test_letters.py, saved in the tools folder beside letters/ as the page says, passes."""
+    page = f"{lang}/first-toolkit.md"
+    write_toolkit(tmp_path, page, "letters")
+    path = tmp_path / "test_letters.py"
+    path.write_text(doc_block(f"{lang}/first-toolkit.md", "test_letters.py"), encoding="utf-8")
+    module = import_file(path, f"docs_test_letters_{lang}")
+    tests = [getattr(module, name) for name in dir(module) if name.startswith("test_")]
+    assert len(tests) == 2
+    for test in tests:
+        test()
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_the_first_toolkits_own_tests_fail_when_the_tool_counts_wrong(lang: str, tmp_path: Path) -> None:
+    page = f"{lang}/first-toolkit.md"
+    folder = write_toolkit(tmp_path, page, "letters")
+    source = (folder / "__init__.py").read_text(encoding="utf-8")
+    (folder / "__init__.py").write_text(source.replace(".count(", ".find("), encoding="utf-8")
+    path = tmp_path / "test_letters.py"
+    path.write_text(doc_block(f"{lang}/first-toolkit.md", "test_letters.py"), encoding="utf-8")
+    module = import_file(path, f"docs_test_letters_wrong_{lang}")
+    with pytest.raises(AssertionError):
+        module.test_strawberry_has_three_rs()
+
+
+# -- toolkits.md ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+async def test_the_self_describing_toolkit_example_loads_and_runs(lang: str, tmp_path: Path) -> None:
+    write_toolkit(tmp_path, f"{lang}/toolkits.md", "my-weather")
+    # its toolkit.json keeps it off until enabled
+    off = load_toolset([ToolsetSource(tmp_path, "docs")])
+    assert off.tools == {} and "my-weather" in off.available
+    toolset = load_toolset([ToolsetSource(tmp_path, "docs")], enabled=["my-weather"])
+    assert toolset.problems == []
+    assert set(toolset.tools) == {
+        "my-weather__get_weather", "my-weather__forget_city", "my-weather__search"
+    }
+    assert toolset.tools["my-weather__forget_city"].permission == "superuser"
+    assert "api_key" not in str(toolset.tools["my-weather__search"].schema())
+    assert toolset.tools["my-weather__get_weather"].parameters["$defs"]["Unit"]["enum"] == [
+        "celsius", "fahrenheit"]
+    runner = ToolRunner(toolset)
+    result = await runner.run_one(
+        ToolCall("1", "my-weather__get_weather", '{"city": "Hangzhou", "unit": "fahrenheit"}')
+    )
+    assert result.ok and "Hangzhou" in result.content and "fahrenheit" in result.content
+    denied = await runner.run_one(ToolCall("2", "my-weather__forget_city", '{"city": "Oslo"}'))
+    assert denied.status == "denied"
+    private = await runner.run_one(
+        ToolCall("3", "my-weather__forget_city", '{"city": "Oslo"}'), ToolContext(user_id="7", role="superuser")
+    )
+    assert private.status == "error"
+    allowed = await runner.run_one(
+        ToolCall("4", "my-weather__forget_city", '{"city": "Oslo"}'),
+        ToolContext(user_id="7", group_id="1", role="superuser"),
+    )
+    runner.close()
+    assert allowed.ok and "Oslo" in allowed.content and "7" in allowed.content
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_the_env_presets_of_the_toolkits_page_win_over_the_toolbox(lang: str, tmp_path: Path) -> None:
+    """The page's .env sets my-weather's api_key: the preset the model never sees."""
+    import io
+    import json
+
+    from dotenv import dotenv_values
+
+    write_toolkit(tmp_path, f"{lang}/toolkits.md", "my-weather")
+    settings_block = next(block.text for block in blocks(f"{lang}/toolkits.md")
+                          if block.language == "dotenv" and "MARSHO_TOOLKIT_SETTINGS" in block.text)
+    settings = json.loads(dotenv_values(stream=io.StringIO(settings_block))["MARSHO_TOOLKIT_SETTINGS"])
+    toolset = load_toolset([ToolsetSource(tmp_path, "docs")], enabled=["my-weather"],
+                           settings={"my-weather": settings["my-weather"]})
+    assert toolset.problems == []
+    assert toolset.tools["my-weather__search"].presets == {"api_key": "sk-..."}
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+async def test_the_tools_json_example_loads_and_runs(lang: str, tmp_path: Path) -> None:
+    write_toolkit(tmp_path, f"{lang}/toolkits.md", "marshoai-example")
+    toolset = load_toolset([ToolsetSource(tmp_path, "docs")])
+    assert toolset.problems == []
+    assert set(toolset.tools) == {
+        "marshoai-example__get_weather", "marshoai-example__get_current_time"
+    }
+    runner = ToolRunner(toolset)
+    result = await runner.run_one(ToolCall("1", "marshoai-example__get_weather", '{"location": "Hangzhou"}'))
+    runner.close()
+    assert result.ok and "Hangzhou" in result.content and "25" in result.content
