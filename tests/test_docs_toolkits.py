@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import importlib.util
 import socket
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -15,6 +18,7 @@ from nonebot_plugin_marsho.tools import (
     ToolCall,
     ToolContext,
     ToolRunner,
+    Toolset,
     ToolsetSource,
     load_toolset,
 )
@@ -164,3 +168,68 @@ async def test_the_tools_json_example_loads_and_runs(lang: str, tmp_path: Path) 
     result = await runner.run_one(ToolCall("1", "marshoai-example__get_weather", '{"location": "Hangzhou"}'))
     runner.close()
     assert result.ok and "Hangzhou" in result.content and "25" in result.content
+
+
+# -- webservices.md ---------------------------------------------------------------------------
+
+
+def wait_for_port(port: int, process: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        assert process.poll() is None, "the example service exited at start"
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise TimeoutError("the example service did not start listening")
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+async def test_the_web_service_example_answers_with_a_chart(lang: str, tmp_path: Path) -> None:
+    from nonebot_plugin_marsho.tools.webservices import load_webservices
+
+    port = free_port()
+    service = doc_block(f"{lang}/webservices.md", "sales_service.py").replace("5000", str(port))
+    config = doc_block(f"{lang}/webservices.md", "webservices.json").replace("5000", str(port))
+    (tmp_path / "sales_service.py").write_text(service, encoding="utf-8")
+    (tmp_path / "webservices.json").write_text(config, encoding="utf-8")
+    process = subprocess.Popen([sys.executable, str(tmp_path / "sales_service.py")],
+                               stderr=subprocess.DEVNULL)
+    try:
+        wait_for_port(port, process)
+        # the token the page exports
+        toolkit, problems = load_webservices(tmp_path / "webservices.json",
+                                             environ={"SALES_TOKEN": "t0ken-123"})
+        assert toolkit is not None and problems == []
+        toolset = Toolset()
+        toolset.add(toolkit)
+        runner = ToolRunner(toolset)
+        result = await runner.run_one(ToolCall("1", "services__sales", '{"shop": "north"}'))
+        wrong, _ = load_webservices(tmp_path / "webservices.json", environ={"SALES_TOKEN": "guess"})
+        assert wrong is not None
+        refused = Toolset()
+        refused.add(wrong)
+        refused_runner = ToolRunner(refused)
+        unauthorised = await refused_runner.run_one(ToolCall("2", "services__sales", '{"shop": "north"}'))
+        runner.close()
+        refused_runner.close()
+    finally:
+        process.terminate()
+        process.wait(5)
+    assert result.ok, result.content
+    assert len(result.images) == 1 and result.images[0].startswith(b"\x89PNG")
+    # the default of months (3) was POSTed: three rows in the model's summary
+    assert all(month in result.content for month in (("一月", "二月", "三月") if lang == "zh"
+                                                     else ("January", "February", "March")))
+    assert unauthorised.status == "error" and "401" in unauthorised.content
+    assert "guess" not in unauthorised.content
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_the_web_service_page_exports_the_token_its_file_uses(lang: str) -> None:
+    exports = [block.text for block in blocks(f"{lang}/webservices.md")
+               if block.language == "sh" and "export SALES_TOKEN=" in block.text]
+    service = doc_block(f"{lang}/webservices.md", "sales_service.py")
+    assert exports and "${SALES_TOKEN}" in doc_block(f"{lang}/webservices.md", "webservices.json")
+    token = exports[0].split("export SALES_TOKEN=")[1].split()[0]
+    assert f"Bearer {token}" in service
