@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -233,3 +234,76 @@ def test_the_web_service_page_exports_the_token_its_file_uses(lang: str) -> None
     assert exports and "${SALES_TOKEN}" in doc_block(f"{lang}/webservices.md", "webservices.json")
     token = exports[0].split("export SALES_TOKEN=")[1].split()[0]
     assert f"Bearer {token}" in service
+
+
+# -- mcp.md -----------------------------------------------------------------------------------
+
+
+def pip_recipe(lang: str) -> str:
+    """The page's mcp.json for the server installed with pip (the page has several mcp.json)."""
+    [recipe] = [block.text for block in blocks(f"{lang}/mcp.md")
+                if block.title == "mcp.json" and "mcp-server-time" in block.text]
+    return recipe
+
+
+def installed_like_pip(folder: Path) -> Path:
+    """An executable where pip would put a server's console script in a venv of its own, with
+    its own Python in the shebang: here it runs the suite's MCP server (tests/mcp_server.py,
+    stdio), which answers `whoami` with the arguments it was started with."""
+    script = folder / "bin" / "mcp-server-time"
+    script.parent.mkdir(parents=True)
+    script.write_text(
+        f"#!{sys.executable}\n"
+        "import os, runpy, sys\n"
+        "os.environ['MARSHO_TEST_TAG'] = ' '.join(sys.argv[1:])\n"
+        "sys.argv = sys.argv[:1]\n"
+        f"runpy.run_path({str(TESTS / 'mcp_server.py')!r}, run_name='__main__')\n",
+        encoding="utf-8",
+    )
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return script
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_the_pip_recipe_names_the_venvs_own_executable_by_absolute_path(lang: str, tmp_path: Path) -> None:
+    from nonebot_plugin_marsho.tools.mcp import read_mcp_config
+
+    path = tmp_path / "mcp.json"
+    path.write_text(pip_recipe(lang), encoding="utf-8")
+    servers, problems = read_mcp_config(path, environ={})
+    assert problems == [] and list(servers) == ["time"]
+    server = servers["time"]
+    assert server.transport == "stdio" and Path(server.command).is_absolute()
+    # the executable of the venv the page's sh block makes and installs into
+    install = next(block.text for block in blocks(f"{lang}/mcp.md")
+                   if block.language == "sh" and "pip install mcp-server-time" in block.text)
+    venv = install.split("-m venv ")[1].split()[0]
+    assert server.command == f"{venv}/bin/mcp-server-time"
+    assert f"{venv}/bin/pip install mcp-server-time" in install
+    assert server.permission == "everyone"
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+async def test_the_pip_recipe_runs_a_tool_call_through_the_absolute_command(lang: str, tmp_path: Path) -> None:
+    from nonebot_plugin_marsho.tools.mcp import McpManager, read_mcp_config
+
+    venv = tmp_path / "venv"
+    installed_like_pip(venv)
+    path = tmp_path / "mcp.json"
+    path.write_text(pip_recipe(lang).replace("/opt/mcp/time", str(venv)), encoding="utf-8")
+    servers, problems = read_mcp_config(path, environ={})
+    assert problems == []
+    toolset = Toolset()
+    manager = McpManager(servers, toolset, call_timeout=10)
+    await manager.start(wait=60)
+    try:
+        assert manager.status()["time"] == "connected (8 tools)", manager.status()
+        runner = ToolRunner(toolset, timeout=10)
+        member = ToolContext(user_id="10001", group_id="20001", role="member")
+        added = await runner.run_one(ToolCall("1", "time__add", '{"a": 2, "b": 3}'), member)
+        started_with = await runner.run_one(ToolCall("2", "time__whoami", "{}"), member)
+        runner.close()
+    finally:
+        await manager.stop()
+    assert (added.status, added.content) == ("ok", "5")
+    assert started_with.content == "--local-timezone Asia/Shanghai"
