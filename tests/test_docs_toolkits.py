@@ -6,6 +6,7 @@ every page shares)."""
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import socket
 import stat
 import subprocess
@@ -307,3 +308,89 @@ async def test_the_pip_recipe_runs_a_tool_call_through_the_absolute_command(lang
         await manager.stop()
     assert (added.status, added.content) == ("ok", "5")
     assert started_with.content == "--local-timezone Asia/Shanghai"
+
+
+# -- plugin-api.md ----------------------------------------------------------------------------
+
+
+_plugins = itertools.count()
+
+
+def load_page_plugin(lang: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """my_plugin.py loaded by NoneBot as a plugin of the test bot, which has marsho loaded on
+    the fake endpoint (tests/conftest.py)."""
+    import nonebot
+
+    name = f"docs_my_plugin_{lang}_{next(_plugins)}"  # a plugin's name loads once per process
+    (tmp_path / f"{name}.py").write_text(doc_block(f"{lang}/plugin-api.md", "my_plugin.py"), encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    plugin = nonebot.load_plugin(name)
+    assert plugin is not None
+    return plugin.module
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+async def test_the_plugin_example_answers_its_command_with_a_tool_call(
+    lang: str, app, fake, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.fake_openai import text, tool_calls
+    from tests.onebot import group_message
+
+    module = load_page_plugin(lang, tmp_path, monkeypatch)
+    fake.push(tool_calls(("get_weather", {"city": "Paris"})), text("Paris is 25 degrees and sunny."))
+    command = "/天气 巴黎今天热吗？" if lang == "zh" else "/weather Is it hot in Paris today?"
+    try:
+        async with app.test_matcher(module.weather) as ctx:
+            bot = ctx.create_bot()
+            event = group_message(command)
+            ctx.receive_event(bot, event)
+            ctx.should_call_send(event, "Paris is 25 degrees and sunny.", result=None)
+            ctx.should_finished(module.weather)
+    finally:
+        module.weather.destroy()
+    first, second = fake.requests[-2:]
+    assert [tool["function"]["name"] for tool in first["tools"]] == ["get_weather"]
+    assert first["messages"][0]["role"] == "system"
+    assert first["messages"][-1]["content"] == command.split(" ", 1)[1]
+    assert second["messages"][-1]["role"] == "tool" and "Paris" in second["messages"][-1]["content"]
+    assert "25" in second["messages"][-1]["content"]
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+async def test_the_plugin_example_tells_the_chat_when_the_endpoint_fails(
+    lang: str, app, fake, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.fake_openai import error
+    from tests.onebot import group_message
+
+    module = load_page_plugin(lang, tmp_path, monkeypatch)
+    fake.push(error(401, "invalid api key"))
+    source = doc_block(f"{lang}/plugin-api.md", "my_plugin.py")
+    notice = source.split("except EndpointError:")[1].split('finish("')[1].split('")')[0]
+    try:
+        async with app.test_matcher(module.weather) as ctx:
+            bot = ctx.create_bot()
+            event = group_message("/weather Paris" if lang == "en" else "/天气 巴黎")
+            ctx.receive_event(bot, event)
+            ctx.should_call_send(event, notice, result=None)
+            ctx.should_finished(module.weather)
+    finally:
+        module.weather.destroy()
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+async def test_the_manual_tools_example_runs_the_tool_itself_and_submits_the_result(
+    lang: str, fake, tmp_path: Path
+) -> None:
+    from tests.fake_openai import text, tool_calls
+
+    path = tmp_path / "manual_tools.py"
+    path.write_text(doc_block(f"{lang}/plugin-api.md", "manual_tools.py"), encoding="utf-8")
+    module = import_file(path, f"docs_manual_tools_{lang}")
+    fake.push(tool_calls(("get_weather", {"city": "Paris"}, "call_a"), ("get_weather", {"city": "Oslo"}, "call_b")),
+              text("Paris and Oslo are both 25 degrees."))
+    answer = await module.weather_by_hand("Paris or Oslo?")
+    assert answer == "Paris and Oslo are both 25 degrees."
+    tool_messages = [m for m in fake.requests[-1]["messages"] if m["role"] == "tool"]
+    assert [(m["tool_call_id"], m["content"]) for m in tool_messages] == [
+        ("call_a", module.weather_service("Paris")), ("call_b", module.weather_service("Oslo"))]
