@@ -8,7 +8,7 @@
 
 Settings come from `.env` (copy `.env.example`) and the environment: HOST and PORT say where the
 bot listens; the MARSHO_* keys configure the plugin. Other platforms (Telegram, Discord, the QQ
-official API...): see the README's "Platforms" section.
+official API...): see docs/en/platforms.md.
 """
 
 import os

@@ -38,7 +38,7 @@ __plugin_meta__ = PluginMetadata(
     homepage="https://github.com/marsho-dev/nonebot-plugin-marsho",
     config=Config,
     # exactly the adapters tests/test_platforms.py covers (nonebot-plugin-uninfo and alconna
-    # know more; each new one gets its row in the README's platform table and the tests first)
+    # know more; each new one gets its row in docs/*/platforms.md's table and the tests first)
     supported_adapters={
         "~onebot.v11", "~onebot.v12", "~qq", "~telegram", "~discord", "~kaiheila", "~feishu", "~satori",
         "~console",

@@ -226,7 +226,7 @@ def test_a_marshoai_plugin_folder_is_named_as_such_not_sent_to_install_marshoai(
     [error] = toolset.errors
     assert error.path == OTHERS / "marshoai-plugin" / "__init__.py"
     text = str(error)
-    assert "this is a nonebot-plugin-marshoai plugin, not a toolkit folder; see README" in text
+    assert "this is a nonebot-plugin-marshoai plugin, not a toolkit folder; see docs/en/toolkits.md" in text
     assert "No module named" not in text
     assert "pip install" not in text
     assert "on_function_call" in text
@@ -242,7 +242,7 @@ def test_a_marshoai_plugin_whose_init_imports_a_sibling_is_named_as_such_at_impo
     toolset = load_toolset([ToolsetSource(tmp_path, "a test")])
 
     [error] = toolset.errors
-    assert "this is a nonebot-plugin-marshoai plugin, not a toolkit folder; see README" in str(error)
+    assert "this is a nonebot-plugin-marshoai plugin, not a toolkit folder; see docs/en/toolkits.md" in str(error)
     assert "main.py line 1" in str(error)
     assert "No module named" not in str(error)
 

@@ -314,7 +314,7 @@ class Marsho:
         if toolset.available:
             logger.info("marsho: off until MARSHO_ENABLED_TOOLKITS names them: "
                         f"{', '.join(toolset.available)} (what each sends where: "
-                        "python -m nonebot_plugin_marsho tools, or the README)")
+                        "python -m nonebot_plugin_marsho tools, or docs/en/toolkits.md)")
         loaded = {toolkit.name for toolkit in toolset.toolkits}
         for name in sorted(set(config.marsho_enabled_toolkits) - loaded):
             logger.warning(f"marsho: MARSHO_ENABLED_TOOLKITS names {name!r}, which did not load")

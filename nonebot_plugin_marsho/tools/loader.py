@@ -310,7 +310,7 @@ _MARSHOAI_PLUGIN = re.compile(
 )
 """marshoai's plugin format (1.0 on): `@on_function_call(...)` from `nonebot_plugin_marshoai.plugin`."""
 
-MARSHOAI_PLUGIN = ("this is a nonebot-plugin-marshoai plugin, not a toolkit folder; see README "
+MARSHOAI_PLUGIN = ("this is a nonebot-plugin-marshoai plugin, not a toolkit folder; see docs/en/toolkits.md "
                    "(\"Imports, problems and testing\"): {how}")
 _MARSHOAI_PLUGIN_HOW = ("Marsho does not run marshoai's plugin API (on_function_call, "
                         "__marsho_meta__): rewrite it as a toolkit, each function's description= "
@@ -351,7 +351,7 @@ def _marshoai_code_imported(error: ModuleNotFoundError, folder: Path) -> tuple[s
     shown = f" (`{line}`)" if line else ""
     return (f"it imports nonebot-plugin-marshoai's own code{shown}",
             "Marsho neither provides nor needs it: copy what the toolkit uses from it into "
-            "the toolkit (see README, \"Imports, problems and testing\")")
+            "the toolkit (see docs/en/toolkits.md, \"Imports, problems and testing\")")
 
 
 def _missing_installed_module(name: str, top: str) -> tuple[str, str]:
@@ -589,7 +589,7 @@ def _check_self_described(
         problems.error(other_format, "found, but Marsho reads tool descriptions only from "
                        "tools.json, so this toolkit has no tools: write the same entries as "
                        "JSON in tools.json (marshoai's format), or describe the functions in "
-                       "__init__.py (README, \"Writing a toolkit\")")
+                       "__init__.py (docs/en/toolkits.md)")
     elif not tools:
         problems.error(init_file, "no tools: add a tools.json, register functions in a "
                        "Toolbox, or give __init__.py public functions with docstrings")
