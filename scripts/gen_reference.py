@@ -19,6 +19,7 @@ import ast
 import inspect
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -446,6 +447,22 @@ WORDS: dict[str, dict[Lang, str]] = {
                   "zh": "本页由 `scripts/gen_reference.py` 根据代码生成；要修改请改代码，不要直接改本页。"},
 }
 
+
+_CJK_END = re.compile(r"[\u3000-\u303f\u3400-\u9fff\uff00-\uffef“”‘’…]$")
+_CJK_START = re.compile(r"^[\u3000-\u303f\u3400-\u9fff\uff00-\uffef“”‘’…]")
+
+
+def prose(text: str) -> str:
+    """The text with each line break between two Chinese characters joined: the source wraps
+    its lines, but a browser shows such a break as a stray space inside a Chinese sentence."""
+    lines: list[str] = []
+    for line in text.split("\n"):
+        if lines and _CJK_END.search(lines[-1]) and _CJK_START.match(line):
+            lines[-1] += line
+        else:
+            lines.append(line)
+    return "\n".join(lines)
+
 SETTINGS_INTRO: dict[Lang, str] = {
     "en": """\
 # Settings
@@ -545,7 +562,7 @@ def _setting_entry(setting: Setting, model: type[BaseModel], lang: Lang) -> list
 def settings_page(model: type[BaseModel], lang: Lang, sections: Sequence[Section] | None = None) -> str:
     """docs/<lang>/reference/settings.md: the sections listed, then each with its settings."""
     grouped = settings(model, sections)
-    lines = [SETTINGS_INTRO[lang]]
+    lines = [prose(SETTINGS_INTRO[lang])]
     lines += [f"- [{_title(section, lang)}](#{_anchor(section.en)})" for section, _ in grouped]
     lines += ["", f"<!-- {WORDS['generated']['en']} -->", ""]
     for section, members in grouped:
@@ -611,7 +628,7 @@ def commands_page(lang: Lang) -> str:
     texts = i18n.CATALOGUES[CATALOGUE[lang]]  # type: ignore[index]
     fill = {"name": config.marsho_name, "names": ", ".join(config.trigger_names)}
     words = {key: value[lang] for key, value in COMMAND_WORDS.items()}
-    lines = [COMMANDS_INTRO[lang], "```text"]
+    lines = [prose(COMMANDS_INTRO[lang]), "```text"]
     lines += [texts[f"usage.{key}"].format(**fill) for key in ("ask", "triggers", "at", "quote")]
     lines += ["```", "", f"| {words['command']} | {words['who']} | {words['where']} |", "| --- | --- | --- |"]
     commands = REGISTRY.all()
@@ -688,7 +705,7 @@ def python_version() -> str:
 
 def cli_page(lang: Lang, helps: dict[tuple[str, ...], str]) -> str:
     """docs/<lang>/reference/cli.md: the `--help` of the CLI and of each of its commands."""
-    lines = [CLI_INTRO[lang]]
+    lines = [prose(CLI_INTRO[lang])]
     for args, text in helps.items():
         if args:
             lines += [f"## {' '.join(args)}", ""]

@@ -629,3 +629,35 @@ def test_an_unclaimed_python_block_fails() -> None:
     block = Block("en/x.md", 1, "python", "nobody_reads_me.py", "print(1)\n")
     with pytest.raises(AssertionError, match="no test reads it"):
         test_every_other_python_block_has_a_test_of_its_own(block)
+
+
+_CJK = re.compile(r"[\u3000-\u303f\u3400-\u9fff\uff00-\uffef“”‘’…]")
+_BLOCK_START = re.compile(r"^\s*([-*+] |\d+\. |\||#|!!!|\?\?\?|```|~~~|<|===|$)")
+
+
+def soft_breaks(markdown: str) -> list[int]:
+    """Lines (1-based) of prose that go on a paragraph between two Chinese characters: a browser
+    shows such a line break as a stray space in the middle of a Chinese sentence."""
+    found, fence, previous = [], False, ""
+    for number, line in enumerate(markdown.split("\n"), 1):
+        if line.lstrip().startswith(("```", "~~~")):
+            fence, previous = not fence, ""
+            continue
+        tail = previous.rstrip()
+        if (not fence and tail and not _BLOCK_START.match(line) and not previous.endswith("  ")
+                and not tail.lstrip().startswith(("|", "#", "<")) and _CJK.match(tail[-1])
+                and _CJK.match(line.lstrip()[0])):
+            found.append(number)
+        previous = "" if fence else line
+    return found
+
+
+@pytest.mark.parametrize("page", pages("zh"))
+def test_chinese_prose_has_no_line_break_between_two_characters(page: str) -> None:
+    text = (DOCS / page).read_text(encoding="utf-8")
+    assert soft_breaks(text) == [], f"docs/{page}: join these lines to the line above them"
+
+
+def test_a_line_break_inside_a_chinese_sentence_is_found() -> None:
+    assert soft_breaks("先把接口\n设置好。\n\n- 列表\n- 第二项\n") == [2]
+    assert soft_breaks("first line\nsecond line\n") == []
