@@ -357,14 +357,16 @@ def proxy_fallback_blocks() -> list[Block]:
 
 
 @pytest.mark.parametrize("block", proxy_fallback_blocks(), ids=ids)
-@pytest.mark.parametrize("failure", ["proxy down", "key refused"])
+@pytest.mark.parametrize("failure", ["proxy down", "key refused", "no connected db"])
 async def test_the_proxy_recipes_fallback_answers_when_the_proxy_fails(
     block: Block, failure: str, strict_fake: FakeOpenAI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with FakeOpenAI() as proxy:
         if failure == "key refused":
             proxy.responder = lambda body: error(401, "Authentication Error, Invalid proxy server token passed.")
-        primary = proxy.base_url if failure == "key refused" else nothing_listens()
+        if failure == "no connected db":  # LiteLLM without a database answers a wrong key so
+            proxy.responder = lambda body: error(400, "No connected db.")
+        primary = nothing_listens() if failure == "proxy down" else proxy.base_url
         config = recipe_config(block, tmp_path, monkeypatch, primary, strict_fake.base_url)
         assert config.marsho_fallbacks, "the proxy page's fallback example has a fallback"
         strict_fake.push(tool_calls(("add", {"a": 2, "b": 3})), text("2+3=5"))
@@ -372,7 +374,7 @@ async def test_the_proxy_recipes_fallback_answers_when_the_proxy_fails(
         asked_proxy = len(proxy.requests)
     assert [r["model"] for r in strict_fake.requests] == [config.marsho_fallbacks[0].model] * 2
     # the turn stays on the fallback that answered: the proxy is asked once at most
-    assert asked_proxy == (1 if failure == "key refused" else 0)
+    assert asked_proxy == (0 if failure == "proxy down" else 1)
 
 
 def test_the_proxy_fallback_example_goes_straight_to_the_provider() -> None:
