@@ -46,6 +46,7 @@ from .fairuse import Cooldown, FairUse
 from .group_actions import GroupActions
 from .models import chat_model, judge_model, summary_model
 from .outgoing import Delivery
+from .reminders import Reminders, start_reminders
 from .render import error_text
 from .targets import TargetBook
 
@@ -81,6 +82,8 @@ class Services:
     mcp: McpManager | None = None
     memory_book: MemoryBook | None = None
     group_actions: GroupActions | None = None
+    reminders: Reminders | None = None
+    """The reminders' book (tools, listings, cancels) and the loop that sends them."""
 
 
 class Built(Generic[T]):
@@ -443,11 +446,13 @@ class Marsho:
         with stage("group actions"):
             group_actions = (await self.add_group_actions(toolset, store) if config.marsho_group_actions
                              else None)
+        with stage("reminders"):
+            reminders = start_reminders(self, toolset, store, stack)
         return Services(engine=engine, store=store, chat_log=chat_log, active=active, meter=meter,
                         nicknames=Nicknames(store), personas=GroupPersonas(store), memories=memories,
                         targets=TargetBook(store),
                         summary_llm=summary_llm, judge=judge, mcp=mcp, memory_book=book,
-                        group_actions=group_actions)
+                        group_actions=group_actions, reminders=reminders)
 
     def _models(self, stack: AsyncExitStack) -> tuple[LLMClient, LLMClient | None, LLMClient | None]:
         """The chat model, and the summary model and the judge where settings ask for them (on

@@ -197,6 +197,11 @@ class ReminderStore:
             state=state, due_at=reminder.due_at if retry_at is None else retry_at,
             attempts=reminder.attempts + 1, problem=problem, claimed_by="", claimed_at=0.0)) > 0
 
+    async def release(self, reminder: Reminder) -> bool:
+        """Give a claimed `reminder` back unsent (its sending was stopped before it began)."""
+        return await self._write(update(reminders_table).where(self._claimed(reminder)).values(
+            state="active", claimed_by="", claimed_at=0.0)) > 0
+
     @staticmethod
     def _claimed(reminder: Reminder) -> ColumnElement[bool]:
         columns = reminders_table.c
