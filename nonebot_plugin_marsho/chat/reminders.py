@@ -228,27 +228,31 @@ def _superuser(bot: Bot, user_id: str, superusers: set[str]) -> bool:
     return user_id in superusers or f"{adapter}:{user_id}" in superusers
 
 
-async def role_now(bot: Bot, reminder: Reminder, superusers: set[str]) -> Role:
-    """The asker's role as it is now: superuser (SUPERUSERS), their group role where the
-    platform tells it without an event (OneBot v11's get_group_member_info), else member."""
-    if _superuser(bot, reminder.user_id, superusers):
-        return "superuser"
+async def asker_now(bot: Bot, reminder: Reminder, superusers: set[str]) -> tuple[Role, str]:
+    """The asker's role and name in the chat as they are now: superuser (SUPERUSERS), else their
+    group role where the platform tells it without an event (OneBot v11's
+    get_group_member_info, which gives their group card too), else member."""
+    superuser = _superuser(bot, reminder.user_id, superusers)
     if reminder.kind != "group" or bot.adapter.get_name() != "OneBot V11":
-        return "member"
+        return ("superuser" if superuser else "member"), reminder.name
     try:
         info = await bot.call_api("get_group_member_info", group_id=int(reminder.chat_id),
                                   user_id=int(reminder.user_id), no_cache=False)
     except Exception:  # not known to the implementation: the least
-        return "member"
-    role = info.get("role") if isinstance(info, Mapping) else None
-    return role if role in ("owner", "admin") else "member"
+        info = None
+    info = info if isinstance(info, Mapping) else {}
+    name = str(info.get("card") or info.get("nickname") or reminder.name)
+    if superuser:
+        return "superuser", name
+    role = info.get("role")
+    return (role if role in ("owner", "admin") else "member"), name
 
 
-def where_of_reminder(reminder: Reminder, role: Role) -> Where:
+def where_of_reminder(reminder: Reminder, role: Role, name: str = "") -> Where:
     """The chat and person of a reminder, as a message there would have them."""
     kind = reminder.kind if reminder.kind in ("group", "channel", "private") else "private"
     return Where(platform=reminder.platform, kind=kind, chat_id=reminder.chat_id,  # type: ignore[arg-type]
-                 user_id=reminder.user_id, name=reminder.name,
+                 user_id=reminder.user_id, name=name or reminder.name,
                  role=role if role in ("owner", "admin") else "member",  # type: ignore[arg-type]
                  guild_id=reminder.guild_id or None, channel_id=reminder.channel_id or None)
 
@@ -336,8 +340,8 @@ class Courier:
         app, t = self.app, self.app.texts
         services = app.built()
         bot, target = await self._destination(reminder)
-        role = await role_now(bot, reminder, self._superusers())
-        where = where_of_reminder(reminder, role)
+        role, name = await asker_now(bot, reminder, self._superusers())
+        where = where_of_reminder(reminder, role, name)
         superuser = role == "superuser"
         if not app.fair_use.admits(where.names or None, where.user_id, superuser=superuser):
             raise Undeliverable(t("reminders.why_not_served"))
