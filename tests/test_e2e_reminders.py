@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -186,3 +187,54 @@ async def test_one_missed_past_the_grace_is_dropped_and_its_asker_told_once(
             assert mentions(told, ALICE)
             assert "while I was offline, so it was not sent: feed the cat" in told.text
             await chat.expect_no_send(3.0, where=in_group(group))
+
+
+async def test_two_bot_processes_on_one_postgresql_database_fire_each_reminder_once(
+        endpoint: FakeOpenAI, tmp_path: Path) -> None:
+    from nonebot_plugin_marsho.store.reminders import Reminder, ReminderStore
+    from nonebot_plugin_marsho.store.sql import SqlStore
+    from tests.test_postgres import start_postgres
+
+    server = start_postgres()
+    try:
+        url = server.create_database("marsho_two_bots")
+        group, count = next(_groups), 40
+        bots = [new_bot(endpoint, tmp_path / f"data{n}", MARSHO_DATABASE_URL=url) for n in (1, 2)]
+        with bots[0], bots[1]:
+            async with bots[0].simulator(self_id=SELF_ID) as one, bots[1].simulator(self_id=SELF_ID) as two:
+                endpoint.push(text("hi"), text("hi"))
+                for chat in (one, two):  # the group's target is saved, and each process knows the bot
+                    await chat.ask("marsho hi", group_id=group, user_id=ALICE)
+                sql = SqlStore(url)
+                try:
+                    # written from outside, as a third process would: both loops find them on their
+                    # own and wake for the same due times
+                    store, chat_key = ReminderStore(sql), f"OneBot V11:group:{group}"
+                    due = time.time() + 40
+                    for n in range(count):
+                        await store.add(Reminder(
+                            id=0, chat_key=chat_key, platform="OneBot V11", kind="group", chat_id=str(group),
+                            user_id=str(ALICE), asker=f"OneBot V11:{ALICE}", what="text", body=f"twin {n}",
+                            due_at=due + n % 3, session_key=chat_key, zone="UTC"))
+                finally:
+                    await sql.close()
+                said: list[str] = []
+
+                async def collect(chat: OneBotSim) -> None:
+                    while True:
+                        action = await chat.wait_send(timeout=DEADLINE + 40, where=in_group(group))
+                        said.append(action.text.strip())
+
+                tasks = [asyncio.ensure_future(collect(chat)) for chat in (one, two)]
+                try:
+                    deadline = asyncio.get_running_loop().time() + DEADLINE + 40
+                    while len(said) < count and asyncio.get_running_loop().time() < deadline:
+                        await asyncio.sleep(0.2)
+                    await asyncio.sleep(3)  # any second copy would come by now
+                finally:
+                    for task in tasks:
+                        task.cancel()
+                    await asyncio.gather(*tasks, return_exceptions=True)
+        assert sorted(said) == sorted(f"⏰ twin {n}" for n in range(count))
+    finally:
+        server.stop()
