@@ -502,8 +502,8 @@ EN: dict[str, str] = {
     "status.failing": "{name} is failing: {reason}",
     # --- reminders ---
     "usage.reminders": (
-        "{name}.reminders [group|all|cancel <number>]  your reminders in this chat, and cancelling one "
-        "(group: this group's, for its admins; all: everyone's, for superusers in private)"
+        "{name}.reminders [group|cancel <number>]  your reminders in this chat, and cancelling one "
+        "(group admins: the group's)"
     ),
     "reminders.text": "⏰ {text}{late}",
     "reminders.prompt": "⏰ Your scheduled question (#{id}): {prompt}{late}",
@@ -966,8 +966,8 @@ ZH: dict[str, str] = {
     "status.failing": "{name}无法使用：{reason}",
     # --- reminders ---
     "usage.reminders": (
-        "{name}.reminders [group|all|cancel <编号>]  你在本聊天的提醒，以及取消某个提醒"
-        "（group：本群的，群管理员可看；all：所有人的，超级用户在私聊中可看）"
+        "{name}.reminders [group|cancel <编号>]  你在本聊天的提醒，以及取消某个提醒"
+        "（group：本群的，群管理员可看）"
     ),
     "reminders.text": "⏰ {text}{late}",
     "reminders.prompt": "⏰ 你预约的问题（#{id}）：{prompt}{late}",

@@ -21,9 +21,10 @@ __all__ = ["REGISTRY", "Answer", "Command", "CommandContext", "DuplicateCommandE
            "Registry", "Who"]
 
 REGISTRY = Registry([
-    session.RESET, tools.TOOLS, session.CALLS, session.HISTORY, people.NICKNAME, people.MEMORY, group.CONTEXT,
+    session.RESET, tools.TOOLS, session.CALLS, session.HISTORY, people.NICKNAME, people.MEMORY,
+    reminders.REMINDERS, group.CONTEXT,
     group.FORGET, group.PERSONA, group.ACTIVE, guide.HELP, bill.USAGE, owner.MODEL, session.EXPORT,
-    owner.STATUS, bill.QUOTA, actions.ACTIONS, reminders.REMINDERS,
+    owner.STATUS, bill.QUOTA, actions.ACTIONS,
 ])
 """Every command, in the order the help lists them."""
 HELP_ORDER = REGISTRY.names()
