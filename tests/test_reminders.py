@@ -402,3 +402,47 @@ async def test_a_reminder_added_wakes_the_loop_at_once(store: ReminderStore) -> 
         await asyncio.wait_for(fired.wait(), 10)
     finally:
         await scheduler.stop()
+
+
+# the chat's side
+
+
+def test_how_late_is_said_in_the_chats_language() -> None:
+    from nonebot_plugin_marsho.chat.reminders import late_text
+
+    assert late_text(Texts("en"), 2 * 3600 + 5 * 60) == "2 hours 5 minutes"
+    assert late_text(Texts("en"), 61) == "1 minute"
+    assert late_text(Texts("zh-CN"), 86400 + 3 * 3600 + 60) == "1 天 3 小时"
+
+
+def _toolkit(book: ReminderBook):  # noqa: ANN202
+    from nonebot_plugin_marsho.tools.model import Toolset
+
+    return Toolset(), book.toolkit()
+
+
+def test_the_owners_tool_settings_apply_to_the_reminder_tools(book: ReminderBook, tmp_path: Path) -> None:
+    from nonebot_plugin_marsho.chat.reminders import add_builtin_toolkit
+    from nonebot_plugin_marsho.config import Config
+
+    toolset, toolkit = _toolkit(book)
+    config = Config(marsho_disabled_tools=["reminders__cancel"],
+                    marsho_tool_permissions={"reminders__add": "admin"})
+    assert add_builtin_toolkit(config, toolset, toolkit, tmp_path)
+    assert sorted(toolset.tools) == ["reminders__add", "reminders__list"]
+    assert toolset.tools["reminders__add"].permission == "admin" and "reminders__cancel" in toolset.disabled
+    toolset, toolkit = _toolkit(book)
+    assert not add_builtin_toolkit(Config(marsho_disabled_toolkits=["reminders"]), toolset, toolkit, tmp_path)
+    assert toolset.tools == {} and "reminders" in toolset.disabled
+
+
+def test_a_users_toolkit_named_reminders_is_kept_and_the_clash_reported(book: ReminderBook, tmp_path: Path) -> None:
+    from nonebot_plugin_marsho.chat.reminders import add_builtin_toolkit
+    from nonebot_plugin_marsho.config import Config
+    from nonebot_plugin_marsho.tools.model import Toolkit
+
+    toolset, toolkit = _toolkit(book)
+    toolset.add(Toolkit(name="reminders", path=tmp_path / "reminders"))
+    assert not add_builtin_toolkit(Config(), toolset, toolkit, tmp_path)
+    [problem] = toolset.errors
+    assert "a toolkit named 'reminders' is already loaded" in problem.message
