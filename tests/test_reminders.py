@@ -27,6 +27,7 @@ from nonebot_plugin_marsho.agent.reminders import (
     retry_at,
 )
 from nonebot_plugin_marsho.agent.schedule import ScheduleError, parse_every, parse_when
+from nonebot_plugin_marsho.chat.app import Marsho
 from nonebot_plugin_marsho.chat.reminders import Scheduler, Undeliverable
 from nonebot_plugin_marsho.i18n import Texts
 from nonebot_plugin_marsho.store.reminders import Reminder, ReminderStore
@@ -415,34 +416,26 @@ def test_how_late_is_said_in_the_chats_language() -> None:
     assert late_text(Texts("zh-CN"), 86400 + 3 * 3600 + 60) == "1 天 3 小时"
 
 
-def _toolkit(book: ReminderBook):  # noqa: ANN202
+async def test_the_owners_tool_settings_apply_to_the_reminder_tools(marsho: Marsho, tmp_path: Path) -> None:
+    from contextlib import AsyncExitStack
+
+    from nonebot_plugin_marsho.chat.reminders import start_reminders
     from nonebot_plugin_marsho.tools.model import Toolset
 
-    return Toolset(), book.toolkit()
-
-
-def test_the_owners_tool_settings_apply_to_the_reminder_tools(book: ReminderBook, tmp_path: Path) -> None:
-    from nonebot_plugin_marsho.chat.reminders import add_builtin_toolkit
-    from nonebot_plugin_marsho.config import Config
-
-    toolset, toolkit = _toolkit(book)
-    config = Config(marsho_disabled_tools=["reminders__cancel"],
-                    marsho_tool_permissions={"reminders__add": "admin"})
-    assert add_builtin_toolkit(config, toolset, toolkit, tmp_path)
-    assert sorted(toolset.tools) == ["reminders__add", "reminders__list"]
-    assert toolset.tools["reminders__add"].permission == "admin" and "reminders__cancel" in toolset.disabled
-    toolset, toolkit = _toolkit(book)
-    assert not add_builtin_toolkit(Config(marsho_disabled_toolkits=["reminders"]), toolset, toolkit, tmp_path)
-    assert toolset.tools == {} and "reminders" in toolset.disabled
-
-
-def test_a_users_toolkit_named_reminders_is_kept_and_the_clash_reported(book: ReminderBook, tmp_path: Path) -> None:
-    from nonebot_plugin_marsho.chat.reminders import add_builtin_toolkit
-    from nonebot_plugin_marsho.config import Config
-    from nonebot_plugin_marsho.tools.model import Toolkit
-
-    toolset, toolkit = _toolkit(book)
-    toolset.add(Toolkit(name="reminders", path=tmp_path / "reminders"))
-    assert not add_builtin_toolkit(Config(), toolset, toolkit, tmp_path)
-    [problem] = toolset.errors
-    assert "a toolkit named 'reminders' is already loaded" in problem.message
+    bot = marsho
+    sql = SqlStore(f"sqlite+aiosqlite:///{tmp_path / 'marsho.db'}")
+    try:
+        changed = bot.with_config(marsho_disabled_tools=["reminders__cancel"],
+                                  marsho_tool_permissions={"reminders__add": "admin"})
+        async with AsyncExitStack() as stack:
+            toolset = Toolset()
+            start_reminders(changed, toolset, sql, stack)
+            assert sorted(toolset.tools) == ["reminders__add", "reminders__list"]
+            assert toolset.tools["reminders__add"].permission == "admin"
+        async with AsyncExitStack() as stack:
+            toolset = Toolset()
+            reminders = start_reminders(bot.with_config(marsho_disabled_toolkits=["reminders"]), toolset, sql,
+                                        stack)
+            assert toolset.tools == {} and reminders.book is not None  # listed and cancelled all the same
+    finally:
+        await sql.close()

@@ -27,6 +27,8 @@ from ..agent.memory import MEMORY_TOOLS, TOOLKIT, MemoryBook
 from ..agent.metering import Limits, Meter
 from ..agent.persona import GroupPersonas, Nicknames, Prompt, clock
 from ..agent.praises import PraisesFile
+from ..agent.reminders import REMINDER_TOOLS
+from ..agent.reminders import TOOLKIT as REMINDERS_TOOLKIT
 from ..agent.summary import Summarizer
 from ..config import Config
 from ..exceptions import NotReadyError, StoreError
@@ -326,6 +328,7 @@ class Marsho:
         # the memory tools join later (add_memory), and these settings apply to them too
         memory = {TOOLKIT, *MEMORY_TOOLS} if config.marsho_memory else set()
         memory |= {GROUP_TOOLKIT, *GROUP_TOOLS} if config.marsho_group_actions else set()  # add_group_actions
+        memory |= {REMINDERS_TOOLKIT, *REMINDER_TOOLS}  # start_reminders
         known = set(toolset.tools) | loaded | set(toolset.disabled) | memory
         for name in sorted(set(config.marsho_tool_permissions) - known):
             logger.warning(f"marsho: MARSHO_TOOL_PERMISSIONS names {name!r}: no such tool or toolkit")

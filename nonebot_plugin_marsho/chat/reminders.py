@@ -21,7 +21,6 @@ from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import nonebot
@@ -33,7 +32,6 @@ from ..agent.gate import lane
 from ..agent.metering import Asker, charged_to, model_for_turn
 from ..agent.reminders import (
     STALE_CLAIM,
-    TOOLKIT,
     Fate,
     ReminderBook,
     fate,
@@ -47,9 +45,8 @@ from ..i18n import Texts
 from ..redaction import logger
 from ..store.reminders import Reminder, ReminderStore
 from ..store.sql import SqlStore
-from ..tools import LoadProblem, Toolset
-from ..tools.model import Role, ToolContext, Toolkit
-from ..tools.schema import ToolDefinitionError, check_permission
+from ..tools import Toolset
+from ..tools.model import Role, ToolContext
 from .bill import limits_of, quota_text
 from .outgoing import send_answer
 from .render import brief_reason, brief_text, reply_text
@@ -57,7 +54,6 @@ from .targets import SendError
 from .where import Where
 
 if TYPE_CHECKING:
-    from ..config import Config
     from .app import Marsho
 
 POLL = 30.0
@@ -411,40 +407,6 @@ class Courier:
 # the start's stage
 
 
-def add_builtin_toolkit(config: Config, toolset: Toolset, toolkit: Toolkit, path: Path) -> bool:
-    """Add a built-in toolkit made in code (`reminders`) as one on disk would be: the tools
-    MARSHO_DISABLED_TOOLS names left out, MARSHO_TOOL_PERMISSIONS applied, none when
-    MARSHO_DISABLED_TOOLKITS names it or a toolkit of the user's has its name (reported)."""
-    off = set(config.marsho_disabled_tools)
-    toolset.disabled.extend(tool.name for tool in toolkit.tools if tool.name in off)
-    toolkit.tools = [tool for tool in toolkit.tools if tool.name not in off]
-    for tool in toolkit.tools:
-        override = (config.marsho_tool_permissions.get(tool.name)
-                    or config.marsho_tool_permissions.get(toolkit.name))
-        try:
-            if override:
-                tool.permission = check_permission(override, tool.name)
-        except ToolDefinitionError as error:  # the tool keeps its own
-            logger.warning(f"marsho: toolkit {toolkit.name}: MARSHO_TOOL_PERMISSIONS: {error}")
-    clash = next((kit for kit in toolset.toolkits if kit.name == toolkit.name), None)
-    if toolkit.name in config.marsho_disabled_toolkits:
-        toolset.disabled.append(toolkit.name)
-        return False
-    if clash is not None:
-        problem = LoadProblem(toolkit.name, clash.path or path,
-                              f"a toolkit named {toolkit.name!r} is already loaded, so the built-in one is "
-                              "not; rename yours to use it")
-        toolset.problems.append(problem)
-        logger.error(f"marsho: toolkit {toolkit.name}: {problem}")
-        return False
-    toolset.add(toolkit)
-    toolset.toolkits.remove(toolkit)  # listed (marsho.tools) with the other built-in ones
-    toolset.toolkits.insert(sum(kit.source == "built-in" for kit in toolset.toolkits), toolkit)
-    logger.info(f"marsho: toolkit {toolkit.name} ({toolkit.source}) loaded: "
-                + ", ".join(tool.name for tool in toolkit.tools))
-    return True
-
-
 @dataclass
 class Reminders:
     """The reminders of the running bot: the book (its tools, listings, cancels) and the loop
@@ -468,7 +430,7 @@ def start_reminders(app: Marsho, toolset: Toolset, store: SqlStore, stack: Async
                         per_user=config.marsho_reminders_per_user,
                         per_group=config.marsho_reminders_per_group,
                         added=scheduler.wake)
-    add_builtin_toolkit(config, toolset, book.toolkit(), Path(TOOLKIT))
+    app.add_builtin(toolset, book.toolkit())  # MARSHO_DISABLED_TOOLS and the like apply
     scheduler.start()
     stack.push_async_callback(scheduler.stop)
     return Reminders(book, scheduler)
