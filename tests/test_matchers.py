@@ -152,7 +152,9 @@ async def test_the_name_alone_answers_with_usage(app: App, fake: FakeOpenAI) -> 
             "marsho.model [name]  show or switch the model (superusers)\n"
             "marsho.export  save this conversation as JSON (superusers)\n"
             "marsho.status  the model endpoints and keys: state, errors, latency (superusers)\n"
-            "marsho.quota [user|group <id> <tokens|off|default>]  daily token quotas (superusers)"
+            "marsho.quota [user|group <id> <tokens|off|default>]  daily token quotas (superusers)\n"
+            "marsho.actions [on|off]  the mutes, kicks and recalls I was asked for in this group; on or off "
+            "turns my group tools on or off here (group admins)"
         )), result={"message_id": 1})
     assert fake.requests == []
 
