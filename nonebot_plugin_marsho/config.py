@@ -800,6 +800,30 @@ class Config(BaseModel):
 
     zh: 每人每小时最多能让 marsho 执行多少次群操作（所有群合计）。"""
 
+    # --- reminders (issue 27) ---
+
+    marsho_reminder_min_interval: float = Field(default=300, ge=60)
+    """Seconds a repeating reminder waits at least between two times (`every`); one asked to
+    repeat more often is refused, naming this minimum.
+
+    zh: 重复提醒两次之间至少间隔的秒数；更频繁的重复会被拒绝，并说明最短间隔。"""
+
+    marsho_reminder_grace: float = Field(default=10800, ge=0)
+    """Seconds a reminder may be late after the bot was down and still be sent (saying how
+    late); one missed by longer is dropped, and its asker told once.
+
+    zh: 停机时错过的提醒在这么多秒内仍会补发（说明晚了多久）；更晚的不再发送，只告知设置者一次。"""
+
+    marsho_reminders_per_user: int = Field(default=10, ge=1, le=10000)
+    """Reminders one person may have at once, in all chats (superusers are not limited).
+
+    zh: 每人同时最多可有的提醒数（所有聊天合计；超级用户不受限）。"""
+
+    marsho_reminders_per_group: int = Field(default=30, ge=1, le=100000)
+    """Reminders one group (or channel) may have at once, whoever set them.
+
+    zh: 每个群（或频道）同时最多可有的提醒数，不论是谁设置的。"""
+
     @field_validator("marsho_quota_fallback_model", "marsho_summary_model")
     @classmethod
     def _model_name(cls, value: str) -> str:

@@ -500,6 +500,71 @@ EN: dict[str, str] = {
         "its own setup (its database, its log): a {status} like this one is how it says so."
     ),
     "status.failing": "{name} is failing: {reason}",
+    # --- reminders ---
+    "usage.reminders": (
+        "{name}.reminders [group|cancel <number>]  your reminders in this chat, and cancelling one "
+        "(group admins: the group's)"
+    ),
+    "reminders.text": "⏰ {text}{late}",
+    "reminders.prompt": "⏰ Your scheduled question (#{id}): {prompt}{late}",
+    "reminders.late": " (late by {late}: I was offline)",
+    "reminders.missed": (
+        "⏰ I missed your reminder #{id} (due {due}, {late} ago) while I was offline, so it was not "
+        "sent: {body}"
+    ),
+    "reminders.missed_next": " The next one is at {next}.",
+    "reminders.over_quota": "⏰ Your scheduled question #{id} was not asked: {reason}",
+    "reminders.prompt_failed": "⏰ Your scheduled question #{id} could not be answered: {reason}",
+    "reminders.time": "{date} {time} ({weekday})",
+    "reminders.minutes": "{n} minute|{n} minutes",
+    "reminders.hours": "{n} hour|{n} hours",
+    "reminders.days": "{n} day|{n} days",
+    "reminders.interrupted": "interrupted while being sent (the bot stopped); it may not have arrived",
+    "reminders.why_unknown": "I have not spoken in this chat yet, so I cannot find it",
+    "reminders.why_unreadable": "this chat's saved address cannot be read",
+    "reminders.why_no_bot": "no connected bot can reach this chat",
+    "reminders.why_refused": "the chat refused the message (has the bot left it?)",
+    "reminders.why_failed": "sending failed",
+    "reminders.why_not_ready": "the bot was not ready",
+    "reminders.why_not_served": "I no longer answer in this chat, or not this person",
+    "reminders.why_rate": "too many questions at once; trying again in {wait} s",
+    "reminders.off": "Reminders are not available right now.",
+    "reminders.mine": "Your reminders here ({count}):",
+    "reminders.group": "This chat's reminders ({count}):",
+    "reminders.all": "Everyone's reminders ({count}):",
+    "reminders.none": (
+        "You have no reminders here. Ask me, e.g. \"{name}"
+        " remind me in 20 minutes to stretch\"."
+    ),
+    "reminders.none_group": "This chat has no reminders.",
+    "reminders.none_all": "Nobody has reminders.",
+    "reminders.more": "(and {count} more)",
+    "reminders.cancel_hint": "Cancel one: {name}.reminders cancel <number>",
+    "reminders.every": "(repeats: {every})",
+    "reminders.paused": "[paused: {problem}]",
+    "reminders.by": "(by {user})",
+    "reminders.in": "(in {chat})",
+    "reminders.says": "says: {body}",
+    "reminders.asks": "asks: {body}",
+    "reminders.cancelled": "Cancelled #{id}: {body}",
+    "reminders.absent": "There is no reminder #{id} here ({name}.reminders lists yours).",
+    "reminders.forbidden": (
+        "Reminder #{id} is someone else's: only they,"
+        " or the group's admins, can cancel it."
+    ),
+    "reminders.cancel_usage": (
+        "Which one? {name}.reminders cancel <number>"
+        " (the numbers are in {name}.reminders)."
+    ),
+    "reminders.usage": "{name}.reminders [group|all|cancel <number>]",
+    "reminders.admins_only": (
+        "Only the group's admins and superusers can list the"
+        " group's reminders ({name}.reminders lists yours)."
+    ),
+    "reminders.all_private": (
+        "Everyone's reminders are listed only in a private"
+        " chat with me ({name}.reminders all)."
+    ),
 }
 
 ZH: dict[str, str] = {
@@ -899,6 +964,53 @@ ZH: dict[str, str] = {
         "（它的数据库、它的日志）：这样的 {status} 就是它在说这件事。"
     ),
     "status.failing": "{name}无法使用：{reason}",
+    # --- reminders ---
+    "usage.reminders": (
+        "{name}.reminders [group|cancel <编号>]  你在本聊天的提醒，以及取消某个提醒"
+        "（group：本群的，群管理员可看）"
+    ),
+    "reminders.text": "⏰ {text}{late}",
+    "reminders.prompt": "⏰ 你预约的问题（#{id}）：{prompt}{late}",
+    "reminders.late": "（晚了 {late}：我刚才不在线）",
+    "reminders.missed": "⏰ 你的提醒 #{id}（原定 {due}，已过去 {late}）在我离线时错过了，没有发出：{body}",
+    "reminders.missed_next": "下一次在 {next}。",
+    "reminders.over_quota": "⏰ 你预约的问题 #{id} 没有提问：{reason}",
+    "reminders.prompt_failed": "⏰ 你预约的问题 #{id} 没能回答：{reason}",
+    "reminders.time": "{date} {time}（{weekday}）",
+    "reminders.minutes": "{n} 分钟",
+    "reminders.hours": "{n} 小时",
+    "reminders.days": "{n} 天",
+    "reminders.interrupted": "发送时被打断（机器人停止了），可能没有送达",
+    "reminders.why_unknown": "我还没在这个聊天里说过话，找不到它",
+    "reminders.why_unreadable": "这个聊天保存的地址读不出来",
+    "reminders.why_no_bot": "没有已连接的机器人能到达这个聊天",
+    "reminders.why_refused": "聊天拒收了消息（机器人是否已退出？）",
+    "reminders.why_failed": "发送失败",
+    "reminders.why_not_ready": "机器人还没准备好",
+    "reminders.why_not_served": "我已不在这个聊天回答，或不再回答此人",
+    "reminders.why_rate": "同时提问太多；{wait} 秒后再试",
+    "reminders.off": "提醒功能暂时不可用。",
+    "reminders.mine": "你在这里的提醒（{count} 个）：",
+    "reminders.group": "本聊天的提醒（{count} 个）：",
+    "reminders.all": "所有人的提醒（{count} 个）：",
+    "reminders.none": "你在这里还没有提醒。直接跟我说就行，例如“{name} 20 分钟后提醒我活动一下”。",
+    "reminders.none_group": "本聊天没有提醒。",
+    "reminders.none_all": "谁都没有提醒。",
+    "reminders.more": "（还有 {count} 个）",
+    "reminders.cancel_hint": "取消：{name}.reminders cancel <编号>",
+    "reminders.every": "（重复：{every}）",
+    "reminders.paused": "[已暂停：{problem}]",
+    "reminders.by": "（{user} 设置）",
+    "reminders.in": "（在 {chat}）",
+    "reminders.says": "内容：{body}",
+    "reminders.asks": "提问：{body}",
+    "reminders.cancelled": "已取消 #{id}：{body}",
+    "reminders.absent": "这里没有提醒 #{id}（{name}.reminders 列出你的提醒）。",
+    "reminders.forbidden": "提醒 #{id} 是别人的：只有设置者或群管理员可以取消。",
+    "reminders.cancel_usage": "取消哪一个？{name}.reminders cancel <编号>（编号见 {name}.reminders）。",
+    "reminders.usage": "{name}.reminders [group|all|cancel <编号>]",
+    "reminders.admins_only": "只有群管理员和超级用户能列出本群的提醒（{name}.reminders 列出你的）。",
+    "reminders.all_private": "所有人的提醒只在和我的私聊中列出（{name}.reminders all）。",
 }
 
 CATALOGUES: dict[Language, dict[str, str]] = {"zh-CN": ZH, "en": EN}

@@ -109,6 +109,10 @@ SECTIONS: list[Section] = [
     Section("Group actions: mute, unmute, kick, recall", "群管理：禁言、解禁、踢人、撤回", (
         "marsho_group_actions", "marsho_group_actions_kick", "marsho_group_actions_per_hour",
     )),
+    Section("Reminders and scheduled questions", "提醒与定时提问", (
+        "marsho_reminder_min_interval", "marsho_reminder_grace", "marsho_reminders_per_user",
+        "marsho_reminders_per_group",
+    )),
 ]
 """The settings' groups, in the order of .env.example and the settings pages. A new setting goes
 into one of them (its field name in `fields`), or into a new Section of its own."""

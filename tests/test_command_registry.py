@@ -30,36 +30,36 @@ EN_TEXTS = Texts("en")
 
 
 async def said(context: CommandContext) -> str:
-    return f"reminders for {context.where.user_id}: {context.text or 'none'}"
+    return f"alarms for {context.where.user_id}: {context.text or 'none'}"
 
 
 # the declarations
 
 
 def test_a_command_declared_without_a_handler_fails() -> None:
-    with pytest.raises(TypeError, match="marsho.reminders is declared without a handler"):
-        Command("reminders", None)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="marsho.alarms is declared without a handler"):
+        Command("alarms", None)  # type: ignore[arg-type]
     with pytest.raises(TypeError):
-        Command("reminders")  # type: ignore[call-arg]
+        Command("alarms")  # type: ignore[call-arg]
 
 
 def test_every_registered_command_has_a_handler_to_await() -> None:
-    assert len(REGISTRY) == 17
+    assert len(REGISTRY) == 18
     assert [c.name for c in REGISTRY.all() if not inspect.iscoroutinefunction(c.handler)] == []
 
 
 def test_two_declarations_of_one_name_are_an_error_not_an_overwrite() -> None:
-    registry = Registry([Command("reminders", said)])
-    with pytest.raises(DuplicateCommandError, match="marsho.reminders is declared twice"):
-        registry.register(Command("reminders", said, who="superuser"))
-    kept = registry.get("reminders")
+    registry = Registry([Command("alarms", said)])
+    with pytest.raises(DuplicateCommandError, match="marsho.alarms is declared twice"):
+        registry.register(Command("alarms", said, who="superuser"))
+    kept = registry.get("alarms")
     assert kept is not None and kept.who == "member"
 
 
 @pytest.mark.parametrize(("first", "second"), [
-    (Command("reminders", said, aliases=("remind",)), Command("remind", said)),  # a name taken as an alias
-    (Command("reminders", said), Command("later", said, aliases=("reminders",))),  # an alias taken as a name
-    (Command("reminders", said, aliases=("r",)), Command("later", said, aliases=("r",))),  # one alias, twice
+    (Command("alarms", said, aliases=("alarm",)), Command("alarm", said)),  # a name taken as an alias
+    (Command("alarms", said), Command("later", said, aliases=("alarms",))),  # an alias taken as a name
+    (Command("alarms", said, aliases=("r",)), Command("later", said, aliases=("r",))),  # one alias, twice
 ])
 def test_a_word_shared_by_two_declarations_is_an_error(first: Command, second: Command) -> None:
     registry = Registry([first])
@@ -68,13 +68,13 @@ def test_a_word_shared_by_two_declarations_is_an_error(first: Command, second: C
     assert registry.names() == (first.name,)
 
 
-@pytest.mark.parametrize("aliases", [("reminders",), ("remind", "remind")])
+@pytest.mark.parametrize("aliases", [("alarms",), ("alarm", "alarm")])
 def test_a_command_cannot_declare_one_word_twice(aliases: tuple[str, ...]) -> None:
     with pytest.raises(DuplicateCommandError, match=f"marsho.{aliases[-1]} is declared twice"):
-        Registry([Command("reminders", said, aliases=aliases)])
+        Registry([Command("alarms", said, aliases=aliases)])
 
 
-@pytest.mark.parametrize("name", ["Reminders", "chat", "unknown", "1st", "remind me", "", "x" * 33])
+@pytest.mark.parametrize("name", ["Alarms", "chat", "unknown", "1st", "alarm me", "", "x" * 33])
 def test_a_name_the_trigger_cannot_read_is_refused(name: str) -> None:
     with pytest.raises(ValueError):
         Command(name, said)
@@ -102,26 +102,26 @@ def test_the_help_lists_every_registered_command_in_its_order() -> None:
 
 
 def test_the_command_words_are_the_registrys() -> None:
-    registry = Registry([*REGISTRY.all(), Command("reminders", said, aliases=("remind",))])
-    assert parse_request("marsho.reminders soon", ["marsho"], {"/"}, registry) == Request("reminders", "soon")
-    assert parse_request("marsho.remind soon", ["marsho"], {"/"}, registry) == Request("reminders", "soon")
-    assert parse_request("小棉。remind", ["小棉"], {"/"}, registry) == Request("reminders", "")
-    assert parse_request("marsho.reminders soon", ["marsho"], {"/"}) == Request("unknown", "reminders")
+    registry = Registry([*REGISTRY.all(), Command("alarms", said, aliases=("alarm",))])
+    assert parse_request("marsho.alarms soon", ["marsho"], {"/"}, registry) == Request("alarms", "soon")
+    assert parse_request("marsho.alarm soon", ["marsho"], {"/"}, registry) == Request("alarms", "soon")
+    assert parse_request("小棉。alarm", ["小棉"], {"/"}, registry) == Request("alarms", "")
+    assert parse_request("marsho.alarms soon", ["marsho"], {"/"}) == Request("unknown", "alarms")
 
 
-def test_the_did_you_mean_comes_from_the_registry(reminders: Registry) -> None:
-    lines = unknown_command_text(EN_TEXTS, "marsho", "remindrs", reminders.names()).split("\n")
-    assert lines[:2] == ["marsho.remindrs is not one of my commands. Did you mean marsho.reminders? All of them:",
-                         "marsho.reminders  reminders things"]
-    assert len(lines) == 1 + len(reminders)
-    assert "Did you mean" not in unknown_command_text(EN_TEXTS, "marsho", "remindrs")  # the bot's own
+def test_the_did_you_mean_comes_from_the_registry(alarms: Registry) -> None:
+    lines = unknown_command_text(EN_TEXTS, "marsho", "alarmz", alarms.names()).split("\n")
+    assert lines[:2] == ["marsho.alarmz is not one of my commands. Did you mean marsho.alarms? All of them:",
+                         "marsho.alarms  alarms things"]
+    assert len(lines) == 1 + len(alarms)
+    assert "Did you mean" not in unknown_command_text(EN_TEXTS, "marsho", "alarmz")  # the bot's own
 
 
 # the bot answering from a registry of the test's own
 
 
 @pytest.fixture
-def reminders(monkeypatch: pytest.MonkeyPatch) -> Iterator[Registry]:
+def alarms(monkeypatch: pytest.MonkeyPatch) -> Iterator[Registry]:
     """The bot's registry with four commands more, and their help lines."""
     async def secret(context: CommandContext) -> Answer:
         return Answer(f"the secret, for {context.role}")
@@ -130,11 +130,11 @@ def reminders(monkeypatch: pytest.MonkeyPatch) -> Iterator[Registry]:
         raise RuntimeError("a bug")
 
     registry = Registry([
-        *REGISTRY.all(), Command("reminders", said, aliases=("remind",)),
+        *REGISTRY.all(), Command("alarms", said, aliases=("alarm",)),
         Command("secret", secret, who="superuser"), Command("tidy", secret, who="admin", where="groups"),
         Command("broken", broken),
     ])
-    for name in ("reminders", "secret", "tidy", "broken"):
+    for name in ("alarms", "secret", "tidy", "broken"):
         monkeypatch.setitem(EN, f"usage.{name}", f"{{name}}.{name}  {name} things")
         monkeypatch.setitem(ZH, f"usage.{name}", f"{{name}}.{name}  {name}")
     monkeypatch.setattr(matchers, "REGISTRY", registry)
@@ -142,31 +142,31 @@ def reminders(monkeypatch: pytest.MonkeyPatch) -> Iterator[Registry]:
 
 
 async def test_a_command_registered_later_is_answered_by_its_name_and_alias(
-    app: App, plugin_engine, reminders: Registry
+    app: App, plugin_engine, alarms: Registry
 ) -> None:
-    await exchange(app, (group_message("marsho.reminders tomorrow 9:00"), "reminders for 10001: tomorrow 9:00"),
-                   (private_message("marsho.remind"), "reminders for 10001: none"))
+    await exchange(app, (group_message("marsho.alarms tomorrow 9:00"), "alarms for 10001: tomorrow 9:00"),
+                   (private_message("marsho.alarm"), "alarms for 10001: none"))
 
 
 async def test_an_unknown_word_is_told_the_closest_command_of_the_registry(
-    app: App, plugin_engine, reminders: Registry
+    app: App, plugin_engine, alarms: Registry
 ) -> None:
-    expected = unknown_command_text(EN_TEXTS, "marsho", "remindrs", reminders.names())
-    assert expected.startswith("marsho.remindrs is not one of my commands. Did you mean marsho.reminders?")
-    await exchange(app, (group_message("marsho.remindrs"), expected))
+    expected = unknown_command_text(EN_TEXTS, "marsho", "alarmz", alarms.names())
+    assert expected.startswith("marsho.alarmz is not one of my commands. Did you mean marsho.alarms?")
+    await exchange(app, (group_message("marsho.alarmz"), expected))
 
 
 async def test_the_help_lists_a_command_registered_later(
-    app: App, plugin_engine, marsho, reminders: Registry
+    app: App, plugin_engine, marsho, alarms: Registry
 ) -> None:
     config = marsho.config
-    help_text = usage_text(EN_TEXTS, config.trigger_names, config.marsho_at, reminders.names())
-    assert "marsho.reminders  reminders things" in help_text.split("\n")
+    help_text = usage_text(EN_TEXTS, config.trigger_names, config.marsho_at, alarms.names())
+    assert "marsho.alarms  alarms things" in help_text.split("\n")
     await exchange(app, (group_message("marsho.help"), help_text))
 
 
 async def test_who_may_use_a_command_is_checked_from_its_declaration(
-    app: App, plugin_engine, reminders: Registry
+    app: App, plugin_engine, alarms: Registry
 ) -> None:
     boss = int(SUPERUSER_ID)
     await exchange(
@@ -179,7 +179,7 @@ async def test_who_may_use_a_command_is_checked_from_its_declaration(
     )
 
 
-async def test_a_command_that_fails_gets_the_failures_reply(app: App, plugin_engine, reminders: Registry) -> None:
+async def test_a_command_that_fails_gets_the_failures_reply(app: App, plugin_engine, alarms: Registry) -> None:
     brief = EN_TEXTS("error.brief", reason=EN_TEXTS("brief.internal"))
     detail = EN_TEXTS("error.internal", error="RuntimeError: a bug")
     await exchange(app, (group_message("marsho.broken"), brief),

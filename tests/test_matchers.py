@@ -140,6 +140,8 @@ async def test_the_name_alone_answers_with_usage(app: App, fake: FakeOpenAI) -> 
             "marsho.nickname [name]  tell me what to call you (reset: forget it)\n"
             "marsho.memory [forget <number>|all]  what I remember about you, and forgetting it (group: this "
             "group's; group admins may delete them)\n"
+            "marsho.reminders [group|cancel <number>]  your reminders in this chat, and cancelling one "
+            "(group admins: the group's)\n"
             "marsho.context [on|off]  whether this group's recent chat goes to the model (group admins: on or off)\n"
             "marsho.forget  forget this group's recent chat (group admins)\n"
             "marsho.persona [text]  my persona in this group (group admins: set it; reset)\n"
@@ -150,7 +152,9 @@ async def test_the_name_alone_answers_with_usage(app: App, fake: FakeOpenAI) -> 
             "marsho.model [name]  show or switch the model (superusers)\n"
             "marsho.export  save this conversation as JSON (superusers)\n"
             "marsho.status  the model endpoints and keys: state, errors, latency (superusers)\n"
-            "marsho.quota [user|group <id> <tokens|off|default>]  daily token quotas (superusers)"
+            "marsho.quota [user|group <id> <tokens|off|default>]  daily token quotas (superusers)\n"
+            "marsho.actions [on|off]  the mutes, kicks and recalls I was asked for in this group; on or off "
+            "turns my group tools on or off here (group admins)"
         )), result={"message_id": 1})
     assert fake.requests == []
 

@@ -24,20 +24,20 @@ REGENERATE = "run python scripts/gen_reference.py and commit what it writes"
 class WithNewSetting(Config):
     """Config with a setting added as a helper might, its Chinese description forgotten."""
 
-    marsho_reminder_grace: float = Field(default=10800, ge=0)
+    marsho_snooze_grace: float = Field(default=10800, ge=0)
     """Seconds a reminder may be late after the bot was down and still be sent."""
 
 
 class WithDescribedSetting(Config):
     """Config with a setting added as the convention asks."""
 
-    marsho_reminder_grace: float = Field(default=10800, ge=0)
+    marsho_snooze_grace: float = Field(default=10800, ge=0)
     """Seconds a reminder may be late after the bot was down and still be sent.
 
     zh: 机器人停机期间错过的提醒，在这么多秒内仍会补发。"""
 
 
-REMINDERS = gen.Section("Reminders", "提醒", ("marsho_reminder_grace",))
+REMINDERS = gen.Section("Snoozes", "稍后提醒", ("marsho_snooze_grace",))
 
 
 @pytest.mark.parametrize("model", [Config, FallbackEndpoint, Price])
@@ -56,18 +56,18 @@ def test_every_setting_is_in_exactly_one_section() -> None:
 
 def test_a_new_setting_without_chinese_is_named_and_stops_the_generator() -> None:
     found = gen.problems(WithNewSetting, [*gen.SECTIONS, REMINDERS])
-    assert found == ["MARSHO_REMINDER_GRACE has no Chinese description (a 'zh: ' paragraph in its docstring)"]
-    with pytest.raises(ValueError, match="MARSHO_REMINDER_GRACE has no Chinese description"):
+    assert found == ["MARSHO_SNOOZE_GRACE has no Chinese description (a 'zh: ' paragraph in its docstring)"]
+    with pytest.raises(ValueError, match="MARSHO_SNOOZE_GRACE has no Chinese description"):
         gen.settings(WithNewSetting, [*gen.SECTIONS, REMINDERS])
 
 
 def test_a_described_setting_in_no_section_or_in_two_is_named() -> None:
     assert gen.problems(WithDescribedSetting, [*gen.SECTIONS, REMINDERS]) == []
     assert gen.problems(WithDescribedSetting) == [
-        "MARSHO_REMINDER_GRACE is in no section of scripts/gen_reference.py's SECTIONS"]
-    twice = [*gen.SECTIONS, REMINDERS, gen.Section("Again", "再来", ("marsho_reminder_grace",))]
+        "MARSHO_SNOOZE_GRACE is in no section of scripts/gen_reference.py's SECTIONS"]
+    twice = [*gen.SECTIONS, REMINDERS, gen.Section("Again", "再来", ("marsho_snooze_grace",))]
     assert gen.problems(WithDescribedSetting, twice) == [
-        "MARSHO_REMINDER_GRACE is in more than one section: Reminders, Again"]
+        "MARSHO_SNOOZE_GRACE is in more than one section: Snoozes, Again"]
     gone = [*gen.SECTIONS, REMINDERS, gen.Section("Old", "旧", ("marsho_no_such_thing",))]
     assert gen.problems(WithDescribedSetting, gone) == ["MARSHO_NO_SUCH_THING in SECTIONS is no setting"]
 
@@ -77,11 +77,11 @@ def test_a_new_setting_in_its_section_reaches_env_example_and_both_pages() -> No
     example = gen.env_example(WithDescribedSetting, sections)
     zh = gen.settings_page(WithDescribedSetting, "zh", sections)
     en = gen.settings_page(WithDescribedSetting, "en", sections)
-    assert "# --- reminders ---\n# Seconds a reminder may be late after the bot was down and still be sent. " \
-           "Range: ≥0.\n# MARSHO_REMINDER_GRACE=10800\n" in example
-    assert "## 提醒" in zh and "### MARSHO_REMINDER_GRACE\n\n机器人停机期间错过的提醒，在这么多秒内仍会补发。" in zh
+    assert "# --- snoozes ---\n# Seconds a reminder may be late after the bot was down and still be sent. " \
+           "Range: ≥0.\n# MARSHO_SNOOZE_GRACE=10800\n" in example
+    assert "## 稍后提醒" in zh and "### MARSHO_SNOOZE_GRACE\n\n机器人停机期间错过的提醒，在这么多秒内仍会补发。" in zh
     assert "- 默认值：`10800`" in zh and "- 范围：≥ 0" in zh
-    assert "## Reminders" in en and "Seconds a reminder may be late" in en and "- Default: `10800`" in en
+    assert "## Snoozes" in en and "Seconds a reminder may be late" in en and "- Default: `10800`" in en
 
 
 def test_a_docstring_is_read_as_english_example_and_chinese() -> None:

@@ -27,6 +27,8 @@ from ..agent.memory import MEMORY_TOOLS, TOOLKIT, MemoryBook
 from ..agent.metering import Limits, Meter
 from ..agent.persona import GroupPersonas, Nicknames, Prompt, clock
 from ..agent.praises import PraisesFile
+from ..agent.reminders import REMINDER_TOOLS
+from ..agent.reminders import TOOLKIT as REMINDERS_TOOLKIT
 from ..agent.summary import Summarizer
 from ..config import Config
 from ..exceptions import NotReadyError, StoreError
@@ -46,6 +48,7 @@ from .fairuse import Cooldown, FairUse
 from .group_actions import GroupActions
 from .models import chat_model, judge_model, summary_model
 from .outgoing import Delivery
+from .reminders import Reminders, start_reminders
 from .render import error_text
 from .targets import TargetBook
 
@@ -81,6 +84,8 @@ class Services:
     mcp: McpManager | None = None
     memory_book: MemoryBook | None = None
     group_actions: GroupActions | None = None
+    reminders: Reminders | None = None
+    """The reminders' book (tools, listings, cancels) and the loop that sends them."""
 
 
 class Built(Generic[T]):
@@ -323,6 +328,7 @@ class Marsho:
         # the memory tools join later (add_memory), and these settings apply to them too
         memory = {TOOLKIT, *MEMORY_TOOLS} if config.marsho_memory else set()
         memory |= {GROUP_TOOLKIT, *GROUP_TOOLS} if config.marsho_group_actions else set()  # add_group_actions
+        memory |= {REMINDERS_TOOLKIT, *REMINDER_TOOLS}  # start_reminders
         known = set(toolset.tools) | loaded | set(toolset.disabled) | memory
         for name in sorted(set(config.marsho_tool_permissions) - known):
             logger.warning(f"marsho: MARSHO_TOOL_PERMISSIONS names {name!r}: no such tool or toolkit")
@@ -443,11 +449,13 @@ class Marsho:
         with stage("group actions"):
             group_actions = (await self.add_group_actions(toolset, store) if config.marsho_group_actions
                              else None)
+        with stage("reminders"):
+            reminders = start_reminders(self, toolset, store, stack)
         return Services(engine=engine, store=store, chat_log=chat_log, active=active, meter=meter,
                         nicknames=Nicknames(store), personas=GroupPersonas(store), memories=memories,
                         targets=TargetBook(store),
                         summary_llm=summary_llm, judge=judge, mcp=mcp, memory_book=book,
-                        group_actions=group_actions)
+                        group_actions=group_actions, reminders=reminders)
 
     def _models(self, stack: AsyncExitStack) -> tuple[LLMClient, LLMClient | None, LLMClient | None]:
         """The chat model, and the summary model and the judge where settings ask for them (on

@@ -272,6 +272,47 @@ group_actions_table = Table(
 `detail` the message id; a mute's `detail` its minutes), and how it ended (`outcome` done,
 denied: refused by the rules before any call, failed: refused by the platform) with the reason."""
 
+
+# reminders (issue 27): store/reminders.py reads and writes this
+
+reminders_table = Table(
+    "marsho_reminders",
+    metadata,
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("chat_key", String(255), nullable=False),
+    Column("platform", String(64), nullable=False),
+    Column("kind", String(8), nullable=False),
+    Column("chat_id", String(255), nullable=False),
+    Column("guild_id", String(255), nullable=False),
+    Column("channel_id", String(255), nullable=False),
+    Column("user_id", String(255), nullable=False),
+    Column("asker", String(255), nullable=False),
+    Column("name", String(255), nullable=False),
+    Column("session_key", String(255), nullable=False),
+    Column("what", String(8), nullable=False),
+    Column("body", Text, nullable=False),
+    Column("every", String(128), nullable=False),
+    Column("zone", String(64), nullable=False),
+    Column("scheduled_at", Float, nullable=False),
+    Column("due_at", Float, nullable=False),
+    Column("state", String(8), nullable=False),
+    Column("attempts", Integer, nullable=False),
+    Column("problem", Text, nullable=False),
+    Column("claimed_by", String(64), nullable=False),
+    Column("claimed_at", Float, nullable=False),
+    Column("created_at", Float, nullable=False),
+    Index("ix_marsho_reminders_due", "state", "due_at"),
+    Index("ix_marsho_reminders_chat", "chat_key", "asker"),
+    Index("ix_marsho_reminders_asker", "asker"),
+)
+"""Reminders and scheduled questions (`reminders__add`): posted in `chat_key` (the chat asked
+in, with its platform, kind, ids), by and mentioning `user_id` (`asker` "<platform>:<id>",
+`name` their display name then), a `text` sent as is or a `prompt` answered as the asker in
+`session_key` (`what`, `body`); `every` an ISO 8601 duration or a five-field cron expression
+("" once) in time zone `zone`. `scheduled_at` the occurrence's time, `due_at` when it is next
+tried (later after a failed send); `state` active, sending (claimed by `claimed_by` at
+`claimed_at`: fired at most once), paused (`problem` says why) or done."""
+
 def async_url(url: str) -> str:
     """The URL with an async driver: `postgresql://` → asyncpg, `sqlite://` → aiosqlite."""
     parsed = make_url(url)
