@@ -494,6 +494,8 @@ EN: dict[str, str] = {
     "actions.outcome_done": "done",
     "actions.outcome_denied": "refused",
     "actions.outcome_failed": "failed",
+    # --- quotas that hold within a turn ---
+    "bill.shared": "(the group: its earlier conversation, unsolicited replies)",
 }
 
 ZH: dict[str, str] = {
@@ -887,6 +889,8 @@ ZH: dict[str, str] = {
     "actions.outcome_done": "已执行",
     "actions.outcome_denied": "已拒绝",
     "actions.outcome_failed": "失败",
+    # --- quotas that hold within a turn ---
+    "bill.shared": "（群共担：之前的对话、主动回复）",
 }
 
 CATALOGUES: dict[Language, dict[str, str]] = {"zh-CN": ZH, "en": EN}
