@@ -16,6 +16,7 @@ from nonebot_plugin_marsho.agent.engine import QUOTA_STOP
 from nonebot_plugin_marsho.agent.judge import judge
 from nonebot_plugin_marsho.agent.metering import (
     Asker,
+    Limits,
     Meter,
     Metered,
     QuotaReached,
@@ -193,6 +194,13 @@ async def test_a_quota_used_up_between_tool_rounds_ends_the_turn_with_every_call
     assert roles(turn) == ["user", *["assistant", "tool"] * 3, "assistant"]
     calls = [c["id"] for m in turn if m["role"] == "assistant" for c in m.get("tool_calls") or []]
     assert sorted(calls) == sorted(m["tool_call_id"] for m in turn if m["role"] == "tool")
+    # the history is a valid request: a provider that checks it takes the next question
+    fake.reset()
+    fake.strict = True
+    fake.push(with_usage(text("Still sunny."), USAGE))
+    with charged_to(alice()), held_to_quota(Limits(user=10**6)):
+        assert (await engine.chat(KEY, "and tomorrow?")).text == "Still sunny."
+    assert roles(fake.requests[-1]["messages"])[:-1] == ["user", *["assistant", "tool"] * 3, "assistant"]
     await meter.close()
 
 
@@ -351,6 +359,20 @@ async def test_the_judge_is_the_groups_and_held_to_its_quota(fake: FakeOpenAI, s
         # 120 of the group's 100 used: the judge is not asked again, and says no
         assert await judge(llm, "marsho", "marsho, and tomorrow?") is False
     assert len(fake.requests) == 1
+
+
+async def test_rolled_up_days_keep_the_requests_and_the_groups_part_apart(fake: FakeOpenAI, store: SqlStore) -> None:
+    meter = meter_on(store)
+    llm = llm_client(fake)
+    llm.meter = meter
+    fake.push(with_usage(text("4"), USAGE))
+    with charged_to(alice()), split_with_group(True) as share:
+        share.history = 70
+        await llm.complete(QUESTION)
+    await meter.settled()
+    assert await meter.store.roll_up("2026-12-02") == 2  # both rows of the one request
+    days = await meter.store.daily("2026-11-01", group_key=ALICE.chat)
+    assert [(day.user_key, day.requests, day.tokens) for day in days] == [("", 0, 70), (ALICE.person, 1, 50)]
 
 
 async def test_the_usage_report_names_the_groups_part_among_its_users(fake: FakeOpenAI, store: SqlStore) -> None:

@@ -116,7 +116,8 @@ def estimated_usage(counter: TokenCounter, request: Mapping[str, Any], content: 
 
 @dataclass
 class Asker:
-    """Whom a turn's requests are charged to; `question`: the turn is a question (counted once)."""
+    """Whom a turn's requests are charged to (`user_key` "": the group's, `billed_to_group`);
+    `question`: the turn is a question (counted once)."""
 
     session_key: str
     user_key: str
@@ -228,9 +229,10 @@ _share: ContextVar[Share | None] = ContextVar("marsho_share", default=None)
 @contextmanager
 def split_with_group(shared: bool, recent: int = 0) -> Iterator[Share]:
     """Requests until the block ends are split between the asker and their group (`Share`)."""
-    token = _share.set(Share(shared, recent))
+    share = Share(shared, recent)
+    token = _share.set(share)
     try:
-        yield _share.get() or Share(shared, recent)
+        yield share
     finally:
         _share.reset(token)
 
