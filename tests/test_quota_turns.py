@@ -145,6 +145,15 @@ async def test_a_request_in_flight_holds_its_estimate_against_the_quota(store: S
     assert refused.value.over.used == 24 and inner.requests == 2
 
 
+def test_a_picture_holds_what_a_picture_costs_not_the_size_of_its_base64() -> None:
+    from nonebot_plugin_marsho.agent.metering import IMAGE_TOKENS, prompt_estimate
+
+    picture = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + "A" * 4_000_000}}
+    asked = [{"role": "user", "content": [{"type": "text", "text": "what is this?"}, picture]}]
+    assert IMAGE_TOKENS < prompt_estimate(ModelRequest(asked)) < IMAGE_TOKENS + 50
+    assert 0 < prompt_estimate(ModelRequest(QUESTION)) < 50
+
+
 async def test_a_failed_request_holds_nothing_afterwards(store: SqlStore) -> None:
     meter = meter_on(store, user=20)
 

@@ -277,13 +277,27 @@ def _scopes(asker: Asker) -> list[tuple[str, str]]:
         [("group", asker.group_key)] if asker.group_key else []) + [("all", ALL)]
 
 
+IMAGE_TOKENS = 1000
+"""What a picture in a request holds while in flight (a high-detail picture costs OpenAI's models
+765 to 1,105 tokens), whatever the size of its base64."""
+
+
 def prompt_estimate(request: ModelRequest) -> int:
     """A quick estimate of a request's prompt tokens, for what it holds while in flight: its
-    JSON's length over four (ASCII-escaped, a CJK character counts 1.5), at least 1."""
-    size = len(json.dumps(request.messages, default=str))
+    JSON's length over four (ASCII-escaped, a CJK character counts 1.5) and IMAGE_TOKENS per
+    picture, at least 1."""
+    size, images = 0, 0
+    for message in request.messages:
+        content = message.get("content")
+        if isinstance(content, list):
+            kept = [part for part in content
+                    if not (isinstance(part, dict) and part.get("type") == "image_url")]
+            images += len(content) - len(kept)
+            message = {**message, "content": kept}
+        size += len(json.dumps(message, default=str))
     if request.tools:
         size += len(json.dumps(request.tools, default=str))
-    return max(1, size // 4)
+    return max(1, size // 4 + images * IMAGE_TOKENS)
 
 
 def _data_error(error: StoreError) -> bool:
