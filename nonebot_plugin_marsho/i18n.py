@@ -565,6 +565,8 @@ EN: dict[str, str] = {
         "Everyone's reminders are listed only in a private"
         " chat with me ({name}.reminders all)."
     ),
+    # --- quotas that hold within a turn ---
+    "bill.shared": "(the group: its earlier conversation, unsolicited replies)",
 }
 
 ZH: dict[str, str] = {
@@ -1011,6 +1013,8 @@ ZH: dict[str, str] = {
     "reminders.usage": "{name}.reminders [group|all|cancel <编号>]",
     "reminders.admins_only": "只有群管理员和超级用户能列出本群的提醒（{name}.reminders 列出你的）。",
     "reminders.all_private": "所有人的提醒只在和我的私聊中列出（{name}.reminders all）。",
+    # --- quotas that hold within a turn ---
+    "bill.shared": "（群共担：之前的对话、主动回复）",
 }
 
 CATALOGUES: dict[Language, dict[str, str]] = {"zh-CN": ZH, "en": EN}

@@ -263,13 +263,14 @@ async def test_the_choice_is_kept_in_the_database(fake: FakeOpenAI, active: Any,
 
 
 @asynccontextmanager
-async def quota_of_100(tmp_path: Any) -> AsyncIterator[tuple[Any, Any]]:
-    """Handlers use a bot whose members have 100 tokens a day, billed in a database of its own."""
+async def quota_of_100(tmp_path: Any, scope: str = "user") -> AsyncIterator[tuple[Any, Any]]:
+    """Handlers use a bot whose members (`scope` group: groups) have 100 tokens a day, billed in
+    a database of its own."""
     from nonebot_plugin_marsho.store.sql import SqlStore
     from tests.test_usage import meter_on
 
     store = SqlStore(f"sqlite:///{tmp_path / 'bill.db'}")
-    with configured(marsho_active_cooldown=0, marsho_user_daily_tokens=100) as app:
+    with configured(marsho_active_cooldown=0, **{f"marsho_{scope}_daily_tokens": 100}) as app:
         engine = app.require_engine()
         saved = app.meter, engine.llm.meter
         app.meter = engine.llm.meter = meter_on(store)
@@ -287,13 +288,14 @@ async def test_an_unsolicited_reply_goes_on_the_bill_and_none_comes_once_the_quo
     from tests.fake_openai import with_usage
     from tests.test_usage import OPENAI_USAGE, stored_rows
 
-    async with quota_of_100(tmp_path) as (app, store):
+    # issue 25: on the group's bill, not on that of Alice, who asked nothing
+    async with quota_of_100(tmp_path, "group") as (app, store):
         await admin(app, chat, "marsho.active 1")
-        fake.push(with_usage(text("Sunny!"), OPENAI_USAGE))  # 150 tokens: over Alice's 100
+        fake.push(with_usage(text("Sunny!"), OPENAI_USAGE))  # 150 tokens: over the group's 100
         await said(app, chat, "nice weather today")
         await app.meter.settled()
         [row] = await stored_rows(store)
-        assert row.user_key == f"OneBot V11:{ALICE}" and row.group_key == f"OneBot V11:{chat.group_id}"
+        assert row.user_key == "" and row.group_key == f"OneBot V11:{chat.group_id}"
         asked = len(fake.requests)
         await said(app, chat, "and tomorrow?")
         assert len(fake.requests) == asked and chat.sent_texts()[-1] == "Sunny!"
@@ -305,16 +307,17 @@ async def test_the_judge_goes_on_the_bill_and_is_not_asked_once_the_quota_is_use
     from tests.fake_openai import with_usage
     from tests.test_usage import OPENAI_USAGE, stored_rows
 
-    async with quota_of_100(tmp_path) as (app, store):
+    # issue 25: on the group's bill, not on that of Alice, who asked nothing
+    async with quota_of_100(tmp_path, "group") as (app, store):
         app.judge = llm_client(fake, model="judge-model")
         app.judge.meter = app.meter
         await admin(app, chat, "marsho.active 0")  # the judge alone decides
-        fake.push(with_usage(text("no"), OPENAI_USAGE))  # 150 tokens: over Alice's 100
+        fake.push(with_usage(text("no"), OPENAI_USAGE))  # 150 tokens: over the group's 100
         await said(app, chat, "what a day")
         await app.meter.settled()
         [row] = await stored_rows(store)
         assert (row.model, row.questions) == ("judge-model", 0)  # billed, not a question
-        assert row.user_key == f"OneBot V11:{ALICE}"
+        assert row.user_key == "" and row.group_key == f"OneBot V11:{chat.group_id}"
         asked = len(fake.requests)
         await said(app, chat, "what a day again")
         assert len(fake.requests) == asked  # over the quota: not even the judge is asked

@@ -119,10 +119,20 @@ async def test_calls_written_when_no_tools_were_offered_are_not_run() -> None:
     assert completion.tool_calls == [] and completion.content == ""
 
 
+class NoQuota:
+    """A meter's quota side that holds nothing (Metered asks it before each request)."""
+
+    async def hold(self, request: Any) -> None:
+        return None
+
+    def release(self, number: Any) -> None:
+        pass
+
+
 async def test_the_meter_is_told_the_body_as_sent_and_the_endpoint_host() -> None:
     told: list[tuple[Any, ...]] = []
 
-    class Bill:
+    class Bill(NoQuota):
         def record(self, model: str, endpoint: str, usage: Any, *, request: dict[str, Any],
                    content: str = "", calls: list[Any] | None = None) -> None:
             told.append((model, endpoint, request, content, calls))
@@ -137,7 +147,7 @@ async def test_the_meter_is_told_the_body_as_sent_and_the_endpoint_host() -> Non
 async def test_a_meter_given_to_the_factory_bills_without_being_set_afterwards(fake: FakeOpenAI) -> None:
     told: list[str] = []
 
-    class Bill:
+    class Bill(NoQuota):
         def record(self, model: str, endpoint: str, usage: Any, **_: Any) -> None:
             told.append(f"{model}@{endpoint}")
 

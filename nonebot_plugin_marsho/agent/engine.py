@@ -15,6 +15,7 @@ from ..tools.model import ToolCall, ToolContext, ToolResult, Toolset
 from ..tools.runner import ToolRunner, clean_text
 from .budget import fit_current, fit_history, history_start
 from .llm import Completion, LLMClient, Route
+from .metering import OverQuota, QuotaReached, current_share
 from .persona import with_turn_note
 from .summary import RESERVE_MARGIN, SUMMARY_GAP_MESSAGES, Summarizer
 from .tokens import TokenCounter, load_counter
@@ -35,6 +36,9 @@ class Reply:
     """Why the turn could not be stored, when the answer came but the database failed."""
     declined: bool = False
     """The caller's `keep` declined to store the turn (Engine.chat): nothing of it was kept."""
+    over_quota: OverQuota | None = None
+    """A daily quota ran out during the turn: it ended before its next request, with the text
+    said so far (metering.QuotaReached); the chat layer adds the quota's message."""
 
     @property
     def stored(self) -> bool:
@@ -56,6 +60,10 @@ beside the calls, so a slow chat send never delays the tools, and is given at mo
 ANNOUNCE_GRACE seconds after them before it is dropped."""
 
 ANNOUNCE_GRACE = 2.0
+
+QUOTA_STOP = "[the answer stopped here: a daily token quota was used up]"
+"""The final answer history keeps of a turn a quota ended after its tool rounds, when the model
+had said nothing yet (the stored turn stays a valid request: every call has its result)."""
 
 KEPT_CALLS_FACTOR = 4
 """Tool calls of one response kept (in history and the next request) per call that may run
@@ -113,7 +121,12 @@ async def answer(
     route = Route()  # the tool rounds stay on the endpoint that answered first, unless it fails
     while True:
         offered = tools if tools and rounds < max_tool_rounds else None
-        completion = await llm.complete(prepare(added), offered, route=route)
+        try:
+            completion = await llm.complete(prepare(added), offered, route=route)
+        except QuotaReached as reached:
+            if not added:
+                raise  # nothing done yet: the question is refused, nothing is stored
+            return _stopped(added, calls, rounds, reached.over)
         if not completion.tool_calls or offered is None:
             break
         rounds += 1
@@ -130,6 +143,16 @@ async def answer(
     hit_limit = bool(tools) and rounds > 0 and rounds >= max_tool_rounds
     return TurnOutcome(added, Reply(completion.content, calls, rounds, hit_limit, completion.reasoning,
                                     cut=completion.cut))
+
+
+def _stopped(added: list[Message], calls: list[tuple[ToolCall, ToolResult]], rounds: int,
+             over: OverQuota) -> TurnOutcome:
+    """The turn a used-up quota ended before its next request: its rounds (each call answered)
+    and what the model said beside them so far, as the answer."""
+    said = "\n\n".join(str(m["content"]).strip() for m in added
+                        if m.get("role") == "assistant" and m.get("content") and str(m["content"]).strip())
+    added = [*added, {"role": "assistant", "content": said or QUOTA_STOP}]
+    return TurnOutcome(added, Reply(said, calls, rounds, over_quota=over))
 
 
 def _renamed_calls(completion: Completion, used: set[str], rounds: int) -> Completion:
@@ -220,6 +243,17 @@ def _redacted_call(call: Any) -> Any:
     if not isinstance(function, dict):
         return call
     return {**call, "function": {**function, "arguments": redact(str(function.get("arguments", "")))}}
+
+
+def _earlier_tokens(messages: list[Message], history: list[Turn], current: int,
+                   summary: Summary | None) -> int:
+    """Tokens of the earlier conversation in a request of `messages` (the summary and the turns
+    before this one; `current`: the messages of this turn at its end), from the counts history
+    keeps: no counting per request."""
+    earlier = len(messages) - current - (1 if messages and messages[0].get("role") == "system" else 0)
+    counts = [count for turn in history for count in turn.tokens]
+    kept = sum(counts[-earlier:]) if earlier > 0 else 0
+    return kept + (summary.tokens if summary is not None else 0)
 
 
 def _index_of(history: list[Turn], turn_id: str) -> int | None:
@@ -452,6 +486,8 @@ class Engine:
         try:
             text = await self.summarizer.fold(previous, turns)
             covered += len(turns)
+        except QuotaReached:
+            raise  # the turn's own request would be refused as well: the question is
         except Exception as error:  # the turns are left out, as without summaries
             logger.warning(f"marsho: session {key}: {len(turns)} trimmed turns were left out without a "
                            f"summary: {error}")
@@ -550,14 +586,20 @@ class Engine:
             asked: Message = {"role": "user", "content": with_turn_note(content, note)}
             tools = self.toolset.schemas(context)
             summary = await self._summary_for_turn(key, history, asked, tools, system_prompt)
-            outcome = await answer(
-                self.llm, self.runner,
+            share = current_share()
+
+            def prepare(added: list[Message]) -> list[Message]:
                 # only the first request places the history's start: a trim a tool round needs is
                 # for that request, and the next turn summarises what it must leave out
-                lambda added: self.request_messages(history, [asked, *added], tools, system_prompt, key,
-                                                    summary, remember=not added),
-                tools, context=context, max_tool_rounds=self.max_tool_rounds, progress=progress,
-                announce=announce,
+                messages = self.request_messages(history, [asked, *added], tools, system_prompt, key,
+                                                 summary, remember=not added)
+                if share is not None:  # what of it the group pays (metering.Share)
+                    share.history = _earlier_tokens(messages, history, len(added) + 1, summary)
+                return messages
+
+            outcome = await answer(
+                self.llm, self.runner, prepare, tools, context=context,
+                max_tool_rounds=self.max_tool_rounds, progress=progress, announce=announce,
             )
             # nothing stored holds a secret, whoever wrote it (the model echoing one, a question)
             turn = [redacted(m) for m in (without_pictures(question, self.picture_placeholder),

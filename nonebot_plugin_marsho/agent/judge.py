@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from ..exceptions import MarshoError
 from ..redaction import logger
+from .metering import QuotaReached, billed_to_group, held_to_quota
 
 if TYPE_CHECKING:  # a type only: the endpoint client is the caller's
     from .llm import LLMClient
@@ -41,7 +42,12 @@ async def judge(llm: LLMClient, name: str, message: str) -> bool:
     messages = [{"role": "system", "content": JUDGE_PROMPT.format(name=name)},
                 {"role": "user", "content": text}]
     try:
-        completion = await llm.complete(messages, None)
+        # nobody asked: the group's bill, held to its quotas (and everyone's)
+        with billed_to_group(), held_to_quota():
+            completion = await llm.complete(messages, None)
+    except QuotaReached as reached:
+        logger.debug(f"marsho: the judge model was not asked: {reached}")
+        return False
     except MarshoError as error:
         logger.warning(f"marsho: the judge model failed; not answering: {error}")
         return False

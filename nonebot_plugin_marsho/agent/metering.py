@@ -1,17 +1,36 @@
 """The owner's bill: what each request to an endpoint used and who it was for, written in the
-background after the answer, and the daily token quotas checked before a question is asked.
+background after the answer, and the daily token quotas, which hold within a turn.
 
 The chat layer says whom the running turn is for with `charged_to(asker)` (a context variable, so
 every request of the turn is charged to it: tool rounds, judges and summaries, and tasks the turn
 starts); the model's `Metered` part calls `Meter.record` after each answered request. Each request is one row
 (`questions` 1 on the first request of a question). Rows are kept in memory and written together
 a moment later (`FLUSH_DELAY`); a failed write is logged and never fails a question.
+
+Quotas hold within a turn: inside `held_to_quota(...)` the `Metered` part asks `Meter.hold` before
+every request (each tool round, summaries, the judge), which refuses it with `QuotaReached` when a
+quota of whom it is billed to is used up, and otherwise holds an estimate of its prompt against
+those quotas until its usage is known, so requests in flight count too (six questions at once
+cannot all pass on the same room).
+
+Who pays in a group (`split_with_group`, `billed_to_group`): a member pays for what they add, their
+question, its tool rounds and its answer, and the system prompt and tools each request of theirs
+carries; what other people wrote is the group's: in a shared conversation (MARSHO_SESSION_SCOPE
+group) the earlier conversation each request carries (the summary and earlier turns), in any group
+the recent chat of others that goes with a question, and the whole of an unsolicited reply (and
+the judge's request before it) and of a shared conversation's summaries. The group's part of a
+request is a row of its own with no user (`store.usage.SHARE_ENDPOINT`): the group's and
+everyone's totals count all of it, the member's only their own part, so no member can spend
+another's quota on purpose, and `marsho.usage` shows the same figures the quotas count.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
+import dataclasses
+import itertools
+import json
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -20,9 +39,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from ..exceptions import StoreError
+from ..exceptions import MarshoError, StoreError
 from ..redaction import logger
-from ..store.usage import ALL, UsageRow, UsageStore
+from ..store.usage import ALL, SHARE_ENDPOINT, UsageRow, UsageStore
 from .model.base import Wrapper
 from .tokens import TokenCounter
 
@@ -97,7 +116,8 @@ def estimated_usage(counter: TokenCounter, request: Mapping[str, Any], content: 
 
 @dataclass
 class Asker:
-    """Whom a turn's requests are charged to; `question`: the turn is a question (counted once)."""
+    """Whom a turn's requests are charged to (`user_key` "": the group's, `billed_to_group`);
+    `question`: the turn is a question (counted once)."""
 
     session_key: str
     user_key: str
@@ -159,6 +179,127 @@ class OverQuota:
     resets_at: datetime
 
 
+class QuotaReached(MarshoError):
+    """A request refused before it was sent: a daily quota of whom it is billed to is used up
+    (`over` says whose); the engine ends the turn with what was answered so far."""
+
+    def __init__(self, over: OverQuota) -> None:
+        super().__init__(code=f"quota.used_up_{over.scope}", used=f"{over.used:,}", limit=f"{over.limit:,}",
+                         resets=over.resets_at.strftime("%Y-%m-%d %H:%M %Z").strip())
+        self.over = over
+
+
+_held: ContextVar[tuple[Limits | None] | None] = ContextVar("marsho_quota_held", default=None)
+
+
+@contextmanager
+def held_to_quota(limits: Limits | None = None) -> Iterator[None]:
+    """Every request until the block ends (here and in tasks started here) is first checked
+    against the daily quotas of whom it is billed to, with `limits` the defaults (None: the
+    meter's own), and counts against them while in flight (`Meter.hold`). Outside such a block
+    nothing is checked: superusers, a turn the cheaper model answers."""
+    token = _held.set((limits,))
+    try:
+        yield
+    finally:
+        _held.reset(token)
+
+
+@dataclass
+class Share:
+    """What of each request of a turn in a group is the group's to pay, not the asker's (the
+    rule: this module's docstring). The chat layer gives `shared` and `recent`; the engine sets
+    `history` before each request it sends."""
+
+    shared: bool
+    """The conversation is the group's (MARSHO_SESSION_SCOPE group): its earlier turns are too."""
+    recent: int = 0
+    """Tokens of the recent chat of others that goes with the question."""
+    history: int = 0
+    """Tokens of the earlier conversation (summary, earlier turns) in the request being sent."""
+
+    def tokens(self) -> int:
+        """The group's part of the request being sent (our count)."""
+        return self.recent + (self.history if self.shared else 0)
+
+
+_share: ContextVar[Share | None] = ContextVar("marsho_share", default=None)
+
+
+@contextmanager
+def split_with_group(shared: bool, recent: int = 0) -> Iterator[Share]:
+    """Requests until the block ends are split between the asker and their group (`Share`)."""
+    share = Share(shared, recent)
+    token = _share.set(share)
+    try:
+        yield share
+    finally:
+        _share.reset(token)
+
+
+def current_share() -> Share | None:
+    """The running turn's split with its group, if it is in one."""
+    return _share.get()
+
+
+@contextmanager
+def billed_to_group(*, turn: bool = False) -> Iterator[None]:
+    """Requests until the block ends go wholly to the running asker's group, not to them: the
+    judge's, a shared conversation's summaries (`billed_to_conversation`); `turn`: a whole turn
+    nobody asked for (an unsolicited reply), whose question is counted there too. Outside a
+    group nothing changes."""
+    asker = _asker.get()
+    if asker is None or not asker.group_key or not asker.user_key:
+        yield
+        return
+    token = _asker.set(dataclasses.replace(asker, user_key="", question=turn and asker.question))
+    try:
+        yield
+    finally:
+        _asker.reset(token)
+
+
+@contextmanager
+def billed_to_conversation() -> Iterator[None]:
+    """A request made of the conversation itself (a summary of its turns): the group's in a
+    shared conversation, the asker's otherwise."""
+    share = _share.get()
+    if share is None or not share.shared:
+        yield
+        return
+    with billed_to_group():
+        yield
+
+
+def _scopes(asker: Asker) -> list[tuple[str, str]]:
+    """The quotas requests billed to `asker` count against."""
+    return ([("user", asker.user_key)] if asker.user_key else []) + (
+        [("group", asker.group_key)] if asker.group_key else []) + [("all", ALL)]
+
+
+IMAGE_TOKENS = 1000
+"""What a picture in a request holds while in flight (a high-detail picture costs OpenAI's models
+765 to 1,105 tokens), whatever the size of its base64."""
+
+
+def prompt_estimate(request: ModelRequest) -> int:
+    """A quick estimate of a request's prompt tokens, for what it holds while in flight: its
+    JSON's length over four (ASCII-escaped, a CJK character counts 1.5) and IMAGE_TOKENS per
+    picture, at least 1."""
+    size, images = 0, 0
+    for message in request.messages:
+        content = message.get("content")
+        if isinstance(content, list):
+            kept = [part for part in content
+                    if not (isinstance(part, dict) and part.get("type") == "image_url")]
+            images += len(content) - len(kept)
+            message = {**message, "content": kept}
+        size += len(json.dumps(message, default=str))
+    if request.tools:
+        size += len(json.dumps(request.tools, default=str))
+    return max(1, size // 4 + images * IMAGE_TOKENS)
+
+
 def _data_error(error: StoreError) -> bool:
     """The database refused the data itself (too long, out of range, a constraint), not the
     connection: SQLAlchemy's DataError or IntegrityError behind the StoreError."""
@@ -178,10 +319,16 @@ class Metered(Wrapper):
         self.meter = meter
 
     async def request(self, request: ModelRequest) -> Completion:
-        completion = await self.inner.request(request)
-        if self.meter is not None:
-            self.meter.record(request.model, self.host, completion.usage, request=request.body(),
-                              content=completion.content, calls=completion.tool_calls)
+        meter = self.meter
+        if meter is None:
+            return await self.inner.request(request)
+        hold = await meter.hold(request)  # QuotaReached: not sent
+        try:
+            completion = await self.inner.request(request)
+            meter.record(request.model, self.host, completion.usage, request=request.body(),
+                         content=completion.content, calls=completion.tool_calls)
+        finally:
+            meter.release(hold)  # in the same step as the record: the tokens are never counted twice
         return completion
 
 
@@ -205,6 +352,9 @@ class Meter:
         self._rolled_day = ""
         self._any_quota: bool | None = None
         self._quotas_read_at = 0.0
+        self._holds: dict[int, dict[tuple[str, str], int]] = {}
+        """What each request in flight holds against the quotas (Meter.hold), by its number."""
+        self._hold_numbers = itertools.count(1)
 
     def today(self) -> str:
         return self.now().date().isoformat()
@@ -219,12 +369,21 @@ class Meter:
         questions = 0
         if asker.question:
             asker.question, questions = False, 1  # the question's first request counts it
-        self._pending.append(UsageRow(
+        share = _share.get()
+        common = min(share.tokens(), usage.prompt) if share and asker.user_key and asker.group_key else 0
+        common_cached = usage.cached * common // usage.prompt if common else 0
+        row = UsageRow(
             created_at=time.time(), day=self.today(), session_key=asker.session_key[:KEY_CHARS],
             user_key=asker.user_key[:KEY_CHARS], group_key=asker.group_key[:KEY_CHARS],
             model=model[:MODEL_CHARS], endpoint=endpoint[:KEY_CHARS],
-            prompt_tokens=usage.prompt, completion_tokens=usage.completion, cached_tokens=usage.cached,
-            reasoning_tokens=usage.reasoning, questions=questions, estimated=int(usage.estimated)))
+            prompt_tokens=usage.prompt - common, completion_tokens=usage.completion,
+            cached_tokens=usage.cached - common_cached, reasoning_tokens=usage.reasoning,
+            questions=questions, estimated=int(usage.estimated))
+        self._pending.append(row)
+        if common:  # the group's part of the same request: a row of its own, not a request
+            self._pending.append(dataclasses.replace(
+                row, user_key="", endpoint=SHARE_ENDPOINT, prompt_tokens=common, completion_tokens=0,
+                cached_tokens=common_cached, reasoning_tokens=0, questions=0, estimated=0))
         if len(self._pending) > MAX_PENDING:
             dropped = len(self._pending) - MAX_PENDING
             del self._pending[:dropped]
@@ -314,24 +473,66 @@ class Meter:
     async def over_quota(self, user_key: str, group_key: str = "", limits: Limits | None = None
                          ) -> OverQuota | None:
         """The first quota (the user's, the group's, everyone's) already used up today, or None:
-        one indexed read, plus what this process has not written yet. `limits`: the defaults
-        (else the meter's own)."""
-        limits = limits or self.limits
-        if not (limits.user or limits.group or limits.all) and not await self._any_quota_set():
+        one indexed read, plus what this process has not written yet and what its requests in
+        flight hold (a question asked while others are answered waits for none of them to
+        finish). `limits`: the defaults (else the meter's own)."""
+        return await self._over([("user", user_key)] + ([("group", group_key)] if group_key else [])
+                                + [("all", ALL)], limits or self.limits)
+
+    async def _over(self, scopes: list[tuple[str, str]], limits: Limits) -> OverQuota | None:
+        """The first of `scopes` whose quota is used up: what the database holds, what this
+        process has not written yet, and what its requests in flight hold."""
+        if not await self._applies(limits):
             return None
-        scopes = [("user", user_key)] + ([("group", group_key)] if group_key else []) + [("all", ALL)]
         day = self.today()
         used, quotas = await self.store.quota_view(day, scopes)
+        # from here on nothing is awaited: a request checked at the same time as another sees
+        # what the other holds, or the other sees its hold (Meter.hold)
         for row in [*(row for batch in self._writing for row in batch), *self._pending]:  # not committed yet
             if row.day == day:
                 for pair in row.scopes():
                     if pair in scopes:
                         used[pair] = used.get(pair, 0) + row.tokens
+        for hold in self._holds.values():
+            for pair, tokens in hold.items():
+                if pair in scopes:
+                    used[pair] = used.get(pair, 0) + tokens
         for pair in scopes:
             limit = quotas.get(pair, limits.default(pair[0]))
             if limit and used.get(pair, 0) >= limit:
                 return OverQuota(pair[0], used.get(pair, 0), limit, self.resets_at())
         return None
+
+    async def hold(self, request: ModelRequest) -> int | None:
+        """Before a request inside `held_to_quota`: QuotaReached if a quota of whom it is billed to
+        is used up (what is in flight counted), else an estimate of its prompt held against those
+        quotas until `release` (its number; None: nothing is checked or held)."""
+        held, asker = _held.get(), _asker.get()
+        if held is None or asker is None:
+            return None
+        limits = held[0] or self.limits
+        if not await self._applies(limits):
+            return None  # no quota anywhere (the default): no read, nothing held
+        scopes = _scopes(asker)
+        over = await self._over(scopes, limits)
+        if over is not None:
+            raise QuotaReached(over)
+        estimate = prompt_estimate(request)
+        share = _share.get()
+        own = max(1, estimate - share.tokens()) if share is not None and asker.group_key else estimate
+        number = next(self._hold_numbers)
+        self._holds[number] = {pair: own if pair[0] == "user" else estimate for pair in scopes}
+        return number
+
+    def release(self, number: int | None) -> None:
+        """A request's usage is known (or it failed): what it held counts no more."""
+        if number is not None:
+            self._holds.pop(number, None)
+
+    async def _applies(self, limits: Limits) -> bool:
+        """Whether any quota may apply: a default one, or one a superuser set (read at most every
+        QUOTAS_FRESH s)."""
+        return bool(limits.user or limits.group or limits.all) or await self._any_quota_set()
 
     async def _any_quota_set(self) -> bool:
         if self._any_quota is None or time.monotonic() - self._quotas_read_at > QUOTAS_FRESH:

@@ -15,6 +15,7 @@ from ..exceptions import MarshoError
 from ..i18n import Language, text
 from ..redaction import logger, redact
 from ..store.session import Message, Turn
+from .metering import QuotaReached, billed_to_conversation
 from .providers import EndpointStatus
 from .tokens import TokenCounter
 
@@ -216,8 +217,11 @@ class Summarizer:
     async def _fold_once(self, previous: str, lines: list[str]) -> str:
         seconds = min(SUMMARY_SECONDS, self.llm.timeout)
         try:
-            completion = await asyncio.wait_for(self.llm.complete(self.prompt(previous, lines), None),
-                                                seconds)
+            with billed_to_conversation():  # a shared conversation's summary is its group's
+                completion = await asyncio.wait_for(self.llm.complete(self.prompt(previous, lines), None),
+                                                    seconds)
+        except QuotaReached:
+            raise  # not a failure of the summary: the turn's quota is used up
         except asyncio.TimeoutError:
             raise SummaryError(f"the summary request took longer than {seconds:g} s") from None
         except MarshoError as error:

@@ -3,6 +3,9 @@
 chance, a keyword, or the judge model's word; and the guards around it (never itself or another
 bot, a cooldown, a ceiling per hour, no repeated reply, quiet hours).
 
+An unsolicited reply, and the judge's request before it, go on the group's bill, never on that
+of the member it answers, who asked nothing (chat/ask.py's `_billing`, agent/judge.py).
+
 Every group message that is not for marsho passes here, so the groups' choices are held in
 memory (read at startup, then again in the background at most every `refresh` seconds, as
 agent/chatlog.py does): where no group has them on nothing of the message is read.

@@ -3,16 +3,20 @@ asked, and the recent chat it carried marked."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import dataclasses
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 
 from nonebot.adapters import Bot, Event
 
 from ..agent.chatlog import Observed, Unread
 from ..agent.engine import Engine, Reply
+from ..agent.metering import QuotaReached, billed_to_group, held_to_quota, split_with_group, turn_model
 from ..agent.turn import TurnFacts, ask
 from ..store.session import session_key
 from ..tools.model import Role, ToolContext
 from .app import Marsho
+from .bill import limits_of, quota_text
 from .debounce import Joined, merged
 from .group_actions import ChatToolContext, shows_ids
 from .incoming import Limits, Question, read_question, sees_pictures
@@ -46,14 +50,55 @@ async def _chat(
                      if part)
     facts = TurnFacts(question.content(), words=words, shared=shared, nickname=nickname,
                       group_persona=group_persona, recent=_not_carried(unread, observed))
+    unsolicited = observed is not None
     try:
-        reply = await ask(engine, key, facts, app.prompt, context=context, memories=app.memory_book,
-                          announce=_announcer(app, app.delivery()), keep=keep)
+        with _billing(app, engine, where, role, shared=shared, unsolicited=unsolicited, recent=facts.recent):
+            reply = await ask(engine, key, facts, app.prompt, context=context, memories=app.memory_book,
+                              announce=_announcer(app, app.delivery()),
+                              keep=_whole(keep) if unsolicited else keep)
+    except QuotaReached as reached:  # refused before its first request: nothing was stored
+        _carried(app, where, key, unread, stored=False)
+        return None, [] if unsolicited else [quota_text(app.texts, reached.over)]
     except BaseException:
         _carried(app, where, key, unread, stored=False)
         raise
     _carried(app, where, key, unread, stored=reply.stored)
-    return reply, question.tips
+    return _with_quota(app, reply, question.tips)
+
+
+def _with_quota(app: Marsho, reply: Reply, tips: list[str]) -> tuple[Reply, list[str]]:
+    """A turn a quota ended (Reply.over_quota): what was said so far, and the quota's message
+    (as the answer, when nothing was said)."""
+    if reply.over_quota is None:
+        return reply, tips
+    told = quota_text(app.texts, reply.over_quota)
+    if not reply.text.strip():
+        return dataclasses.replace(reply, text=told), tips
+    return reply, [*tips, told]
+
+
+@contextmanager
+def _billing(app: Marsho, engine: Engine, where: Where, role: Role, *, shared: bool, unsolicited: bool,
+             recent: Sequence[Observed]) -> Iterator[None]:
+    """Who pays for the turn's requests and what holds them (agent/metering.py states the rule):
+    every request is checked against the quotas (not a superuser's, nor a turn the cheaper model
+    answers); in a group, what others wrote is the group's (the earlier conversation of a shared
+    one, the recent chat going with the question), and all of an unsolicited reply."""
+    with ExitStack() as stack:
+        if role != "superuser" and not turn_model():
+            stack.enter_context(held_to_quota(limits_of(app.config)))
+        if where.chat is not None:
+            counter = engine.counter
+            said = sum(counter.count_text(line.text) for line in recent)
+            stack.enter_context(split_with_group(shared, said))
+        if unsolicited:
+            stack.enter_context(billed_to_group(turn=True))
+        yield
+
+
+def _whole(keep: Callable[[Reply], bool] | None) -> Callable[[Reply], bool]:
+    """`keep` for an unsolicited reply: one a quota cut short is neither sent nor stored."""
+    return lambda reply: reply.over_quota is None and (keep is None or keep(reply))
 
 
 async def _question(app: Marsho, bot: Bot, engine: Engine, event: Event, text: str, before: Sequence[Joined],

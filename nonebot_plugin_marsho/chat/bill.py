@@ -116,7 +116,9 @@ def top_text(t: Texts, title: str, rows: list[DailyUse], by: str, prices: Mappin
     grouped: dict[str, Totals] = {}
     for row in rows:
         name = getattr(row, by)
-        if by != "model":
+        if by == "user_key" and not name:  # a group's part of its members' requests (metering)
+            name = t("bill.shared")
+        elif by != "model":
             name = shown_id(name) if name else t("bill.private")
         grouped.setdefault(name, Totals()).add(row, prices)
     ranked = sorted(grouped.items(), key=lambda item: -item[1].tokens)[:limit]

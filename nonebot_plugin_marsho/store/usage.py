@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import delete, func, insert, literal, or_, select, text, union_all
+from sqlalchemy import case, delete, func, insert, literal, or_, select, text, union_all
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -24,6 +24,11 @@ from .sql import (
 
 ALL = "*"
 """The target of the `all` scope: every user together."""
+
+SHARE_ENDPOINT = ""
+"""The endpoint of a row that is a group's part of another row's request (the earlier conversation
+of a shared one, the recent chat of others: agent/metering.py states the rule): its user_key is
+empty, it counts in the group's and everyone's tokens, and it is not a request of its own."""
 
 
 @dataclass(frozen=True)
@@ -50,8 +55,8 @@ class UsageRow:
         return self.prompt_tokens + self.completion_tokens
 
     def scopes(self) -> list[tuple[str, str]]:
-        """The running totals this row adds to."""
-        scopes = [("user", self.user_key), ("all", ALL)]
+        """The running totals this row adds to (a group's part of a request: no user's)."""
+        scopes = [("user", self.user_key), ("all", ALL)] if self.user_key else [("all", ALL)]
         if self.group_key:
             scopes.append(("group", self.group_key))
         return scopes
@@ -79,6 +84,11 @@ class DailyUse:
 
 
 _SUMS = ("prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens", "questions", "estimated")
+
+
+def _requests(endpoint: Any) -> Any:
+    """The requests among rows: each row but a group's part of another's request."""
+    return func.sum(case((endpoint == SHARE_ENDPOINT, 0), else_=1)).label("requests")
 
 
 class UsageStore:
@@ -167,7 +177,7 @@ class UsageStore:
         alike), of one user or group if given."""
         raw, rolled = usage_table.c, usage_daily_table.c
         keys = ("day", "user_key", "group_key", "model")
-        recent = select(*(raw[k] for k in keys), func.count().label("requests"),
+        recent = select(*(raw[k] for k in keys), _requests(raw.endpoint),
                         *(func.sum(raw[k]).label(k) for k in _SUMS)).where(raw.day >= since)
         old = select(*(rolled[k] for k in keys), rolled.requests,
                      *(rolled[k] for k in _SUMS)).where(rolled.day >= since)
@@ -195,7 +205,7 @@ class UsageStore:
         transaction; drop running totals of those days. Returns the rows folded."""
         raw, rolled = usage_table.c, usage_daily_table.c
         keys = ("day", "user_key", "group_key", "model", "endpoint")
-        grouped = select(*(raw[k] for k in keys), func.count().label("requests"),
+        grouped = select(*(raw[k] for k in keys), _requests(raw.endpoint),
                          *(func.sum(raw[k]).label(k) for k in _SUMS)
                          ).where(raw.day < before).group_by(*(raw[k] for k in keys))
         await self.store._ready()
