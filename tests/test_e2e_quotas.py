@@ -160,3 +160,32 @@ async def test_an_unsolicited_reply_is_billed_to_the_group_not_to_the_member(
     _, reply = await sim.ask("marsho hi", group_id=group, user_id=DAVE, card="Dave")
     assert reply.text == "Hi Dave!"  # the 50 tokens of the reply he did not ask for are not his
     assert used_today(await owner_says(sim, "marsho.quota"), DAVE) <= 6  # his question's alone
+
+
+async def test_a_scheduled_question_stops_when_its_askers_quota_runs_out_within_the_turn(
+    endpoint: FakeOpenAI, sim: OneBotSim,
+) -> None:
+    erin, group = 10806, next(_groups)
+    assert await owner_says(sim, f"marsho.quota user {erin} 20") == f"User {erin}'s daily token quota is now 20."
+    endpoint.push(with_usage(tool_calls(("reminders__add", {"when": "PT3S", "prompt": "what is 6*7?"}, "r1")),
+                             {"prompt_tokens": 1, "completion_tokens": 1}),
+                  with_usage(text("I will ask then."), {"prompt_tokens": 1, "completion_tokens": 1}))
+    _, reply = await sim.ask("marsho in 3 seconds ask what 6*7 is", group_id=group, user_id=erin, card="Erin")
+    assert reply.text == "I will ask then."
+    asked = len(endpoint.requests)
+
+    def four_rounds(body: dict[str, Any]) -> Answer:
+        if rounds_of_this_turn(body) < 4:
+            return tool_calls(("calculator__calculate", {"expression": "6*7"}, f"s{next(_calls)}"))
+        return text("42")
+
+    endpoint.responder = lambda body: with_usage(four_rounds(body), {"prompt_tokens": 1, "completion_tokens": 7})
+    sent = len(sim.actions)
+
+    def replies() -> list[str]:
+        return [action.text for action in sim.actions[sent:] if action.action in SEND_ACTIONS]
+
+    # the reminder's turn runs on the asker's quota request by request, as a question's does
+    await quiet(endpoint, sim, until=lambda: any(USED_UP in reply for reply in replies()))
+    assert len(endpoint.requests) - asked <= 3
+    assert not any(reply == "42" for reply in replies())

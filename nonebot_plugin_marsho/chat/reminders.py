@@ -365,9 +365,14 @@ class Courier:
             raise
         finally:
             turn.done()
+        from .ask import _with_quota
+
+        reply, tips = _with_quota(app, reply, [])  # a quota that ran out during the turn
         engine = services.engine
         answer = reply_text(t, reply, engine.max_tool_rounds, app.config.marsho_max_answer_chars)
         await send_answer(bot, answer, reply.images, app.delivery(), quote=False, to=target)
+        if tips:
+            await send_answer(bot, "\n".join(tips), (), app.delivery(), quote=False, to=target)
 
     async def _destination(self, reminder: Reminder) -> tuple[Bot, Any]:
         try:
@@ -378,7 +383,7 @@ class Courier:
     async def _answer(self, bot: Bot, reminder: Reminder, where: Where, role: Role, cheaper: str) -> Reply:
         """The turn of a scheduled question, as chat/ask.py's for a message: the asker's
         nickname and label, the group's persona and recent chat, their memories and tools."""
-        from .ask import _carried, _group_side, _not_carried
+        from .ask import _billing, _carried, _group_side, _not_carried
         from .matchers import _speaker, user_key
 
         app = self.app
@@ -394,7 +399,8 @@ class Courier:
                                  group_persona=persona, recent=_not_carried(unread, None))
         try:
             with lane(reminder.chat_key), charged_to(Asker(key, where.person, where.chat or "")), \
-                    model_for_turn(cheaper):
+                    model_for_turn(cheaper), _billing(app, services.engine, where, role, shared=shared,
+                                                      unsolicited=False, recent=facts.recent):
                 reply = await ask(services.engine, key, facts, app.prompt, context=context,
                                   memories=services.memory_book)
         except BaseException:
