@@ -499,7 +499,14 @@ EN: dict[str, str] = {
         "Check {key_setting}; behind a proxy (LiteLLM, OneAPI, NewAPI), check the key it expects and "
         "its own setup (its database, its log): a {status} like this one is how it says so."
     ),
-    "status.failing": "{name} is failing: {reason}",
+    # --- outages that end when the provider does (issue 25) ---
+    "status.failing_state": "failing",
+    "status.why": "{line}; why: {reason}",
+    "status.asked": "{reason} It asked to wait {seconds} s, honoured up to MARSHO_RETRY_AFTER_MAX.",
+    "status.trial": "{state}, {trial}",
+    "status.trial_in": "one question tries it in {seconds} s",
+    "status.trial_next": "the next question tries it",
+    "status.trial_running": "one question is trying it now",
 }
 
 ZH: dict[str, str] = {
@@ -898,7 +905,14 @@ ZH: dict[str, str] = {
         "请检查 {key_setting}；如果经过代理（LiteLLM、OneAPI、NewAPI），请检查它要求的密钥和它自己的设置"
         "（它的数据库、它的日志）：这样的 {status} 就是它在说这件事。"
     ),
-    "status.failing": "{name}无法使用：{reason}",
+    # --- outages that end when the provider does (issue 25) ---
+    "status.failing_state": "无法使用",
+    "status.why": "{line}；原因：{reason}",
+    "status.asked": "{reason}它要求等待 {seconds} 秒，最多只按 MARSHO_RETRY_AFTER_MAX 等待。",
+    "status.trial": "{state}，{trial}",
+    "status.trial_in": "{seconds} 秒后让一个问题试一次",
+    "status.trial_next": "下一个问题会试一次",
+    "status.trial_running": "正有一个问题在试",
 }
 
 CATALOGUES: dict[Language, dict[str, str]] = {"zh-CN": ZH, "en": EN}

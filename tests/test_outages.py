@@ -19,8 +19,10 @@ from nonebot_plugin_marsho.agent.providers import (
     RETRY_AFTER_MAX,
     Endpoint,
 )
+from nonebot_plugin_marsho.chat.render import status_text
 from nonebot_plugin_marsho.config import Config
 from nonebot_plugin_marsho.exceptions import EndpointError
+from nonebot_plugin_marsho.i18n import Texts
 from tests.test_model_parts import Recorder, server_error, too_many
 
 QUESTION = [{"role": "user", "content": "hi"}]
@@ -252,3 +254,52 @@ async def test_while_the_others_answer_a_skipped_endpoint_gets_no_trial() -> Non
     clock.now += PROBE_INTERVAL
     assert (await chain.request(ModelRequest(QUESTION))).content == "ok"
     assert len(primary.requests) == BREAKER_FAILURES
+
+
+# --- what marsho.status says ------------------------------------------------------------------------
+
+
+async def test_status_says_why_a_pool_rests_until_when_and_when_it_is_tried() -> None:
+    clock = Clock()
+    part, _ = pooled(Provider(too_many(FOREVER), too_many(FOREVER)), clock)
+    with pytest.raises(EndpointError):
+        await ask(part)
+    clock.now += PROBE_INTERVAL - 20
+    [status] = part.status()
+    assert status.state == "resting" and status.reason is not None and status.reason.status == 429
+    lines = status_text(Texts("en"), [status]).splitlines()
+    assert lines[1].startswith("primary:  at http://provider/v1: resting for 290 s, one question tries it "
+                               "in 20 s; 2 requests, errors: rate limit 2")
+    assert lines[1].endswith("; why: The endpoint is rate-limiting us (429: slow). It asked to wait 999999 s, "
+                             "honoured up to MARSHO_RETRY_AFTER_MAX.")
+    assert lines[2].startswith("  key …ey-a: resting for 290 s; 1 request, errors: rate limit 1")
+    zh = status_text(Texts("zh-CN"), [status]).splitlines()[1]
+    assert "休息中，还有 290 秒，20 秒后让一个问题试一次" in zh and "原因：接口正在限流（429：slow）" in zh
+
+
+async def test_status_says_a_trial_is_in_flight() -> None:
+    clock = Clock()
+    provider = Provider(too_many(FOREVER), too_many(FOREVER))
+    part, _ = pooled(provider, clock)
+    with pytest.raises(EndpointError):
+        await ask(part)
+    clock.now += PROBE_INTERVAL
+    provider.hold = asyncio.Event()
+    trial = asyncio.ensure_future(ask(part))
+    while len(provider.keys) < 3:
+        await asyncio.sleep(0)
+    assert "one question is trying it now" in status_text(Texts("en"), part.status())
+    provider.hold.set()
+    await trial
+
+
+def test_status_says_why_an_endpoint_is_skipped() -> None:
+    endpoint = Endpoint(0, "http://a/v1", ["k"], clock=Clock())
+    for _ in range(BREAKER_FAILURES):
+        endpoint.breaker.failed()
+    endpoint.breaker.last = server_error()
+    line = status_text(Texts("en"), [endpoint.status("m", skipped=True)]).splitlines()[1]
+    assert line.startswith("primary: m at http://a/v1: skipped after repeated failures for 30 s, one question "
+                           "tries it in 30 s; 0 requests")
+    assert line.endswith("; why: The endpoint failed (503: down).")
+
