@@ -507,6 +507,10 @@ EN: dict[str, str] = {
     "status.trial_in": "one question tries it in {seconds} s",
     "status.trial_next": "the next question tries it",
     "status.trial_running": "one question is trying it now",
+    "export.saved_group": "{count} messages exported; {where}.",
+    "export.told_privately": "where the file is was sent to you privately",
+    "export.in_log": "where the file is is in the bot's log",
+    "export.saved_path": "{count} messages of {key} exported to {path}",
 }
 
 ZH: dict[str, str] = {
@@ -913,6 +917,10 @@ ZH: dict[str, str] = {
     "status.trial_in": "{seconds} 秒后让一个问题试一次",
     "status.trial_next": "下一个问题会试一次",
     "status.trial_running": "正有一个问题在试",
+    "export.saved_group": "已导出 {count} 条消息；{where}。",
+    "export.told_privately": "文件位置已私聊发给你",
+    "export.in_log": "文件位置写在机器人的日志里",
+    "export.saved_path": "已把 {key} 的 {count} 条消息导出到 {path}",
 }
 
 CATALOGUES: dict[Language, dict[str, str]] = {"zh-CN": ZH, "en": EN}
