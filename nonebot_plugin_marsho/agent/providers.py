@@ -344,15 +344,17 @@ class KeyPool:
             self.trial_at = now + PROBE_INTERVAL
 
     def tried(self, key: Key, answered: bool) -> None:
-        """A request with `key` ended: a trial with it is over (the next one PROBE_INTERVAL
-        from now, unless a 429 said so already); an answer ends the key's rest."""
+        """A request with `key` ended: if it was a trial, the trial is over, and its answer
+        ends the key's rest (else the next trial is PROBE_INTERVAL from now, unless its 429 said
+        so already). An answer to a request sent before a 429 rested the key ends nothing."""
+        if self.trying is not key:
+            return
+        self.trying = None
+        now = self._clock()
         if answered:
             key.resting_until, key.rested_by = 0.0, None
-        if self.trying is key:
-            self.trying = None
-            now = self._clock()
-            if not answered and self.trial_at is not None and self.trial_at <= now:
-                self.trial_at = now + PROBE_INTERVAL
+        elif self.trial_at is not None and self.trial_at <= now:
+            self.trial_at = now + PROBE_INTERVAL
 
     def trial_in(self) -> float | None:
         """While every key rests: seconds until one request tries one (0: the next request);
