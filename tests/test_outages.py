@@ -207,6 +207,31 @@ async def test_a_trial_cancelled_in_flight_leaves_the_key_to_the_next_question()
     assert await ask(part) == "answered"
 
 
+async def test_an_answer_sent_before_the_429_does_not_end_the_rest() -> None:
+    clock = Clock()
+    provider = Provider(too_many(FOREVER), too_many(FOREVER))
+    part, _ = pooled(provider, clock)
+    release = asyncio.Event()
+    slow = Provider()
+    slow.hold = release
+    refuse = provider.post
+
+    async def post(body: dict[str, Any], key: str | None, timeout: float) -> bytes:
+        if not slow.keys:  # the first request: sent before the 429s, answered after them
+            return await slow.post(body, key, timeout)
+        return await refuse(body, key, timeout)
+
+    part.client.post = post  # type: ignore[method-assign]
+    early = asyncio.ensure_future(ask(part))
+    while not slow.keys:
+        await asyncio.sleep(0)
+    with pytest.raises(EndpointError):
+        await ask(part)  # both keys answered 429: they rest
+    release.set()
+    assert await early == "answered"
+    assert rests(part, clock) == [RETRY_AFTER_MAX, RETRY_AFTER_MAX]
+
+
 async def test_a_short_rest_is_waited_for_not_tried_early() -> None:
     clock = Clock()
     part, _ = pooled(Provider(too_many(5), too_many(5)), clock)
