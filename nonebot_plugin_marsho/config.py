@@ -24,7 +24,7 @@ from pydantic import (
 
 from . import i18n
 from .agent.model.base import ToolMode
-from .agent.providers import RETRY_BUDGET
+from .agent.providers import RETRY_AFTER_MAX, RETRY_BUDGET
 from .agent.quirks import QuirkOverride
 from .i18n import Language
 from .store.session import SessionScope
@@ -823,6 +823,16 @@ class Config(BaseModel):
     """Reminders one group (or channel) may have at once, whoever set them.
 
     zh: 每个群（或频道）同时最多可有的提醒数，不论是谁设置的。"""
+
+    # --- outages that end when the provider does (issue 25) ---
+
+    marsho_retry_after_max: float = Field(default=RETRY_AFTER_MAX, ge=0, le=86400)
+    """Seconds of a provider's Retry-After honoured at most: a key or endpoint asked to wait
+    longer rests this long, and meanwhile one question at a time tries it every 30 s, so an
+    outage ends when the provider's does, whatever the header said.
+
+    zh: 最多遵守接口 Retry-After 要求的多少秒：要求更久的密钥或接口只暂停这么久；暂停期间每 30 秒让
+    一个问题试一次，所以接口一恢复，机器人就能回答，不管响应头写了多久。"""
 
     @field_validator("marsho_quota_fallback_model", "marsho_summary_model")
     @classmethod

@@ -567,6 +567,19 @@ EN: dict[str, str] = {
     ),
     # --- quotas that hold within a turn ---
     "bill.shared": "(the group: its earlier conversation, unsolicited replies)",
+
+    # --- outages that end when the provider does (issue 25) ---
+    "status.failing_state": "failing",
+    "status.why": "{line}; why: {reason}",
+    "status.asked": "{reason} It asked to wait {seconds} s, honoured up to MARSHO_RETRY_AFTER_MAX.",
+    "status.trial": "{state}, {trial}",
+    "status.trial_in": "one question tries it in {seconds} s",
+    "status.trial_next": "the next question tries it",
+    "status.trial_running": "one question is trying it now",
+    "export.saved_group": "{count} messages exported; {where}.",
+    "export.told_privately": "where the file is was sent to you privately",
+    "export.in_log": "where the file is is in the bot's log",
+    "export.saved_path": "{count} messages of {key} exported to {path}",
 }
 
 ZH: dict[str, str] = {
@@ -1015,6 +1028,19 @@ ZH: dict[str, str] = {
     "reminders.all_private": "所有人的提醒只在和我的私聊中列出（{name}.reminders all）。",
     # --- quotas that hold within a turn ---
     "bill.shared": "（群共担：之前的对话、主动回复）",
+
+    # --- outages that end when the provider does (issue 25) ---
+    "status.failing_state": "无法使用",
+    "status.why": "{line}；原因：{reason}",
+    "status.asked": "{reason}它要求等待 {seconds} 秒，最多只按 MARSHO_RETRY_AFTER_MAX 等待。",
+    "status.trial": "{state}，{trial}",
+    "status.trial_in": "{seconds} 秒后让一个问题试一次",
+    "status.trial_next": "下一个问题会试一次",
+    "status.trial_running": "正有一个问题在试",
+    "export.saved_group": "已导出 {count} 条消息；{where}。",
+    "export.told_privately": "文件位置已私聊发给你",
+    "export.in_log": "文件位置写在机器人的日志里",
+    "export.saved_path": "已把 {key} 的 {count} 条消息导出到 {path}",
 }
 
 CATALOGUES: dict[Language, dict[str, str]] = {"zh-CN": ZH, "en": EN}

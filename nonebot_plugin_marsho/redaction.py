@@ -4,12 +4,18 @@ and one way to hide them in text bound for a chat, a log line, the model, an exp
 
 A secret is hidden whole, in the spellings it travels in (as is, URL-encoded, escaped in a JSON
 string or a repr), and an API key also in the form providers echo it with its middle masked
-(`sk-proj-****…abcd`, `sk-ab...wxyz`). The log is process-wide, so the registry is too: the bot
-adds what it holds at startup, and `logger` here is NoneBot's logger with every message redacted.
+(`sk-proj-****…abcd`, `sk-ab...wxyz`). What a hostile web service or tool does to a secret it
+echoes is undone too: upper or lower case (any case, for secrets of MIN_SECRET characters or
+more), base64 (standard or URL-safe, padded or not, alone or inside a longer encoding), hex, a
+line break (or an escaped `\n`, or `<br>`) anywhere inside it, and, for secrets of PIECE_SECRET
+characters or more, any run of at least half of it (a secret sent in halves loses both). The
+log is process-wide, so the registry is too: the bot adds what it holds at startup, and
+`logger` here is NoneBot's logger with every message redacted.
 """
 
 from __future__ import annotations
 
+import base64
 import functools
 import json
 import re
@@ -30,13 +36,26 @@ a secret that short protects nothing."""
 MASKED_KEY_MIN = 16
 """Keys at least this long are also hidden in the masked form a provider echoes."""
 
+PIECE_SECRET = 16
+"""Secrets at least this long are also hidden piece by piece: any run of half of them (at least
+PIECE_MIN characters) is a piece, so a secret sent in two halves, or split across two fields of
+one result, loses both."""
+
+PIECE_MIN = 10
+"""Characters of the shortest piece hidden: half of a 16-character secret such as
+`weather-secret-1` is `weather-` (8), a word that must stay readable elsewhere."""
+
+_LINE_BREAK = re.compile(r"(?:\r?\n|\\r\\n|\\n|<br\s*/?>)[ \t]*")
+"""What may split a secret across lines: a line break, its escape in a JSON string, or an HTML
+`<br>`, and the next line's indent (matched in lower case)."""
+
 
 class Secrets:
-    """A set of secret values and the one compiled pattern that finds any of them."""
+    """A set of secret values and the one compiled redactor that finds any of them."""
 
     def __init__(self, values: Iterable[str] = ()) -> None:
         self._values: set[str] = set()
-        self._pattern: re.Pattern[str] | None = None
+        self._redactor: _Redactor | None = None
         self._lock = threading.Lock()
         self.add(*values)
 
@@ -47,23 +66,23 @@ class Secrets:
             if fresh <= self._values:
                 return
             self._values |= fresh
-            self._pattern = _compile(self._values)
+            self._redactor = _compile(self._values)
 
     def discard(self, *values: str) -> None:
         """Stop hiding these (a test's own secrets, a reloaded configuration)."""
         with self._lock:
             self._values -= {v.strip() for v in values}
-            self._pattern = _compile(self._values) if self._values else None
+            self._redactor = _compile(self._values) if self._values else None
 
     def __contains__(self, value: object) -> bool:
         return value in self._values
 
     def __call__(self, text: str) -> str:
         """`text` with every secret replaced by REDACTED."""
-        pattern = self._pattern
-        if pattern is None or not text:
+        redactor = self._redactor
+        if redactor is None or not text:
             return text
-        return pattern.sub(REDACTED, text)
+        return redactor(text)
 
 
 def _spellings(secret: str) -> set[str]:
@@ -86,16 +105,153 @@ def _masked(secret: str) -> str | None:
     return rf"{head}[A-Za-z0-9_\-]{{0,12}}(?:[*•]{{3,}}|\.{{3}}|…|x{{6,}})[A-Za-z0-9_\-*•]{{0,8}}?{tail}"
 
 
-def _compile(values: set[str]) -> re.Pattern[str] | None:
-    if not values:
-        return None
-    literal = sorted({s for value in values for s in _spellings(value)}, key=len, reverse=True)
-    masked = [m for m in map(_masked, values) if m]
-    return re.compile("|".join([*masked, *map(re.escape, literal)]))
+def _encodings(secret: str) -> set[str]:
+    """The secret (as is, upper- and lower-cased) in base64, standard and URL-safe, padded and
+    not, and the part of its base64 that is the same wherever it starts inside a longer
+    encoding (at each of the three byte offsets); and in hex. Forms shorter than MIN_SECRET are
+    left out (a short run of base64 matches too much)."""
+    forms: set[str] = set()
+    for variant in {secret, secret.upper(), secret.lower()}:
+        raw = variant.encode("utf-8")
+        forms.add(raw.hex())
+        for encode in (base64.b64encode, base64.urlsafe_b64encode):
+            whole = encode(raw).decode("ascii")
+            forms |= {whole, whole.rstrip("=")}
+            for offset in range(3):  # inside a longer encoding: the characters of its bits only
+                shifted = encode(b"\0" * offset + raw).decode("ascii")
+                first, end = -(-8 * offset // 6), 8 * (offset + len(raw)) // 6
+                forms.add(shifted[first:end])
+    return {form for form in forms if len(form) >= MIN_SECRET}
+
+
+class _Redactor:
+    """Finds the secrets in a text: their spellings as written (and the masked form of a key);
+    in the text's lower case, every spelling and encoding of those of MIN_SECRET characters or
+    more, also with the line breaks taken out; and the pieces of the long ones. Literal
+    alternations only, and the lower-cased text searched as is: as fast as the exact search."""
+
+    def __init__(self, values: set[str]) -> None:
+        exact = {s for value in values for s in _spellings(value)}
+        masked = [m for m in map(_masked, values) if m]
+        self.exact = re.compile("|".join([*masked, _trie(exact)]))
+        long = [value for value in values if len(value) >= MIN_SECRET]
+        folded = {form.lower() for value in long for form in _spellings(value) | _encodings(value)}
+        self.folded = re.compile(_trie(folded)) if folded else None
+        self.pieces: dict[str, list[tuple[_Pieces, int]]] = {}
+        """Each chunk of the long secrets: the secrets it is of, and where in them."""
+        for value in values:
+            if len(value) >= PIECE_SECRET:
+                pieces = _Pieces(value.lower())
+                for chunk, at in pieces.chunks:
+                    self.pieces.setdefault(chunk, []).append((pieces, at))
+        self.chunks = re.compile(f"(?=({_trie(self.pieces)}))") if self.pieces else None  # overlapping too
+
+    def __call__(self, text: str) -> str:
+        spans = [match.span() for match in self.exact.finditer(text)]
+        lowered = text.lower()
+        if self.folded is not None and len(lowered) == len(text):  # else a letter's lower case is longer
+            spans += [match.span() for match in self.folded.finditer(lowered)]
+            spans += self._across_lines(lowered)
+            spans += self._pieces(lowered)
+        return _hidden(text, spans) if spans else text
+
+    def _pieces(self, lowered: str) -> list[tuple[int, int]]:
+        """The runs of half a long secret or more (see _Pieces)."""
+        if self.chunks is None:
+            return []
+        spans = []
+        for match in self.chunks.finditer(lowered):
+            for pieces, at in self.pieces[match.group(1)]:
+                start, end = pieces.extent(lowered, match.start(), at)
+                if end - start >= pieces.width:
+                    spans.append((start, end))
+        return spans
+
+    def _across_lines(self, lowered: str) -> list[tuple[int, int]]:
+        """The secrets split by line breaks: searched in the text without them, found where
+        they stand in the text."""
+        breaks = list(_LINE_BREAK.finditer(lowered))
+        if not breaks or self.folded is None:
+            return []
+        kept: list[str] = []
+        starts: list[int] = []  # where each kept character stands in the text
+        last = 0
+        for line_break in breaks:
+            kept.append(lowered[last:line_break.start()])
+            starts += range(last, line_break.start())
+            last = line_break.end()
+        kept.append(lowered[last:])
+        starts += range(last, len(lowered))
+        joined = "".join(kept)
+        return [(starts[match.start()], starts[match.end() - 1] + 1)
+                for match in self.folded.finditer(joined)]
+
+
+def _trie(words: Iterable[str]) -> str:
+    """A pattern matching any of `words`, the longest first, as a trie: the re module tries an
+    alternation's branches one by one at each character, which for the hundreds of forms of a
+    few secrets costs ten times the search of this one."""
+    root: dict[str, dict] = {}
+    for word in words:
+        node = root
+        for char in word:
+            node = node.setdefault(char, {})
+        node[""] = {}
+    return _branches(root)
+
+
+def _branches(node: dict[str, dict]) -> str:
+    branches = [re.escape(char) + _branches(child) for char, child in sorted(node.items()) if char]
+    if not branches:
+        return ""
+    body = branches[0] if len(branches) == 1 else f"(?:{'|'.join(branches)})"
+    if "" not in node:
+        return body
+    return f"(?:{body})?" if len(branches) == 1 else f"{body}?"
+
+
+def _hidden(text: str, spans: list[tuple[int, int]]) -> str:
+    """`text` with each span (overlapping ones together) replaced by REDACTED."""
+    kept, last = [], 0
+    for start, end in sorted(spans):
+        if start < last:  # overlaps the span before: hidden with it
+            last = max(last, end)
+            continue
+        kept += [text[last:start], REDACTED]
+        last = end
+    return "".join([*kept, text[last:]])
+
+
+class _Pieces:
+    """The runs of at least half of a long secret (PIECE_MIN at least) in a text, in any case:
+    found by the secret's chunks of a quarter of it, each extended as far as the text goes on
+    along the secret (a run of half the secret holds one whole chunk)."""
+
+    def __init__(self, secret: str) -> None:
+        self.secret = secret
+        self.width = max(PIECE_MIN, len(secret) // 2)
+        self.chunk = max(1, self.width // 2)
+        self.chunks = [(secret[at:at + self.chunk], at)
+                       for at in range(0, len(secret) - self.chunk + 1, self.chunk)]
+
+    def extent(self, folded: str, found: int, at: int) -> tuple[int, int]:
+        """The run of the secret around its chunk at `at`, found at `found` in the text."""
+        before = 0
+        while before < min(found, at) and folded[found - before - 1] == self.secret[at - before - 1]:
+            before += 1
+        after = found + self.chunk
+        stop = min(len(folded), found + len(self.secret) - at)
+        while after < stop and folded[after] == self.secret[at + after - found]:
+            after += 1
+        return found - before, after
+
+
+def _compile(values: set[str]) -> _Redactor | None:
+    return _Redactor(values) if values else None
 
 
 @functools.lru_cache(maxsize=256)
-def _pattern_of(values: frozenset[str]) -> re.Pattern[str] | None:
+def _redactor_of(values: frozenset[str]) -> _Redactor | None:
     return _compile(set(values))
 
 
@@ -103,8 +259,8 @@ def hide(text: str, secrets: Iterable[Any], *, min_length: int = MIN_SECRET) -> 
     """`text` with these secrets hidden, the same way as the process's own (a web service's
     header values, a toolkit's presets): for the few places that hold secrets of their own."""
     values = frozenset(v for v in secrets if isinstance(v, str) and len(v) >= min_length)
-    pattern = _pattern_of(values) if values and text else None
-    return pattern.sub(REDACTED, text) if pattern is not None else text
+    redactor = _redactor_of(values) if values and text else None
+    return redactor(text) if redactor is not None else text
 
 
 SECRETS = Secrets()

@@ -54,7 +54,8 @@ SECTIONS: list[Section] = [
         "marsho_max_answer_chars", "marsho_max_concurrent_requests",
     )),
     Section("When the provider fails", "接口出错时", (
-        "marsho_retries", "marsho_retry_budget", "marsho_api_keys", "marsho_fallbacks", "marsho_model_quirks",
+        "marsho_retries", "marsho_retry_budget", "marsho_retry_after_max", "marsho_api_keys",
+        "marsho_fallbacks", "marsho_model_quirks",
     )),
     Section("How people talk to it", "怎样和它说话", (
         "marsho_name", "marsho_aliases", "marsho_at", "marsho_lang", "marsho_nickname_limit", "marsho_poke",

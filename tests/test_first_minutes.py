@@ -177,17 +177,19 @@ async def test_the_providers_echo_of_the_key_is_redacted(fake: FakeOpenAI) -> No
     assert KEY_A not in str(caught.value) and "[redacted]" in str(caught.value)
 
 
-def status_reply(client: LLMClient, *failing: str) -> str:
-    """What `marsho.status` answers for `client` alone (requests shown, latencies fixed)."""
+def status_reply(client: LLMClient, failing: str = "") -> str:
+    """What `marsho.status` answers for `client` alone (requests shown, latencies fixed), the
+    primary `failing` for that reason, when given, on its own line."""
     endpoint = client.endpoints[0]
     for figures in (endpoint.usage, *(key.usage for key in endpoint.pool.keys)):
         figures.latencies = FixedLatencies(figures.latencies)  # shown as they are; not timed here
     errors = ", errors: key refused 1" if endpoint.usage.errors else ""
     requests = f"{endpoint.usage.requests} request" + ("s" if endpoint.usage.requests != 1 else "")
+    state, why = ("failing", f"; why: {failing}") if failing else ("ok", "")
     return "\n".join([
         "Model endpoints (requests since start; latency over the last hour):",
-        f"primary: fake-model at {endpoint.base_url}: ok; {requests}{errors}, p50 {LATENCY}, p95 {LATENCY}",
-        *failing,
+        f"primary: fake-model at {endpoint.base_url}: {state}; {requests}{errors}, p50 {LATENCY}, "
+        f"p95 {LATENCY}{why}",
         "Summaries of trimmed history (the chat model): requests since start: 0 answered, 0 failed",
     ])
 
@@ -209,7 +211,7 @@ async def test_status_shows_an_endpoint_failing_on_its_key_until_it_answers(
     with pytest.raises(EndpointError):
         await client.complete(QUESTION)
     await ask_status(app, 1, status_reply(client, (
-        "primary is failing: The endpoint rejected the API key (400: No connected db.). Check MARSHO_API_KEY "
+        "The endpoint rejected the API key (400: No connected db.). Check MARSHO_API_KEY "
         "(or MARSHO_API_KEYS); behind a proxy (LiteLLM, OneAPI, NewAPI), check the key it expects and its own "
         "setup (its database, its log): a 400 like this one is how it says so.")))
     await client.complete(QUESTION)  # the proxy's setup mended: answered
@@ -310,8 +312,9 @@ async def test_status_shows_the_endpoint_failing_for_want_of_a_key(
     endpoint.usage.latencies = FixedLatencies(endpoint.usage.latencies)
     await ask_status(app, 1, "\n".join([
         "Model endpoints (requests since start; latency over the last hour):",
-        f"primary: fake-model at {fake.base_url}: ok; 1 request, errors: no key 1, p50 {LATENCY}, p95 {LATENCY}",
-        f"primary is failing: No API key is set for {fake.base_url}. Set MARSHO_API_KEY (or MARSHO_API_KEYS) in .env.",
+        f"primary: fake-model at {fake.base_url}: failing; 1 request, errors: no key 1, p50 {LATENCY}, "
+        f"p95 {LATENCY}; why: No API key is set for {fake.base_url}. Set MARSHO_API_KEY (or MARSHO_API_KEYS) "
+        "in .env.",
         "Summaries of trimmed history (the chat model): requests since start: 0 answered, 0 failed",
     ]))
 

@@ -223,10 +223,18 @@ async def test_export_writes_every_message_of_the_session_as_json(
               text("Hot in Hangzhou"), text("You're welcome"))
     await exchange(app, (group_message("marsho weather?", user_id=SUPERUSER), "Hot in Hangzhou"),
                    (group_message("marsho thanks", user_id=10002), "You're welcome"))
-    reply = await reply_to(app, group_message("marsho.export", user_id=SUPERUSER))
+    event = group_message("marsho.export", user_id=SUPERUSER)
+    privately, in_group = AnyText(), AnyText()
+    async with app.test_matcher() as ctx:  # the path goes to the superuser privately (issue 25)
+        bot = onebot_bot(ctx)
+        ctx.receive_event(bot, event)
+        ctx.should_call_api("send_msg", {"message_type": "private", "user_id": SUPERUSER, "message": privately},
+                            result={"message_id": 1})
+        api, data = reply_call(event, "")
+        ctx.should_call_api(api, {**data, "message": in_group}, result={"message_id": 2})
 
-    found = re.match(r"(\d+) messages exported to (.+?\.json)\n", reply)
-    assert found, reply
+    found = re.match(r"(\d+) messages of .+? exported to (.+?\.json)$", privately.text)
+    assert found, privately.text
     assert found.group(1) == "6"
     path = Path(found.group(2))
     assert path.is_relative_to(PLUGIN_DATA_DIR)
@@ -241,7 +249,7 @@ async def test_export_writes_every_message_of_the_session_as_json(
     assert messages[3:] == [{"role": "assistant", "content": "Hot in Hangzhou"},
                             {"role": "user", "content": "user10002: thanks"},
                             {"role": "assistant", "content": "You're welcome"}]
-    assert json.dumps(data, ensure_ascii=False, indent=1) in reply  # short: shown in the chat too
+    assert in_group.text == "6 messages exported; where the file is was sent to you privately."
 
 
 async def test_model_shows_switches_and_keeps_the_model(

@@ -449,11 +449,13 @@ async def test_history_and_export_show_the_summary_and_reset_clears_it(app: App,
     assert "Alice said her cat is called Mochi." in captured[-1]
     event = group_message("marsho.export", user_id=int(SUPERUSER_ID))
     api, data = reply_call(event, "")
-    async with app.test_matcher() as ctx:
+    async with app.test_matcher() as ctx:  # the path goes to the superuser privately (issue 25)
         bot = onebot_bot(ctx)
         ctx.receive_event(bot, event)
+        ctx.should_call_api("send_msg", {"message_type": "private", "user_id": int(SUPERUSER_ID),
+                                         "message": Captured()}, result={"message_id": 4})
         ctx.should_call_api(api, {**data, "message": Captured()}, result={"message_id": 3})
-    found = re.match(r"\d+ messages exported to (.+?\.json)\n", captured[-1])
+    found = re.match(r"\d+ messages of \S+ \S+ exported to (.+?\.json)$", captured[-2])
     assert found is not None
     exported = json.loads(Path(found.group(1)).read_text(encoding="utf-8"))
     assert exported["summary"]["text"] == "Alice said her cat is called Mochi." and exported["summary"]["turns"] == 7

@@ -28,9 +28,16 @@ RETRY_AFTER_CAP = 30.0
 """Seconds of a Retry-After header honoured at most (a provider asking for an hour is not
 waited for; the question falls back or fails)."""
 
-RETRY_AFTER_REST_CAP = 3600.0
-"""Seconds a key of a pool rests at most after a Retry-After past RETRY_AFTER_CAP (which is not
-waited for: the other keys, or the fallbacks, take the questions meanwhile)."""
+RETRY_AFTER_MAX = 300.0
+"""Seconds of any Retry-After honoured at most (MARSHO_RETRY_AFTER_MAX): a provider asking for
+a day (`Retry-After: 999999`) is read as asking for this long, so one header cannot rest every
+key of a pool for an hour after the provider is back. Beyond RETRY_AFTER_CAP it is not waited
+for: the key rests, the other keys or the fallbacks take the questions meanwhile."""
+
+PROBE_INTERVAL = 30.0
+"""Seconds between trials of a key resting longer than this, and of an endpoint its breaker
+skips: one real request at a time tries it before its rest ends (half-open), so the bot answers
+again within a minute of the provider recovering. A trial that answers ends the rest."""
 
 BACKOFF_BASE = 0.5
 """Seconds before the first retry when the endpoint gave no Retry-After; doubled each retry."""
@@ -219,6 +226,8 @@ class Key:
     resting_until: float = 0.0
     set_aside_until: float = 0.0
     usage: Usage = field(default_factory=Usage)
+    rested_by: EndpointError | None = None
+    """The 429 that rested it, for `marsho.status`."""
 
     def state(self, now: float) -> tuple[str, float]:
         """("ok" | "resting" | "set aside", until when in seconds from now)."""
@@ -230,7 +239,7 @@ class Key:
 
 
 class NoKeyReady(Exception):
-    """Every key of a pool rests past the deadline, or is set aside."""
+    """Every key of a pool rests past the deadline (and no trial is due), or is set aside."""
 
 
 class Deadline:
@@ -272,7 +281,9 @@ class Deadline:
 class KeyPool:
     """The keys of one endpoint, taken in turn. A key answered 429 rests (its Retry-After, or a
     backoff); one answered 401/403 is set aside for AUTH_REST. A pool of one key never rests and
-    is never set aside: its retries wait instead, and a refusal is the endpoint's error."""
+    is never set aside: its retries wait instead, and a refusal is the endpoint's error. While
+    every key rests longer than PROBE_INTERVAL, one request at a time tries the first to wake,
+    every PROBE_INTERVAL (half-open): an answer ends that key's rest."""
 
     def __init__(self, keys: list[str], clock: Callable[[], float] = time.monotonic) -> None:
         self.keys = [Key(value) for value in dict.fromkeys(keys)] or [Key("")]
@@ -280,6 +291,10 @@ class KeyPool:
         """The latest 429/401/403 of a key of the pool: the endpoint's error while no key is ready."""
         self._turn = itertools.count()
         self._clock = clock
+        self.trial_at: float | None = None
+        """When one request may try a resting key; None: no rest past PROBE_INTERVAL."""
+        self.trying: Key | None = None
+        """The key a trial request is in flight with: no other request takes it meanwhile."""
 
     @property
     def single(self) -> bool:
@@ -293,9 +308,10 @@ class KeyPool:
         self, deadline: Deadline, *, keep: float = 0.0,
         sleep: Callable[[float], Awaitable[None]] | None = None,
     ) -> Key:
-        """The next ready key; when all rest, wait for the first to come back (NoKeyReady if
-        that is past the deadline, less the `keep` seconds left for other endpoints, or every
-        key is set aside). The wait is part of the deadline: it starts the deadline."""
+        """The next ready key; when all rest, wait for the first to come back, or, when that is
+        past the deadline (less the `keep` seconds left for other endpoints), take the first as
+        a trial if one is due (the caller ends it with `tried`); NoKeyReady if none is, or
+        every key is set aside. The wait is part of the deadline: it starts the deadline."""
         if self.single:
             return self.keys[0]
         while True:
@@ -304,18 +320,48 @@ class KeyPool:
                 return ready[next(self._turn) % len(ready)]
             deadline.start()  # waiting for a key counts, so the attempt after it gets what is left
             now = self._clock()
-            resting = [key.resting_until for key in self.keys if key.set_aside_until <= now]
+            resting = [key for key in self.keys if key.set_aside_until <= now and key is not self.trying]
             if not resting:
                 raise NoKeyReady
-            wake = min(resting)
-            if wake - now >= deadline.left() - keep:
+            first = min(resting, key=lambda key: key.resting_until)
+            if first.resting_until - now < deadline.left() - keep:
+                await (sleep or asyncio.sleep)(max(0.0, first.resting_until - now))
+                continue
+            if self.trying is not None or self.trial_at is None or now < self.trial_at:
                 raise NoKeyReady
-            await (sleep or asyncio.sleep)(max(0.0, wake - now))
+            self.trying = first
+            return first
 
-    def rest(self, key: Key, seconds: float) -> None:
-        """`key` answered 429: not used for `seconds`."""
-        if not self.single:
-            key.resting_until = max(key.resting_until, self._clock() + seconds)
+    def rest(self, key: Key, seconds: float, why: EndpointError | None = None) -> None:
+        """`key` answered 429 (`why`): not used for `seconds`; past PROBE_INTERVAL, the pool's
+        next trial is PROBE_INTERVAL from now."""
+        if self.single:
+            return
+        now = self._clock()
+        key.resting_until = max(key.resting_until, now + seconds)
+        key.rested_by = why or key.rested_by
+        if key.resting_until - now > PROBE_INTERVAL:
+            self.trial_at = now + PROBE_INTERVAL
+
+    def tried(self, key: Key, answered: bool) -> None:
+        """A request with `key` ended: if it was a trial, the trial is over, and its answer
+        ends the key's rest (else the next trial is PROBE_INTERVAL from now, unless its 429 said
+        so already). An answer to a request sent before a 429 rested the key ends nothing."""
+        if self.trying is not key:
+            return
+        self.trying = None
+        now = self._clock()
+        if answered:
+            key.resting_until, key.rested_by = 0.0, None
+        elif self.trial_at is not None and self.trial_at <= now:
+            self.trial_at = now + PROBE_INTERVAL
+
+    def trial_in(self) -> float | None:
+        """While every key rests: seconds until one request tries one (0: the next request);
+        None: no trial before a rest ends, or one is in flight."""
+        if self.trying is not None or self.trial_at is None or self.ready():
+            return None
+        return max(0.0, self.trial_at - self._clock())
 
     def set_aside(self, key: Key) -> bool:
         """`key` was refused (401/403): not used for AUTH_REST; False for a pool of one, and for
@@ -329,13 +375,40 @@ class KeyPool:
 
 class CircuitBreaker:
     """Skips an endpoint that failed BREAKER_FAILURES requests in a row, for a cool-down that
-    doubles at each failed trial; one success closes it."""
+    doubles at each failed trial; one success closes it. While it is open, one request at a time
+    may try the endpoint every PROBE_INTERVAL, after the others failed (`take_trial`)."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.failures = 0
         self.open_until = 0.0
         self.cooldown = BREAKER_COOLDOWN
+        self.trial_at = 0.0
+        """When one request may try the endpoint while the breaker is open."""
+        self.trying = False
+        self.last: EndpointError | None = None
+        """The failure that opened it, or the latest since, for `marsho.status`."""
         self._clock = clock
+
+    def trial_due(self) -> bool:
+        """Whether one request may try the endpoint now though the breaker is open: none is
+        trying it, and PROBE_INTERVAL has passed since it opened or since the last trial."""
+        return not self.trying and self._clock() >= self.trial_at
+
+    def take_trial(self) -> bool:
+        """`trial_due`, and if so the asking request is the trial until `tried`."""
+        if not self.trial_due():
+            return False
+        self.trying = True
+        return True
+
+    def tried(self) -> None:
+        """The trial ended (an answer closes the breaker through `succeeded`)."""
+        if self.trying:
+            self.trying, self.trial_at = False, self._clock() + PROBE_INTERVAL
+
+    def trial_in(self) -> float | None:
+        """Seconds until one request may try it while it is open (None: one is trying it)."""
+        return None if self.trying else max(0.0, self.trial_at - self._clock())
 
     def now(self) -> float:
         """The breaker's clock: when a request starts, for `failed`."""
@@ -347,6 +420,7 @@ class CircuitBreaker:
 
     def succeeded(self) -> None:
         self.failures, self.open_until, self.cooldown = 0, 0.0, BREAKER_COOLDOWN
+        self.trying, self.last = False, None
 
     def failed(self, started: float | None = None) -> bool:
         """Count a failed request that started at `started` (now when not given); True when
@@ -364,7 +438,7 @@ class CircuitBreaker:
                     return False
             else:
                 self.cooldown = min(BREAKER_COOLDOWN_CAP, self.cooldown * 2)
-        self.open_until = now + self.cooldown
+        self.open_until, self.trial_at = now + self.cooldown, now + PROBE_INTERVAL
         return True
 
 
@@ -395,6 +469,13 @@ class EndpointStatus:
     keys: list[KeyStatus]
     problem: EndpointError | None = None
     """Why it is failing, when its latest request failed as only the owner can end (OWNER_KINDS)."""
+    reason: EndpointError | None = None
+    """Why it rests or is skipped: the 429 that rested its keys, the failure that opened its
+    breaker."""
+    trial_in: float | None = None
+    """While it rests or is skipped: seconds until one request tries it (0: the next one); None:
+    none before the rest ends, or one is trying it now (`trying`)."""
+    trying: bool = False
 
 
 class Endpoint:
@@ -402,15 +483,17 @@ class Endpoint:
     its figures (the parts that send to it share this record)."""
 
     def __init__(self, index: int, base_url: str, keys: list[str], model: str | None = None,
-                 tool_mode: ToolMode | None = None) -> None:
+                 tool_mode: ToolMode | None = None, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.index = index
         self.name = "primary" if index == 0 else f"fallback {index}"
         self.base_url = base_url.rstrip("/")
-        self.pool = KeyPool(keys)
+        self.pool = KeyPool(keys, clock=clock)
         self.model = model
         """None for the primary: it follows the chain's model (`marsho.model` switches it)."""
         self.tool_mode = tool_mode
-        self.breaker = CircuitBreaker()
+        self.breaker = CircuitBreaker(clock=clock)
+        self._clock = clock
+        """The rests' and the breaker's clock (tests move their own)."""
         self.usage = Usage()
         parts = urlsplit(self.base_url)
         host = parts.hostname or ""
@@ -443,18 +526,23 @@ class Endpoint:
     def status(self, model: str, *, skipped: bool = False) -> EndpointStatus:
         """The endpoint and its keys as `marsho.status` shows them; `skipped`: its breaker is
         open and others are behind it."""
-        now = time.monotonic()
+        now = self._clock()
         keys = [KeyStatus(masked(key.value), *key.state(now), key.usage.requests,
                           dict(key.usage.errors), key.usage.latencies.percentiles(now))
                 for key in self.pool.keys]
         usable = [k for k in keys if k.state == "ok"]
         if skipped:
-            state, left = "skipped", self.breaker.open_until - now
-        elif not usable:
-            first = min(keys, key=lambda k: k.seconds_left)
+            return EndpointStatus(
+                self.name, self.base_url, model, "skipped", self.breaker.open_until - now,
+                self.usage.requests, dict(self.usage.errors), self.usage.latencies.percentiles(now),
+                keys, self.problem, self.breaker.last, self.breaker.trial_in(), self.breaker.trying)
+        state, left, reason, trial, trying = "ok", 0.0, None, None, False
+        if not usable:
+            index = min(range(len(keys)), key=lambda i: keys[i].seconds_left)
+            first, key = keys[index], self.pool.keys[index]
             state, left = first.state, first.seconds_left
-        else:
-            state, left = "ok", 0.0
+            reason = key.rested_by if state == "resting" else None
+            trial, trying = self.pool.trial_in(), self.pool.trying is not None
         return EndpointStatus(self.name, self.base_url, model, state, left, self.usage.requests,
                               dict(self.usage.errors), self.usage.latencies.percentiles(now), keys,
-                              self.problem)
+                              self.problem, reason, trial, trying)

@@ -30,6 +30,7 @@ def settings_of(config: Config) -> ModelSettings:
                    for f in config.marsho_fallbacks],
         retries=config.marsho_retries,
         retry_budget=config.marsho_retry_budget,
+        retry_after_max=config.marsho_retry_after_max,
         quirks={pattern: given.fields() for pattern, given in config.marsho_model_quirks.items()},
     )
 
@@ -39,6 +40,7 @@ def _on_chat_endpoint(config: Config, model: str, setting: str) -> ModelSettings
     return ModelSettings(
         base_url=config.marsho_base_url, api_key=config.marsho_api_key, api_keys=config.marsho_api_keys,
         model=model, timeout=config.marsho_timeout, model_setting=setting,
+        retry_after_max=config.marsho_retry_after_max,
         turn_model_applies=False,  # its own model, over-quota turns included (status says which)
     )
 

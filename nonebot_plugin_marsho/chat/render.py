@@ -202,10 +202,21 @@ def _ago(t: Texts, seconds: float) -> str:
     return t("status.ago_hours", n=round(seconds / 3600))
 
 
+def _rest_reason(t: Texts, error: MarshoError) -> str:
+    """Why an endpoint rests or is skipped: the failure, without its hint ("try again in a
+    moment" is what the rest does), and the wait a 429 asked for."""
+    reason = t(error.code, **error.params) if error.code else str(error)
+    asked = getattr(error, "retry_after", None)
+    if asked is not None:
+        reason = t("status.asked", reason=reason, seconds=f"{asked:g}")
+    return reason
+
+
 def status_text(t: Texts, endpoints: Sequence[EndpointStatus], summaries: SummaryStatus | None = None) -> str:
     """What `marsho.status` answers (superusers): each endpoint and its keys (masked) with its
-    state, requests, errors by kind and latency p50/p95 over the last hour; then the summaries of
-    trimmed history (MARSHO_SUMMARY): their model, requests written and failed, the last failure."""
+    state (why and until when it rests, is skipped or is failing), requests, errors by kind and
+    latency p50/p95 over the last hour; then the summaries of trimmed history (MARSHO_SUMMARY):
+    their model, requests written and failed, the last failure."""
     kinds = {
         "rate": t("status.kind.rate"), "server": t("status.kind.server"),
         "timeout": t("status.kind.timeout"), "dropped": t("status.kind.dropped"),
@@ -215,15 +226,22 @@ def status_text(t: Texts, endpoints: Sequence[EndpointStatus], summaries: Summar
         "too_large": t("status.kind.too_large"), "no_key": t("status.kind.no_key"),
     }
 
-    def state(name: str, seconds: float) -> str:
+    def state(name: str, seconds: float, trial_in: float | None = None, trying: bool = False) -> str:
         left = f"{max(1, round(seconds))}"
         if name == "resting":
-            return t("status.resting", seconds=left)
-        if name == "set aside":
+            said = t("status.resting", seconds=left)
+        elif name == "set aside":
             return t("status.set_aside", seconds=left)
-        if name == "skipped":
-            return t("status.skipped", seconds=left)
-        return t("status.ok")
+        elif name == "skipped":
+            said = t("status.skipped", seconds=left)
+        else:
+            return t("status.ok")
+        if trying:
+            return t("status.trial", state=said, trial=t("status.trial_running"))
+        if trial_in is None:
+            return said
+        when = t("status.trial_next") if trial_in <= 0 else t("status.trial_in", seconds=round(trial_in))
+        return t("status.trial", state=said, trial=when)
 
     def figures(requests: int, errors: Mapping[str, int], latency: tuple[float, float] | None) -> str:
         parts = [t.plural("count.requests", requests)]
@@ -234,12 +252,23 @@ def status_text(t: Texts, endpoints: Sequence[EndpointStatus], summaries: Summar
             parts.append(t("status.latency", p50=f"{latency[0]:.2f}", p95=f"{latency[1]:.2f}"))
         return ", ".join(parts)
 
+    def endpoint_line(name: str, endpoint: EndpointStatus) -> str:
+        shown = state(endpoint.state, endpoint.seconds_left, endpoint.trial_in, endpoint.trying)
+        if endpoint.problem is not None:  # only the owner can end it: failing until one is answered
+            shown = t("status.failing_state") if endpoint.state == "ok" else shown
+            reason = error_text(t, endpoint.problem)
+        elif endpoint.reason is not None and endpoint.state != "ok":
+            reason = _rest_reason(t, endpoint.reason)
+        else:
+            reason = ""
+        line = t("status.endpoint", name=name, model=endpoint.model, url=endpoint.base_url, state=shown,
+                 figures=figures(endpoint.requests, endpoint.errors, endpoint.latency))
+        return t("status.why", line=line, reason=reason) if reason else line
+
     lines = [t("status.title")]
     for number, endpoint in enumerate(endpoints):
         name = t("status.primary") if number == 0 else t("status.fallback", number=number)
-        lines.append(t("status.endpoint", name=name, model=endpoint.model, url=endpoint.base_url,
-                       state=state(endpoint.state, endpoint.seconds_left),
-                       figures=figures(endpoint.requests, endpoint.errors, endpoint.latency)))
+        lines.append(endpoint_line(name, endpoint))
         if len(endpoint.keys) > 1:
             lines += [t("status.key", key=key.masked, state=state(key.state, key.seconds_left),
                         figures=figures(key.requests, key.errors, key.latency)) for key in endpoint.keys]
@@ -248,9 +277,7 @@ def status_text(t: Texts, endpoints: Sequence[EndpointStatus], summaries: Summar
                        made=summaries.made, failed=summaries.failed))
         # MARSHO_SUMMARY_MODEL's own client: its endpoints (a model the endpoint does not know
         # shows as "not found" here); the chat model's requests are counted above
-        lines += ["  " + t("status.endpoint", name=t("status.summaries_model"), model=endpoint.model,
-                           url=endpoint.base_url, state=state(endpoint.state, endpoint.seconds_left),
-                           figures=figures(endpoint.requests, endpoint.errors, endpoint.latency))
+        lines += ["  " + endpoint_line(t("status.summaries_model"), endpoint)
                   for endpoint in summaries.endpoints]
         if summaries.last_failure_at:
             lines.append(t("status.summaries_failure", when=_ago(t, time.time() - summaries.last_failure_at),

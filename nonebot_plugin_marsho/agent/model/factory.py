@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from ..metering import Metered
 from ..prompt_mode import PromptTools, ToolModes
-from ..providers import RETRY_BUDGET, Endpoint
+from ..providers import RETRY_AFTER_MAX, RETRY_BUDGET, Endpoint
 from ..quirks import Quirked, QuirkFields
 from .endpoint import EndpointClient
 from .fallback import FallbackChain
@@ -50,6 +50,8 @@ class ModelSettings:
     fallbacks: list[Fallback] | None = None
     retries: int = 0
     retry_budget: float = RETRY_BUDGET
+    retry_after_max: float = RETRY_AFTER_MAX
+    """Seconds of a Retry-After honoured at most (MARSHO_RETRY_AFTER_MAX)."""
     quirks: Mapping[str, QuirkFields] | None = None
     max_answer_tokens: int | None = None
     model_setting: str = "MARSHO_MODEL"
@@ -89,7 +91,8 @@ def compose(settings: ModelSettings, *, gate: Gate | None = None, meter: Meter |
                                 secrets=secrets, max_response_bytes=settings.max_response_bytes,
                                 max_answer_chars=settings.max_answer_chars)
         retrying.append(Retrying(ep, client, timeout=settings.timeout, retries=settings.retries,
-                                 retry_budget=settings.retry_budget, gate=gate))
+                                 retry_budget=settings.retry_budget, gate=gate,
+                                 retry_after_max=settings.retry_after_max))
         metered.append(Metered(retrying[-1], ep.host, meter))
         quirked = Quirked(metered[-1], settings.quirks, settings.max_answer_tokens)
         models.append(PromptTools(quirked, modes, ep.tool_mode, base_url=ep.base_url))

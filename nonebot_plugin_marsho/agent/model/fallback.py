@@ -80,9 +80,13 @@ class FallbackChain:
         reserve = min(self.timeout, budget)
         first_error: EndpointError | None = None
         order = self._order(route)
+        skipping = any(not ep.breaker.is_open for ep in order)  # else every one is tried
         for position, ep in enumerate(order):
             if first_error is not None and deadline.left() <= 0:
                 break
+            trial = skipping and ep.breaker.is_open
+            if trial and not ep.breaker.take_trial():
+                continue  # another question is trying it, or it was tried a moment ago
             more = position < len(order) - 1
             foreign = frozenset() if route is None else route.foreign_reasoning(request.messages, ep.index)
             sent = dataclasses.replace(request, model=self.model_of(ep), deadline=deadline, more=more,
@@ -97,6 +101,9 @@ class FallbackChain:
                 self._failed(ep, error, tried)
                 first_error = first_error or error
                 continue
+            finally:
+                if trial:
+                    ep.breaker.tried()
             self._answered(ep, sent, completion, deadline)
             return completion
         assert first_error is not None
@@ -110,6 +117,7 @@ class FallbackChain:
             raise
 
     def _failed(self, ep: Endpoint, error: EndpointError, tried: float) -> None:
+        ep.breaker.last = error
         if ep.breaker.failed(tried) and len(self.endpoints) > 1:
             logger.warning(f"marsho: endpoint {ep.name} ({ep.base_url}) failed "
                            f"{ep.breaker.failures} requests in a row; skipped for "
@@ -131,7 +139,8 @@ class FallbackChain:
 
     def _order(self, route: Route | None) -> list[Endpoint]:
         """The endpoints to try: the turn's own first, then the chain in order, without those
-        whose breaker is open (unless every one's is: then all, in order). While the turn has a
+        whose breaker is open but for those due a trial, last (one request at a time tries them,
+        see `request`); unless every one's is open: then all, in order. While the turn has a
         model of its own (the quota's cheaper model), a fallback with another model is not
         tried: its model is another provider's, full price or not knowing the cheaper one."""
         cheaper = self._turn_model()
@@ -139,7 +148,9 @@ class FallbackChain:
         if route is not None and route.endpoint is not None:
             chain = sorted(chain, key=lambda ep: ep.index != route.endpoint)  # stable: the rest in order
         closed = [ep for ep in chain if not ep.breaker.is_open]
-        return closed or chain
+        if not closed:
+            return chain
+        return closed + [ep for ep in chain if ep.breaker.is_open and ep.breaker.trial_due()]
 
     def settings_of(self, ep: Endpoint) -> dict[str, str]:
         """Where the owner set `ep`'s model, keys and URL, for the hints of its errors: a

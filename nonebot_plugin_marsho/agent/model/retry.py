@@ -1,7 +1,8 @@
 """Retries on one endpoint over its key pool: a failure a retry may fix is tried again
 (MARSHO_RETRIES) after its Retry-After, up to RETRY_AFTER_CAP, or a jittered backoff, all within
-the request's deadline; a 429 rests its key and a 401/403 sets it aside while another key of the
-pool takes the request at once.
+the request's deadline; a 429 rests its key (for its Retry-After, read as at most
+MARSHO_RETRY_AFTER_MAX) and a 401/403 sets it aside while another key of the pool takes the
+request at once; a key resting long is tried by one request at a time meanwhile.
 
 Our own loop rather than tenacity's: a key handing the request to another key is not a retry
 (tenacity counts every attempt), a wait is checked against the deadline less the seconds kept for
@@ -20,7 +21,7 @@ from ...redaction import logger
 from ..providers import (
     AUTH_REST,
     RETRY_AFTER_CAP,
-    RETRY_AFTER_REST_CAP,
+    RETRY_AFTER_MAX,
     RETRY_BUDGET,
     Deadline,
     Endpoint,
@@ -64,7 +65,8 @@ class Retrying:
     """The model of one endpoint: its client, asked with the keys of its pool, retried."""
 
     def __init__(self, endpoint: Endpoint, client: EndpointClient, *, timeout: float, retries: int = 0,
-                 retry_budget: float = RETRY_BUDGET, gate: Gate | None = None) -> None:
+                 retry_budget: float = RETRY_BUDGET, gate: Gate | None = None,
+                 retry_after_max: float = RETRY_AFTER_MAX) -> None:
         self.endpoint = endpoint
         self.client = client
         self.timeout = timeout
@@ -75,6 +77,8 @@ class Retrying:
         """Seconds beyond `timeout` a request asked here alone may take (a chain gives its own
         deadline)."""
         self.gate = gate
+        self.retry_after_max = retry_after_max
+        """Seconds of a Retry-After honoured at most (MARSHO_RETRY_AFTER_MAX)."""
         self.sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
         """How a retry waits (tests record the waits instead of taking them)."""
 
@@ -96,12 +100,17 @@ class Retrying:
             try:
                 completion = await self._attempt(key, body, deadline, request.keep, tries)
             except EndpointError as error:
+                ep.pool.tried(key, answered=False)
                 named(error, request.settings)  # before the retry's log line shows its hint
                 ep.record(key, kind_of(error), tries.started, _fresh(error))
                 wait = self._wait_after(error, key, tries, deadline, request)
                 if wait:
                     await self.sleep(wait)
                 continue
+            except BaseException:  # cancelled: a trial with the key must not stay in flight
+                ep.pool.tried(key, answered=False)
+                raise
+            ep.pool.tried(key, answered=True)
             ep.record(key, "ok", tries.started)
             deadline.answered(tries.started)
             return completion
@@ -155,7 +164,8 @@ class Retrying:
             if wait is None:
                 return 0.0  # another key, at once: not a retry (each key once)
         else:
-            wait = backoff(tries.retries) if error.retry_after is None else error.retry_after
+            asked = self._asked(error)
+            wait = backoff(tries.retries) if asked is None else asked
         if (not retryable(error) or tries.retries >= self.retries
                 or (kind == "timeout" and request.more)  # a hung endpoint: the next one now
                 or wait >= deadline.left() - request.keep):
@@ -165,13 +175,18 @@ class Retrying:
         tries.retries += 1
         return wait
 
+    def _asked(self, error: EndpointError) -> float | None:
+        """The error's Retry-After as honoured: at most MARSHO_RETRY_AFTER_MAX."""
+        return None if error.retry_after is None else min(error.retry_after, self.retry_after_max)
+
     def _after_429(self, error: EndpointError, key: Key, tries: _Tries) -> float | None:
         """A 429: None when another key takes the request at once, else the wait before a retry;
         raised when its Retry-After is past RETRY_AFTER_CAP and no other key is ready (it is not
-        waited for: the key rests as asked, and the next endpoint takes it, or it is the answer)."""
-        pool, asked = self.endpoint.pool, error.retry_after
+        waited for: the key rests as asked, up to MARSHO_RETRY_AFTER_MAX, and the next endpoint
+        takes it, or it is the answer)."""
+        pool, asked = self.endpoint.pool, self._asked(error)
         if asked is not None and asked > RETRY_AFTER_CAP:
-            pool.rest(key, min(asked, RETRY_AFTER_REST_CAP))
+            pool.rest(key, asked, error)
             if not pool.single and pool.ready():
                 return None
             raise error
@@ -180,7 +195,7 @@ class Retrying:
             return wait
         # at least a backoff: a Retry-After of 0 would let the keys take turns at the speed of
         # the endpoint's answers
-        pool.rest(key, max(wait, backoff(tries.retries)))
+        pool.rest(key, max(wait, backoff(tries.retries)), error)
         if id(key) not in tries.rotated and pool.ready():
             tries.rotated.add(id(key))
             return None

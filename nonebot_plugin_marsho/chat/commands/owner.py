@@ -6,7 +6,7 @@ import re
 
 from ...agent.engine import Engine
 from ..app import Marsho
-from ..render import error_text, status_text
+from ..render import status_text
 from .registry import Command, CommandContext
 
 
@@ -28,19 +28,12 @@ async def model_command(context: CommandContext) -> str:
 
 
 async def status_command(context: CommandContext) -> str:
-    """`marsho.status`: each endpoint and key, why an endpoint is failing when only the owner
-    can end it (a key refused, no key set), and the summaries' model."""
-    engine, t = context.engine, context.t
+    """`marsho.status`: each endpoint and key, why and until when one rests or is skipped, why
+    one is failing when only the owner can end it (a key refused, no key set), and the
+    summaries' model."""
+    engine = context.engine
     summaries = engine.summarizer.status() if engine.summarizer else None
-    endpoints = engine.llm.status()
-    lines = status_text(t, endpoints).splitlines()
-    for number, endpoint in enumerate(endpoints):
-        if endpoint.problem is not None:
-            name = t("status.primary") if number == 0 else t("status.fallback", number=number)
-            lines.append(t("status.failing", name=name, reason=error_text(t, endpoint.problem)))
-    if summaries is not None:  # its lines, after the title status_text starts with
-        lines += status_text(t, [], summaries).splitlines()[1:]
-    return "\n".join(lines)
+    return status_text(context.t, engine.llm.status(), summaries)
 
 
 MODEL = Command("model", model_command, who="superuser")

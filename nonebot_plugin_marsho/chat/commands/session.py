@@ -5,10 +5,15 @@ from __future__ import annotations
 import json
 import re
 import time
+from pathlib import Path
 from typing import Any
 
+from nonebot_plugin_alconna.uniseg import Target, UniMessage
+
 from ...agent.engine import Engine
-from ...redaction import redact
+from ...exceptions import MarshoError
+from ...redaction import logger, redact
+from ...store.session import session_key
 from ...tools.model import ToolContext
 from ..app import Marsho
 from ..render import calls_text, history_text
@@ -42,12 +47,25 @@ async def history_command(context: CommandContext) -> str:
 
 
 async def export_command(context: CommandContext) -> str:
-    """`marsho.export` (superusers)."""
-    return await export_session(context.app, context.engine, context.key)
+    """`marsho.export` (superusers): in a private chat, where the file is and what it holds; in
+    a group or channel only that it was saved, since the conversation (superuser-only tool
+    results included) and the server's path are no business of its members: the path goes to
+    the superuser privately where the platform allows, else to the log."""
+    app, t = context.app, context.t
+    count, path, text = await save_export(app, context.engine, context.key)
+    if not context.where.shared:
+        shown = text if len(text) <= MAX_EXPORT_CHARS else t("export.too_long", chars=len(text))
+        return t("export.done", count=count, path=path, shown=shown)
+    told = await _tell_privately(context, t("export.saved_path", count=count, path=path,
+                                            key=context.key))
+    if not told:
+        logger.info(f"marsho: {count} messages of {context.key} exported to {path}")
+    return t("export.saved_group", count=count,
+             where=t("export.told_privately") if told else t("export.in_log"))
 
 
-async def export_session(app: Marsho, engine: Engine, key: str) -> str:
-    """Save the session as JSON in the data folder; the reply says where (and shows it if short)."""
+async def save_export(app: Marsho, engine: Engine, key: str) -> tuple[int, Path, str]:
+    """Save the session as JSON (redacted) in the data folder: its messages, where, the text."""
     data: dict[str, Any] = {"session": key, "messages": await engine.history.export(key)}
     summary = await engine.summary(key)
     if summary is not None:
@@ -59,9 +77,30 @@ async def export_session(app: Marsho, engine: Engine, key: str) -> str:
     stamp = time.strftime("%Y%m%d-%H%M%S") + f"-{time.time_ns() % 10**9:09d}"
     path = folder / f"{re.sub(r'[^A-Za-z0-9_-]+', '_', key)}-{stamp}.json"
     path.write_text(text, encoding="utf-8")
-    t = app.texts
-    shown = text if len(text) <= MAX_EXPORT_CHARS else t("export.too_long", chars=len(text))
-    return t("export.done", count=len(data["messages"]), path=path, shown=shown)
+    return len(data["messages"]), path, text
+
+
+async def _tell_privately(context: CommandContext, text: str) -> bool:
+    """Say `text` to the asker in private: through their private chat's saved target when marsho
+    has answered them there (what platforms that only answer need), else to their user id
+    through this bot; False when the platform refused or nothing could reach them."""
+    where, bot = context.where, context.bot
+    private = session_key(where.platform, group_id=None, user_id=where.user_id)
+    targets = context.services.targets if context.services is not None else None
+    try:
+        if targets is not None and await targets.target(private) is not None:
+            await targets.send_to(private, text)
+            return True
+    except MarshoError as error:  # SendError, StoreError: try the user id
+        logger.debug(f"marsho: the saved target of {private} did not take the export's path: {error}")
+    to = Target(where.user_id, private=True, self_id=str(bot.self_id), adapter=bot.adapter.get_name())
+    try:
+        await UniMessage(text).send(target=to, bot=bot)
+    except Exception as error:  # the platform cannot, or will not, start a private chat
+        logger.debug(f"marsho: cannot tell {where.user_id} privately where the export is: "
+                     f"{type(error).__name__}: {error}")
+        return False
+    return True
 
 
 RESET = Command("reset", reset_command)
