@@ -499,7 +499,6 @@ EN: dict[str, str] = {
         "Check {key_setting}; behind a proxy (LiteLLM, OneAPI, NewAPI), check the key it expects and "
         "its own setup (its database, its log): a {status} like this one is how it says so."
     ),
-    "status.failing": "{name} is failing: {reason}",
     # --- reminders ---
     "usage.reminders": (
         "{name}.reminders [group|cancel <number>]  your reminders in this chat, and cancelling one "
@@ -978,7 +977,6 @@ ZH: dict[str, str] = {
         "请检查 {key_setting}；如果经过代理（LiteLLM、OneAPI、NewAPI），请检查它要求的密钥和它自己的设置"
         "（它的数据库、它的日志）：这样的 {status} 就是它在说这件事。"
     ),
-    "status.failing": "{name}无法使用：{reason}",
     # --- reminders ---
     "usage.reminders": (
         "{name}.reminders [group|cancel <编号>]  你在本聊天的提醒，以及取消某个提醒"
