@@ -109,6 +109,11 @@ SECTIONS: list[Section] = [
     Section("Group actions: mute, unmute, kick, recall", "群管理：禁言、解禁、踢人、撤回", (
         "marsho_group_actions", "marsho_group_actions_kick", "marsho_group_actions_per_hour",
     )),
+    Section("Documents and the knowledge base", "文档与资料库", (
+        "marsho_kb", "marsho_file_max_bytes", "marsho_file_max_pages", "marsho_file_timeout",
+        "marsho_kb_max_documents", "marsho_kb_max_passages", "marsho_kb_passage_chars", "marsho_kb_recall",
+        "marsho_embedding_model",
+    )),
 ]
 """The settings' groups, in the order of .env.example and the settings pages. A new setting goes
 into one of them (its field name in `fields`), or into a new Section of its own."""
