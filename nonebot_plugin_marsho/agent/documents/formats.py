@@ -247,8 +247,11 @@ def _pdf(data: bytes, name: str, limits: Limits) -> tuple[list[Section], int]:
         raise DocumentError(name, "encrypted", "the PDF is protected by a password") from None
     except PdfReadError as error:
         raise DocumentError(name, "corrupt", f"a PDF that could not be read ({str(error)[:200]})") from None
+    if count == 0:
+        raise DocumentError(name, "corrupt", "a PDF with no pages that could be read (damaged?)")
     if count > limits.max_pages:
-        raise DocumentError(name, "too_many_pages", f"{count} pages, over the limit of {limits.max_pages}")
+        raise DocumentError(name, "too_many_pages", f"{count} pages, over the limit of {limits.max_pages} "
+                            "(MARSHO_FILE_MAX_PAGES)")
     sections: list[Section] = []
     chars = 0
     for number, page in enumerate(reader.pages, start=1):
