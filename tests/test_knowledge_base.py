@@ -4,6 +4,7 @@ rankings; only in their own chat; removed with their passages and vectors."""
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -174,3 +175,21 @@ async def test_a_question_whose_embedding_fails_is_searched_by_words_alone(store
 
 def test_reciprocal_rank_fusion_favours_what_both_rankings_rank_well() -> None:
     assert fused([1, 2, 3], [3, 1, 4]) == [1, 3, 2, 4]
+
+
+async def test_a_file_on_a_private_address_is_fetched_only_when_the_owner_allows_it(fake: FakeOpenAI) -> None:
+    from nonebot_plugin_marsho.net.download import DownloadError, download_file
+
+    url = f"http://127.0.0.1:{fake.port}/files/rules.txt"
+    with pytest.raises(DownloadError) as blocked:
+        await download_file(url, max_bytes=1000, timeout=5, guarded=True)
+    assert blocked.value.kind == "blocked"
+    with pytest.raises(DownloadError) as reached:  # allowed: it gets there (the fake has no files)
+        await download_file(url, max_bytes=1000, timeout=5, guarded=False)
+    assert reached.value.kind == "http" and reached.value.detail.startswith("HTTP ")
+    inline = "base64://" + base64.b64encode(b"x" * 2000).decode()
+    with pytest.raises(DownloadError) as large:
+        await download_file(inline, max_bytes=1000, timeout=5)
+    assert large.value.kind == "too_large" and large.value.limit == 1000
+    assert await download_file("base64://" + base64.b64encode(b"hello").decode(), max_bytes=1000,
+                               timeout=5) == b"hello"
