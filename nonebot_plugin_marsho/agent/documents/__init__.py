@@ -70,7 +70,8 @@ async def extract(data: bytes, name: str, *, limits: Limits | None = None,
     limits = limits or Limits()
     if len(data) > limits.max_bytes:
         return extract_here(data, name, limits)  # refused at once, naming the limit
-    kind = kind_of(data, name)
+    # a ZIP's directory is read to tell a DOCX from an XLSX: not on the loop either
+    kind = await asyncio.to_thread(kind_of, data, name)
     if kind not in IN_PROCESS:
         try:
             return await asyncio.wait_for(asyncio.to_thread(extract_here, data, name, limits), timeout)
