@@ -833,6 +833,59 @@ class Config(BaseModel):
 
     zh: 最多遵守接口 Retry-After 要求的多少秒：要求更久的密钥或接口只暂停这么久；暂停期间每 30 秒让
     一个问题试一次，所以接口一恢复，机器人就能回答，不管响应头写了多久。"""
+    # --- knowledge base (issue 29) ---
+
+    marsho_kb: bool = True
+    """Each chat's knowledge base: documents added with `marsho.kb add` (quoting a file), whose
+    passages that fit each question go beside it, and the `docs` tool. A chat without documents
+    costs nothing.
+
+    zh: 每个聊天自己的资料库：用 `marsho.kb add`（引用一个文件）加入文档，每个问题旁会附上与之相关的段落，
+    模型还可以用 `docs` 工具查找。没有文档的聊天不受任何影响。"""
+
+    marsho_file_max_bytes: int = Field(default=20_000_000, ge=1000, le=1_000_000_000)
+    """Largest file read (bytes): a larger one is refused, with this limit named.
+
+    zh: 读取的文件最大多少字节；更大的文件会被拒绝，并说明这个上限。"""
+
+    marsho_file_max_pages: int = Field(default=500, ge=1, le=100_000)
+    """Most pages of a PDF (or sheets of a workbook) read.
+
+    zh: PDF 最多读取多少页（或工作簿最多多少个工作表）。"""
+
+    marsho_file_timeout: float = Field(default=60, gt=0, le=3600)
+    """Seconds to download one file, and again to read it (a file that takes longer is refused).
+
+    zh: 下载一个文件最多用多少秒，读取它也最多用这么多秒（超时的文件会被拒绝）。"""
+
+    marsho_kb_max_documents: int = Field(default=50, ge=1, le=100_000)
+    """Documents one chat's knowledge base holds at most.
+
+    zh: 一个聊天的资料库最多保存多少份文档。"""
+
+    marsho_kb_max_passages: int = Field(default=2000, ge=1, le=1_000_000)
+    """Passages one document may be cut into at most (a longer one is refused).
+
+    zh: 一份文档最多切成多少段（更长的文档会被拒绝）。"""
+
+    marsho_kb_passage_chars: int = Field(default=800, ge=100, le=8000)
+    """Characters of one passage at most: documents are cut between paragraphs into passages this long.
+
+    zh: 每段最多多少个字符：文档在段落之间切成这么长的段。"""
+
+    marsho_kb_recall: int = Field(default=3, ge=0, le=20)
+    """Passages of the chat's knowledge base found for each question and put beside it; 0 for
+    none (the model can still look with docs__search).
+
+    zh: 每个问题旁附上多少段从本聊天资料库找到的段落；0 表示不附（模型仍可用 docs__search 查找）。"""
+
+    marsho_embedding_model: str = ""
+    """An embedding model on the endpoint (its `/v1/embeddings`): passages are also embedded, and
+    search fuses full-text and vector rankings. Empty: full-text search alone (no embedding model
+    is needed).
+
+    zh: 接口上的向量模型（它的 `/v1/embeddings`）：设置后段落也会向量化，检索时融合全文检索和向量检索的
+    排序。留空则只用全文检索（不需要向量模型）。"""
 
     @field_validator("marsho_quota_fallback_model", "marsho_summary_model")
     @classmethod

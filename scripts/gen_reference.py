@@ -114,6 +114,11 @@ SECTIONS: list[Section] = [
         "marsho_reminder_min_interval", "marsho_reminder_grace", "marsho_reminders_per_user",
         "marsho_reminders_per_group",
     )),
+    Section("Documents and the knowledge base", "文档与资料库", (
+        "marsho_kb", "marsho_file_max_bytes", "marsho_file_max_pages", "marsho_file_timeout",
+        "marsho_kb_max_documents", "marsho_kb_max_passages", "marsho_kb_passage_chars", "marsho_kb_recall",
+        "marsho_embedding_model",
+    )),
 ]
 """The settings' groups, in the order of .env.example and the settings pages. A new setting goes
 into one of them (its field name in `fields`), or into a new Section of its own."""

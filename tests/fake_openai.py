@@ -55,6 +55,9 @@ class Answer:
 
 _ids = itertools.count(1)
 
+EMBEDDING_DIMENSION = 64
+"""The length of the fake's embeddings (`fake_embedding`)."""
+
 HOLD_LIMIT = 60.0
 """Seconds a held answer or a request waiting for company waits at most: a test that never
 releases it fails on its own timeouts instead of leaving a thread behind for good."""
@@ -232,6 +235,11 @@ class FakeOpenAI:
     """When set, no request is answered before this many were in flight at once (HOLD_LIMIT s at
     most): requests that are sent one after another never get there, so a test sees that they
     run in parallel without timing them."""
+    embedding_requests: list[Body] = field(default_factory=list)
+    """Every `/v1/embeddings` body, in order (not in `requests`: those are the chat's)."""
+    embedding_dimension: int = EMBEDDING_DIMENSION
+    embedder: Callable[[Body], Answer] | None = None
+    """When set, answers `/v1/embeddings` instead of `fake_embedding` (a misbehaving model)."""
 
     def __post_init__(self) -> None:
         self._queue: deque[Answer] = deque()
@@ -315,6 +323,21 @@ class FakeOpenAI:
             return self.responder(body)
         return text("ok")
 
+    def _embeddings(self, data: bytes) -> Answer:
+        """`/v1/embeddings`: each input's `fake_embedding`, in order (or `embedder`'s answer)."""
+        try:
+            body = json.loads(data)
+        except json.JSONDecodeError:
+            return error(400, "body is not JSON")
+        with self._lock:
+            self.embedding_requests.append(body)
+        if self.embedder is not None:
+            return self.embedder(body)
+        inputs = body.get("input")
+        texts = [inputs] if isinstance(inputs, str) else list(inputs or [])
+        return embeddings([fake_embedding(text, self.embedding_dimension) for text in texts],
+                          model=str(body.get("model", "")))
+
     def start(self) -> FakeOpenAI:
         fake = self
 
@@ -328,6 +351,9 @@ class FakeOpenAI:
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 data = self.rfile.read(length)
+                if self.path.rstrip("/").endswith("/embeddings"):
+                    self._reply(fake._embeddings(data))
+                    return
                 if not self.path.rstrip("/").endswith("/chat/completions"):
                     self._reply(error(404, f"no route {self.path}"))
                     return
@@ -402,3 +428,36 @@ def with_usage(answer: Answer, usage: dict[str, Any] | None) -> Answer:
     else:
         payload["usage"] = usage
     return dataclasses.replace(answer, body=json.dumps(payload, ensure_ascii=False).encode())
+
+
+# embeddings ---------------------------------------------------------------------------------
+
+
+def fake_embedding(text: str, dimension: int = EMBEDDING_DIMENSION) -> list[float]:
+    """A deterministic embedding: the text's words (letters and digits, lower case) and the pairs
+    of its Chinese characters, each hashed to a signed position, summed and scaled to length 1.
+    Texts sharing words are near; nothing about meaning."""
+    import hashlib
+    import math
+    import re
+
+    vector = [0.0] * dimension
+    lowered = text.lower()
+    features = re.findall(r"[a-z0-9]+", lowered)
+    for run in re.findall(r"[\u4e00-\u9fff]+", lowered):
+        features += [run[i:i + 2] for i in range(len(run) - 1)] or [run]
+    for feature in features:
+        digest = hashlib.blake2b(feature.encode(), digest_size=8).digest()
+        index = int.from_bytes(digest[:4], "little") % dimension
+        vector[index] += 1.0 if digest[4] & 1 else -1.0
+    norm = math.sqrt(sum(value * value for value in vector)) or 1.0
+    return [value / norm for value in vector]
+
+
+def embeddings(vectors: list[list[float]], *, model: str = "fake-embedding") -> Answer:
+    """An `/v1/embeddings` answer with these vectors, in order."""
+    payload = {"object": "list", "model": model,
+               "data": [{"object": "embedding", "index": i, "embedding": vector}
+                        for i, vector in enumerate(vectors)],
+               "usage": {"prompt_tokens": 0, "total_tokens": 0}}
+    return Answer(body=json.dumps(payload).encode())

@@ -95,6 +95,21 @@ def image_segment(url: str, *, file: str | None = None, **data: Any) -> Segment:
     return {"type": "image", "data": {"file": name, "url": url, **data}}
 
 
+def file_segment(name: str, *, file_id: str | None = None, file_size: int | None = None,
+                 url: str | None = None, busid: int | None = None) -> Segment:
+    """A `file` segment as NapCat / LLOneBot push it: the file's name, its id (what
+    `get_group_file_url` / `get_file` take), its size, and a `url` only when the implementation
+    gives one (fill `OneBotSim.files` for the others)."""
+    data: dict[str, Any] = {"file": name, "file_id": file_id or f"/{name}"}
+    if file_size is not None:
+        data["file_size"] = str(file_size)
+    if url is not None:
+        data["url"] = url
+    if busid is not None:
+        data["busid"] = busid
+    return {"type": "file", "data": data}
+
+
 def _cq_escape(text: str, *, in_param: bool = False) -> str:
     text = text.replace("&", "&amp;").replace("[", "&#91;").replace("]", "&#93;")
     return text.replace(",", "&#44;") if in_param else text
@@ -202,6 +217,9 @@ class OneBotSim:
         """Custom answers per action name, overriding the built-in ones."""
         self.roles: dict[int, dict[int, str]] = {}
         """group id -> user id -> "owner" or "admin" (anyone else is a member), the bot's own too."""
+        self.files: dict[str, dict[str, Any]] = {}
+        """file id -> what `get_file` answers (`url`, `base64`, `file`: a local path...);
+        `get_group_file_url` answers its `url`."""
         self._sent_messages: dict[int, dict[str, Any]] = {}
         self._unclaimed: list[Action] = []
         self._changed: asyncio.Condition | None = None
@@ -327,6 +345,15 @@ class OneBotSim:
                 "message_id": message_id, "real_id": message_id, "sender": event["sender"],
                 "message": event["message"],
             }
+        if action.action in ("get_group_file_url", "get_private_file_url", "get_file"):
+            found = self.files.get(str(params.get("file_id")))
+            if found is None:
+                raise LookupError(f"no file {params.get('file_id')}")
+            if action.action == "get_file":
+                return dict(found)
+            if not found.get("url"):
+                raise LookupError(f"no URL for file {params.get('file_id')}")
+            return {"url": found["url"]}
         if action.action == "get_group_member_info":
             group_id, user_id = int(params["group_id"]), int(params["user_id"])
             return {"group_id": group_id, "user_id": user_id, "nickname": f"user{user_id}", "card": "",

@@ -154,7 +154,9 @@ async def test_the_name_alone_answers_with_usage(app: App, fake: FakeOpenAI) -> 
             "marsho.status  the model endpoints and keys: state, errors, latency (superusers)\n"
             "marsho.quota [user|group <id> <tokens|off|default>]  daily token quotas (superusers)\n"
             "marsho.actions [on|off]  the mutes, kicks and recalls I was asked for in this group; on or off "
-            "turns my group tools on or off here (group admins)"
+            "turns my group tools on or off here (group admins)\n"
+            "marsho.kb [add|remove <number>]  this chat's documents, which I read before answering: add one by "
+            "quoting a file (group admins), or remove one"
         )), result={"message_id": 1})
     assert fake.requests == []
 

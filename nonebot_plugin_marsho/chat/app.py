@@ -22,6 +22,8 @@ from ..agent.chatlog import ChatLog
 from ..agent.engine import Engine
 from ..agent.group_actions import GROUP_TOOLS
 from ..agent.group_actions import TOOLKIT as GROUP_TOOLKIT
+from ..agent.knowledge import DOCS_TOOLS, KnowledgeBase
+from ..agent.knowledge import TOOLKIT as DOCS_TOOLKIT
 from ..agent.llm import LLMClient
 from ..agent.memory import MEMORY_TOOLS, TOOLKIT, MemoryBook
 from ..agent.metering import Limits, Meter
@@ -86,6 +88,8 @@ class Services:
     group_actions: GroupActions | None = None
     reminders: Reminders | None = None
     """The reminders' book (tools, listings, cancels) and the loop that sends them."""
+    knowledge: KnowledgeBase | None = None
+    """Each chat's documents (MARSHO_KB), None while it is off."""
 
 
 class Built(Generic[T]):
@@ -190,6 +194,9 @@ class Marsho:
     mcp = Built["McpManager | None"](optional=True)
     group_actions = Built[GroupActions | None](optional=True)
     """The group tools (MARSHO_GROUP_ACTIONS), None while they are off."""
+    knowledge = Built[KnowledgeBase | None](optional=True)
+    """Each chat's knowledge base (`marsho.kb`, the `docs` tool, the passages beside each
+    question); None while MARSHO_KB is off."""
 
     def __post_init__(self) -> None:
         config = self.config
@@ -329,6 +336,7 @@ class Marsho:
         memory = {TOOLKIT, *MEMORY_TOOLS} if config.marsho_memory else set()
         memory |= {GROUP_TOOLKIT, *GROUP_TOOLS} if config.marsho_group_actions else set()  # add_group_actions
         memory |= {REMINDERS_TOOLKIT, *REMINDER_TOOLS}  # start_reminders
+        memory |= {DOCS_TOOLKIT, *DOCS_TOOLS} if config.marsho_kb else set()  # add_knowledge
         known = set(toolset.tools) | loaded | set(toolset.disabled) | memory
         for name in sorted(set(config.marsho_tool_permissions) - known):
             logger.warning(f"marsho: MARSHO_TOOL_PERMISSIONS names {name!r}: no such tool or toolkit")
@@ -451,11 +459,15 @@ class Marsho:
                              else None)
         with stage("reminders"):
             reminders = start_reminders(self, toolset, store, stack)
+        with stage("knowledge base"):
+            knowledge = self.add_knowledge(toolset, store) if config.marsho_kb else None
+            if knowledge is not None:
+                stack.push_async_callback(knowledge.close)
         return Services(engine=engine, store=store, chat_log=chat_log, active=active, meter=meter,
                         nicknames=Nicknames(store), personas=GroupPersonas(store), memories=memories,
                         targets=TargetBook(store),
                         summary_llm=summary_llm, judge=judge, mcp=mcp, memory_book=book,
-                        group_actions=group_actions, reminders=reminders)
+                        group_actions=group_actions, reminders=reminders, knowledge=knowledge)
 
     def _models(self, stack: AsyncExitStack) -> tuple[LLMClient, LLMClient | None, LLMClient | None]:
         """The chat model, and the summary model and the judge where settings ask for them (on
@@ -561,6 +573,28 @@ class Marsho:
         await actions.load()
         self.add_builtin(toolset, actions.toolkit())
         return actions
+
+    def add_knowledge(self, toolset: Toolset, store: SqlStore) -> KnowledgeBase:
+        """The knowledge base on `store` (with MARSHO_EMBEDDING_MODEL's embedder on the chat
+        model's endpoint), its `docs` toolkit added to `toolset` as add_memory adds its own."""
+        from ..agent.documents import Limits
+        from ..agent.embeddings import Embedder
+        from ..store.knowledge import KnowledgeStore
+
+        config = self.config
+        embedder = None
+        if config.marsho_embedding_model:
+            key = config.marsho_api_key or next(iter(config.marsho_api_keys), "")
+            embedder = Embedder(config.marsho_embedding_model, base_url=config.marsho_base_url, api_key=key,
+                                timeout=config.marsho_timeout)
+        knowledge = KnowledgeBase(
+            KnowledgeStore(store), embedder=embedder,
+            limits=Limits(max_bytes=config.marsho_file_max_bytes, max_pages=config.marsho_file_max_pages),
+            timeout=config.marsho_file_timeout, passage_chars=config.marsho_kb_passage_chars,
+            max_passages=config.marsho_kb_max_passages, max_documents=config.marsho_kb_max_documents,
+            recall=config.marsho_kb_recall, language=config.marsho_lang)
+        self.add_builtin(toolset, knowledge.toolkit())
+        return knowledge
 
     def add_builtin(self, toolset: Toolset, toolkit: Toolkit) -> bool:
         """Add a built-in toolkit made at startup to `toolset` with MARSHO_DISABLED_TOOLS,

@@ -13,9 +13,7 @@ Who may see what is decided here, in the queries (`Sight`), so no caller can for
 
 from __future__ import annotations
 
-import re
 import time
-import unicodedata
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -28,7 +26,6 @@ from sqlalchemy import (
     false,
     func,
     insert,
-    literal_column,
     or_,
     select,
     text,
@@ -38,73 +35,17 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..exceptions import StoreError
+from .fulltext import query_terms, ranked_matches, search_terms, words_of
 from .sql import SqlStore, _describe, _held_connection, _lock_id, memories_table
 
 About = Literal["user", "group"]
 
-MAX_QUERY_TERMS = 32
-"""Search terms taken from a question (the first ones): a long question is not a long query."""
-
 IMPORTED = "import:marshoai"
 """The `author` of memories `import-memory` brought from nonebot-plugin-marshoai."""
 
-_CJK = (r"\u2e80-\u2fdf\u3040-\u30ff\u3100-\u312f\u3190-\u31ff\u3400-\u4dbf\u4e00-\u9fff"
-        r"\uac00-\ud7af\uf900-\ufaff\U00020000-\U0003134f")
-_MARKS = (r"\u0300-\u036f\u0483-\u0489\u0591-\u05c7\u0610-\u061a\u064b-\u065f\u0670\u06d6-\u06ed"
-          r"\u0900-\u0dff\u0e31-\u0e3a\u0e47-\u0e4e\u0eb1-\u0ebc\u0ec8-\u0ecd\u0f18-\u0fbc"
-          r"\u102b-\u109d\u17b4-\u17d3\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20f0\ufe20-\ufe2f")
-r"""Combining marks that belong inside words (Devanagari and the other Indic scripts, Thai, Lao,
-Tibetan, Myanmar, Khmer vowel signs; Hebrew and Arabic points; accents NFKC leaves apart): `\w`
-leaves them out, which would split "है" into letters that match unrelated words."""
-_RUN = re.compile(rf"[{_CJK}]+|(?:[^\W_{_CJK}]|[{_MARKS}])+", re.UNICODE)
-_CJK_RUN = re.compile(rf"[{_CJK}]+")
-
-STOPWORDS = frozenset(
-    "a an and are as at be but by do does did for from has have how i in is it its me my of on "
-    "or our so that the their them they this to was we were what when where which who why will "
-    "with you your yours can could would should about just not no yes".split()
-    + "的 了 是 我 你 他 她 它 们 吗 呢 吧 啊 呀 在 有 和 就 都 也 还 这 那 个".split()
-    + "一 不 人 要 会 说 想 去 来 到 上 下 很 么 什 怎 没 对 好 多 能 让 把 被 给 得 地 着 过".split()
-    + "什么 怎么 一个 我们 你们 不是 我的 你的".split()
-)
-"""Words too common to find anything by (in questions only: memories keep every word)."""
-
-
-def _words(text: str) -> list[str]:
-    """The text's words as the index keeps them: NFKC, case folded; a run of Chinese, Japanese or
-    Korean characters (written without spaces) as its overlapping pairs and its characters (a
-    word of one character, 猫 or 茶, is common)."""
-    folded = unicodedata.normalize("NFKC", text).casefold()
-    words: list[str] = []
-    for run in _RUN.findall(folded):
-        if _CJK_RUN.fullmatch(run):
-            words.extend(run[i:i + 2] for i in range(len(run) - 1))
-            words.extend(run)
-        else:
-            words.append(run)
-    return words
-
-
-def search_terms(text: str) -> str:
-    """What the full-text index reads of a memory (the `terms` column): its words, space apart."""
-    return " ".join(_words(text))
-
-
-def query_terms(text: str) -> list[str]:
-    """The words of a question to look memories up by: without the commonest, each once, at most
-    MAX_QUERY_TERMS."""
-    seen: dict[str, None] = {}
-    words = _words(text)
-    # the pairs (and words) first: a long question keeps its most telling terms
-    for word in sorted(words, key=lambda word: len(word) == 1 and bool(_CJK_RUN.fullmatch(word))):
-        if word not in STOPWORDS and not (len(word) == 1 and word.isascii()):
-            seen.setdefault(word, None)
-    return list(seen)[:MAX_QUERY_TERMS]
-
-
 def same_text(a: str, b: str) -> bool:
     """Whether two memories say the same (case, width and spacing aside)."""
-    return _words(a) == _words(b) and _words(a) != []
+    return words_of(a) == words_of(b) and words_of(a) != []
 
 
 @dataclass(frozen=True)
@@ -264,25 +205,15 @@ class MemoryStore:
 
     def _search_query(self, sight: Sight, terms: Sequence[str], limit: int) -> Any:
         m = memories_table.c
-        if self.dialect == "sqlite":
-            # words only: no quote inside; a word also finds longer ones it begins (meet: meets)
-            match = " OR ".join(f'"{term}"*' if _prefix(term) else f'"{term}"' for term in terms)
-            fts = text("SELECT rowid AS id, bm25(marsho_memories_fts) AS rank FROM marsho_memories_fts "
-                       "WHERE marsho_memories_fts MATCH :match").bindparams(match=match)
-            hits = fts.columns(literal_column("id"), literal_column("rank")).subquery("hits")
-            return (select(*_COLUMNS).join(hits, hits.c.id == m.id).where(sight.condition())
-                    .order_by(hits.c.rank, m.used_at.desc()).limit(limit))
-        if self.dialect == "postgresql":
-            vector = func.to_tsvector(literal_column("'simple'::regconfig"), m.terms)
-            query = func.to_tsquery(literal_column("'simple'::regconfig"),
-                                    " | ".join(_pg_lexeme(term) + (":*" if _prefix(term) else "")
-                                               for term in terms))
-            return (select(*_COLUMNS).where(sight.condition(), vector.op("@@")(query))
-                    .order_by(func.ts_rank(vector, query).desc(), m.used_at.desc()).limit(limit))
-        # another database: no full-text index; every word, by LIKE (slow, but right)
-        matches = [m.terms.like(f"%{term}%") for term in terms]
-        return (select(*_COLUMNS).where(sight.condition(), or_(*matches) if matches else false())
-                .order_by(m.used_at.desc()).limit(limit))
+        hits, where, rank = ranked_matches(self.dialect, "marsho_memories_fts", m.terms, m.id, terms)
+        query = select(*_COLUMNS)
+        if hits is not None:
+            query = query.join(hits, hits.c.id == m.id)
+        if where is not None:
+            query = query.where(where)
+        # another database (LIKE): newest use first, as before
+        order = (rank,) if self.dialect in ("sqlite", "postgresql") else ()
+        return query.where(sight.condition()).order_by(*order, m.used_at.desc()).limit(limit)
 
     async def touch(self, ids: Iterable[int], *, now: float | None = None) -> None:
         """The memories were used now (eviction goes by the oldest use)."""
@@ -395,18 +326,3 @@ def _to_evict(rows: Sequence[Any], author: str, *, per_author: int,
 
 def _with_used(memory: Memory, now: float) -> Memory:
     return Memory(**{**memory.__dict__, "used_at": now})
-
-
-PREFIX_CHARS = 3
-"""A question's word of at least this many letters finds the memories' words it begins (neither
-tokenizer stems: "meet" finds "meets", "cat" finds "cats"); Chinese, Japanese and Korean pairs
-match whole."""
-
-
-def _prefix(term: str) -> bool:
-    return len(term) >= PREFIX_CHARS and not _CJK_RUN.match(term)
-
-
-def _pg_lexeme(term: str) -> str:
-    """A word as a to_tsquery operand: quoted, so no word is read as an operator."""
-    return "'" + term.replace("'", "''").replace("\\", "\\\\") + "'"

@@ -27,6 +27,7 @@ from sqlalchemy import (
     Float,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Table,
@@ -312,6 +313,50 @@ in, with its platform, kind, ids), by and mentioning `user_id` (`asker` "<platfo
 ("" once) in time zone `zone`. `scheduled_at` the occurrence's time, `due_at` when it is next
 tried (later after a failed send); `state` active, sending (claimed by `claimed_by` at
 `claimed_at`: fired at most once), paused (`problem` says why) or done."""
+# the knowledge base (issue 29): store/knowledge.py reads and writes these
+
+documents_table = Table(
+    "marsho_kb_documents",
+    metadata,
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("owner", String(255), nullable=False),
+    Column("name", String(255), nullable=False),
+    Column("kind", String(16), nullable=False),
+    Column("sha256", String(64), nullable=False),
+    Column("bytes", BigInteger, nullable=False),
+    Column("pages", Integer, nullable=False),
+    Column("passages", Integer, nullable=False),
+    Column("added_by", String(255), nullable=False),
+    Column("added_at", Float, nullable=False),
+    Column("embedding_model", String(255), nullable=False),
+    Index("ix_marsho_kb_documents_owner_sha256", "owner", "sha256", unique=True),
+)
+"""The documents of each chat's knowledge base: `owner` the chat's key (a group's, or a
+person's private chat's), the file's name, format (agent/documents.KINDS) and SHA-256 (the
+same file twice is kept once), its size, pages and passages, who added it and when, and the
+model its passages were embedded with ("" for none)."""
+
+passages_table = Table(
+    "marsho_kb_passages",
+    metadata,
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("document_id", BigInteger, nullable=False),
+    Column("owner", String(255), nullable=False),
+    Column("seq", Integer, nullable=False),
+    Column("place", Text, nullable=False),
+    Column("text", Text, nullable=False),
+    Column("terms", Text, nullable=False),
+    Column("vector", LargeBinary, nullable=True),
+    Index("ix_marsho_kb_passages_document", "document_id", "seq"),
+    Index("ix_marsho_kb_passages_owner", "owner"),
+)
+"""A document's passages: its owner again (every search is one WHERE on it), their order, where
+each is (`place`: the section's page, heading, sheet and rows as JSON), the text and its
+`terms` (store/fulltext.search_terms), and its embedding as float32 bytes (None without
+MARSHO_EMBEDDING_MODEL). Searched like memories: an FTS5 table marsho_kb_passages_fts kept by
+triggers on SQLite, a GIN index on to_tsvector('simple', terms) on PostgreSQL (neither in this
+metadata: migrations.SEARCH_OBJECTS)."""
+
 
 def async_url(url: str) -> str:
     """The URL with an async driver: `postgresql://` → asyncpg, `sqlite://` → aiosqlite."""

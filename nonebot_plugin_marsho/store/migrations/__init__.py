@@ -25,7 +25,7 @@ from sqlalchemy import Connection, inspect, text
 if TYPE_CHECKING:
     from alembic.config import Config
 
-HEAD = "0007"
+HEAD = "0008"
 """The newest revision in versions/: a database there needs no Alembic at startup, which keeps
 an up-to-date start quick (Alembic takes ~0.1 s to import). tests/test_migrations.py checks it."""
 
@@ -42,10 +42,12 @@ FOLDER = Path(__file__).resolve().parent
 """Where env.py and versions/ are."""
 
 
-SEARCH_OBJECTS = ("marsho_memories_fts", "ix_marsho_memories_search")
-"""The full-text search of memories, made by migration 0004 in each database's own way (an FTS5
-virtual table with its shadow tables and triggers on SQLite, a GIN expression index on
-PostgreSQL): not in store/sql.py's metadata, so autogenerate must not see them."""
+SEARCH_OBJECTS = ("marsho_memories_fts", "ix_marsho_memories_search", "marsho_kb_passages_fts",
+                  "ix_marsho_kb_passages_search")
+"""The full-text search of memories and of the knowledge base's passages, made by migrations 0004
+and 0007 in each database's own way (an FTS5 virtual table with its shadow tables and triggers on
+SQLite, a GIN expression index on PostgreSQL): not in store/sql.py's metadata, so autogenerate
+must not see them."""
 
 
 def include_name(name: str | None, type_: str, parent_names: Any) -> bool:

@@ -1,0 +1,184 @@
+"""Reading files people share (issue 29): their text, as sections labelled with their place, and
+cut into passages. NoneBot-free; the knowledge base and the files read in questions use it.
+
+The API:
+
+    from nonebot_plugin_marsho.agent.documents import DocumentError, Limits, extract, passages
+
+    extracted = await extract(data, "report.pdf", limits=Limits(max_bytes=20_000_000), timeout=60)
+    extracted.kind        # "pdf", "docx", "xlsx", "csv", "html", "markdown" or "txt"
+    extracted.pages       # PDF pages, workbook sheets; 0 for the others
+    extracted.sections    # [Section(text, page=3) | Section(text, heading="Setup") |
+                          #  Section(text, sheet="Sales", rows=(2, 41)) | Section(text, rows=...)]
+    section.place()       # "page 3", "“Setup”", "sheet Sales, rows 2-41" (English)
+    extracted.cut         # True when the text passed Limits.max_chars and was cut there
+    for passage in passages(extracted, chars=800, max_passages=2000): passage.text, passage.section
+
+- The format is what the bytes are (magic bytes), not what the name says; the name's extension
+  only tells the text formats apart (.csv, .md, .html; anything else is plain text). Text is read
+  as UTF-8 (with or without BOM), UTF-16 with a BOM, else GB18030.
+- `extract` never blocks the event loop: PDF, DOCX and XLSX are read in a worker process of their
+  own (`python -I formats.py`, memory capped, killed at `timeout`), so a hostile file cannot hang
+  or bloat the bot; the text formats in a thread. `extract_here` reads in the calling thread.
+- Every way a file can be wrong is a DocumentError naming the file, with `code` (formats.CODES:
+  too_large, too_many_pages, zip_bomb (a DOCX/XLSX whose ZIP would unpack past
+  Limits.max_unzipped, checked before it is opened), no_text (a scanned PDF), unsupported,
+  mismatch (a wrong extension), corrupt, encrypted, timeout, too_many_passages) and a sentence
+  in English (`str(error)`: "report.pdf: 612 pages, over the limit of 500").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from .formats import (
+    CODES,
+    KINDS,
+    DocumentError,
+    Extracted,
+    Limits,
+    Section,
+    decode,
+    extract_here,
+    kind_of,
+    sniff,
+)
+
+__all__ = ["CODES", "KINDS", "DocumentError", "Extracted", "Limits", "Passage", "Section", "decode",
+           "extract", "extract_here", "kind_of", "passages", "sniff"]
+
+WORKER = Path(__file__).with_name("formats.py")
+WORKER_MEMORY = 1_500_000_000
+"""Bytes of address space a worker may take (a PDF of a million objects stops there, not in the bot)."""
+SENTENCES = re.compile(r".+?(?:[.!?。！？；;]+\s*|$)", re.DOTALL)
+IN_PROCESS = ("pdf", "docx", "xlsx")
+"""Formats read in a worker process: their parsers are large, and a crafted file can make them
+loop or fill memory."""
+
+
+async def extract(data: bytes, name: str, *, limits: Limits | None = None,
+                  timeout: float = 60.0) -> Extracted:
+    """The text of file `name` (its bytes `data`), off the event loop, within `limits` (the
+    defaults of Limits when None) and `timeout` seconds. Raises DocumentError."""
+    limits = limits or Limits()
+    if len(data) > limits.max_bytes:
+        return extract_here(data, name, limits)  # refused at once, naming the limit
+    # a ZIP's directory is read to tell a DOCX from an XLSX: not on the loop either
+    kind = await asyncio.to_thread(kind_of, data, name)
+    if kind not in IN_PROCESS:
+        try:
+            return await asyncio.wait_for(asyncio.to_thread(extract_here, data, name, limits), timeout)
+        except asyncio.TimeoutError:
+            raise _timeout(name, timeout) from None
+    return await _in_worker(data, name, limits, timeout)
+
+
+def _timeout(name: str, timeout: float) -> DocumentError:
+    return DocumentError(name, "timeout", f"reading it took longer than {timeout:g} s (a hostile file?)")
+
+
+async def _in_worker(data: bytes, name: str, limits: Limits, timeout: float) -> Extracted:
+    header = json.dumps({"name": name, "limits": asdict(limits), "memory_bytes": WORKER_MEMORY}).encode()
+    env = {key: value for key, value in os.environ.items() if key in ("PATH", "SYSTEMROOT", "TEMP", "TMP")}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-I", "-B", str(WORKER), stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env)
+    try:
+        out, err = await asyncio.wait_for(process.communicate(header + b"\n" + data), timeout)
+    except asyncio.TimeoutError:
+        raise _timeout(name, timeout) from None
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    try:
+        answer: dict[str, Any] = json.loads(out.decode("utf-8").splitlines()[-1])
+    except (ValueError, IndexError):
+        last = (err.decode("utf-8", "replace").strip().splitlines()[-1:]
+                or [f"exit status {process.returncode}"])
+        raise DocumentError(name, "corrupt", f"the reader stopped on it ({last[0][:200]}; a hostile "
+                            "file, or too big to read within the memory allowed?)") from None
+    if "error" in answer:
+        code, detail = answer["error"]
+        raise DocumentError(name, code, detail)
+    found = answer["extracted"]
+    sections = [Section(s["text"], s["page"], s["heading"], s["sheet"],
+                        tuple(s["rows"]) if s["rows"] else None) for s in found["sections"]]
+    return Extracted(found["name"], found["kind"], sections, found["pages"], found["cut"])
+
+
+@dataclass(frozen=True)
+class Passage:
+    """A piece of a file short enough to search and to show beside a question: its text, and the
+    section it is from (its place)."""
+
+    text: str
+    section: Section
+
+    def place(self) -> str:
+        return self.section.place()
+
+
+def passages(extracted: Extracted, *, chars: int = 800, max_passages: int = 2000) -> list[Passage]:
+    """The file's text in passages of at most `chars` characters, cut between paragraphs (then
+    lines, then sentences, then anywhere); a section never shares a passage with another.
+    DocumentError (too_many_passages) past `max_passages`."""
+    found: list[Passage] = []
+    for section in extracted.sections:
+        for text in _pieces(section.text, chars):
+            found.append(Passage(text, section))
+            if len(found) > max_passages:
+                raise DocumentError(extracted.name, "too_many_passages",
+                                    f"more than {max_passages} passages, over the limit (a shorter file, or "
+                                    "split it)")
+    return found
+
+
+def _pieces(text: str, chars: int) -> list[str]:
+    pieces: list[str] = []
+    current = ""
+    for unit in _units(text, chars):
+        joined = f"{current}\n{unit}" if current else unit
+        if len(joined) <= chars:
+            current = joined
+        else:
+            if current:
+                pieces.append(current)
+            current = unit
+    if current.strip():
+        pieces.append(current)
+    return [piece.strip() for piece in pieces if piece.strip()]
+
+
+def _units(text: str, chars: int) -> list[str]:
+    """The text's paragraphs, each split further (lines, sentences, then every `chars`) until it fits."""
+    units: list[str] = []
+    for paragraph in text.split("\n\n"):
+        if len(paragraph) <= chars:
+            units.append(paragraph)
+            continue
+        for line in paragraph.split("\n"):
+            if len(line) <= chars:
+                units.append(line)
+                continue
+            sentence = ""
+            for part in SENTENCES.findall(line):
+                if len(sentence) + len(part) <= chars:
+                    sentence += part
+                    continue
+                if sentence:
+                    units.append(sentence)
+                sentence = part
+                while len(sentence) > chars:
+                    units.append(sentence[:chars])
+                    sentence = sentence[chars:]
+            if sentence:
+                units.append(sentence)
+    return units
