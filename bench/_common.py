@@ -9,6 +9,7 @@ import os
 import statistics
 import sys
 import time
+from collections import defaultdict
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -115,3 +116,70 @@ def ratio_line(label: str, value: float, target: float, predecessor: str, unit: 
 def run(main: Callable[[], Any]) -> None:
     """Run an async benchmark's main and exit 0 (benchmarks print, they do not assert)."""
     asyncio.run(main())
+
+
+def process_rss_bytes(pid: int) -> int | None:
+    """The resident memory of a process now (VmRSS from Linux /proc), or None elsewhere."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+@asynccontextmanager
+async def py_spy(pid: int, output: Path | None, *, rate: int = 200) -> AsyncIterator[Path | None]:
+    """Sample `pid` with py-spy while the block runs (`--format raw`, collapsed stacks, one
+    line per stack and its count, line numbers left out), written to `output`; nothing when
+    `output` is None or py-spy is not installed (then the block gets None). py-spy's messages go
+    to `output` with the suffix `.log`."""
+    import shutil
+    import signal
+    import subprocess
+
+    spy = shutil.which("py-spy") or shutil.which("py-spy", path=str(Path(sys.executable).parent))
+    if output is None or spy is None:
+        yield None
+        return
+    output.parent.mkdir(parents=True, exist_ok=True)
+    with open(output.with_suffix(".log"), "wb") as log:  # py-spy's own messages
+        process = subprocess.Popen(
+            [spy, "record", "--pid", str(pid), "--rate", str(rate), "--format", "raw", "--nolineno",
+             "--output", str(output)],
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        )
+    try:
+        await asyncio.sleep(0.3)  # py-spy attaches
+        yield output
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGINT)  # py-spy writes its file on Ctrl+C
+        try:
+            await asyncio.to_thread(process.wait, 20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            await asyncio.to_thread(process.wait, 10)
+
+
+def spy_costs(raw: Path, *, within: tuple[str, ...] = ()) -> tuple[int, dict[str, int], dict[str, int]]:
+    """Read a py-spy raw file: the samples in all, and per function (`name (file)`) the samples
+    it was on the stack in (inclusive, counted once per stack) and at the top of (its own time).
+    With `within`, the inclusive counts keep only functions whose file starts with one of them."""
+    total = 0
+    inclusive: dict[str, int] = defaultdict(int)
+    own: dict[str, int] = defaultdict(int)
+    for line in raw.read_text(encoding="utf-8", errors="replace").splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        if not stack or not count_text.isdigit():
+            continue
+        count, frames = int(count_text), stack.split(";")
+        total += count
+        own[frames[-1]] += count
+        for frame in set(frames):
+            file = frame.rpartition(" (")[2].rstrip(")")
+            if not within or file.startswith(within):
+                inclusive[frame] += count
+    return total, inclusive, own
+
