@@ -15,6 +15,8 @@ a side, in one bot process:
   (event pushed → the reply received) minus the endpoint's own median for the very bodies the
   bot sent (replayed with a minimal keep-alive client, as bench/overhead.py does), and the bot's
   CPU time per turn;
+- 500 group messages nobody addressed to the bot (where the job is to stay silent), pushed one
+  after another, then one question: the bot's CPU per such message;
 - bursts, endpoint 0.5 s: 20 groups ask at once (one member each), last reply ÷ 0.5 s, then 200
   groups (bench/concurrent_sessions.py's burst, `--bursts` of each, 2, the median kept; one
   untimed burst of each at 0 s first);
@@ -25,11 +27,15 @@ issue's targets. Reports, never asserts; exits 0.
 
     python bench/floor.py                          # ~3 min on 2 busy cores
     python bench/floor.py --against ../other       # that checkout's bot.py as a third side
-    python bench/floor.py --py-spy /tmp/spy        # py-spy samples of the per-turn loop and the
-                                                   # 200-group burst, summarised (pip install py-spy)
+    python bench/floor.py --runs 1 --turns 1000 --py-spy /tmp/spy
+                        # py-spy samples of the per-turn loop, the messages not for the bot
+                        # and the 200-group bursts, summarised
+                        # (pip install py-spy; sampling slows the bot: read no figure of that run)
     python bench/floor.py --smoke                  # one question and two tiny bursts per side
 
-`--against CHECKOUT` (repeatable) runs that checkout's `bot.py` with it first on PYTHONPATH, in
+`--env KEY=VALUE` (repeatable) gives Marsho's sides a setting (the floor has none to take), e.g.
+`MARSHO_GROUP_CONTEXT_DEFAULT=on` for what observing every group's chat costs. `--against
+CHECKOUT` (repeatable) runs that checkout's `bot.py` with it first on PYTHONPATH, in
 this interpreter, alternately with the others. Knobs: `BENCH_RUNS` (2).
 """
 
@@ -42,9 +48,8 @@ import statistics
 import subprocess
 import sys
 import time
-from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -53,13 +58,13 @@ from bench._common import (  # noqa: E402
     REPO_ROOT,
     SELF_ID,
     FakeOpenAI,
+    SpyCosts,
     median_ms,
     process_cpu_seconds,
     process_rss_bytes,
     py_spy,
     raw_round_trips,
     run,
-    spy_costs,
 )
 from bench.concurrent_sessions import burst  # noqa: E402
 from bench.start import TIMEOUT, Checkout, accepted, child_env  # noqa: E402
@@ -81,8 +86,9 @@ class Figure:
 
 
 FIGURES = {
-    "turn": Figure("overhead per turn, 0 s endpoint (median of 40 − endpoint)", "ms", 1.3),
+    "turn": Figure("overhead per turn, 0 s endpoint (median of --turns, 40, − endpoint)", "ms", 1.3),
     "turn_cpu": Figure("bot CPU per turn in that loop", "ms"),
+    "unaddressed_cpu": Figure("bot CPU per group message not for the bot", "ms"),
     "first_start": Figure("first start → WebSocket accepted (new directory)", "s"),
     "start": Figure("start → WebSocket accepted (again, in that directory)", "s", 1.3),
     "start_cpu": Figure("bot CPU by then", "s"),
@@ -109,9 +115,11 @@ class Plan:
     large: int = 200
     latency: float = LATENCY
     restart: bool = True
+    chatter: int = 500
+    """Group messages not for the bot, pushed one after another."""
 
 
-SMOKE = Plan(warmup_turns=0, turns=1, bursts=1, small=2, large=3, latency=0.05, restart=False)
+SMOKE = Plan(warmup_turns=0, turns=1, bursts=1, small=2, large=3, latency=0.05, restart=False, chatter=5)
 
 
 @dataclass
@@ -120,6 +128,8 @@ class Side(Checkout):
 
     script: Path | None = None
     """The bot script run (None: the checkout's bot.py)."""
+    env: dict[str, str] = field(default_factory=dict)
+    """Settings of its own, over BotProcess's."""
 
     @property
     def bot_py(self) -> Path:
@@ -182,6 +192,34 @@ async def per_turn(side: Side, sim: OneBotSim, fake: FakeOpenAI, plan: Plan, pid
         side.figures["turn_cpu"].append((cpu_after - cpu_before) / plan.turns * 1000)
 
 
+async def settled_cpu(pid: int) -> float | None:
+    """The bot's CPU time once it has stopped growing for 0.3 s (what it had queued is done)."""
+    seen = process_cpu_seconds(pid)
+    for _ in range(100):
+        await asyncio.sleep(0.3)
+        now = process_cpu_seconds(pid)
+        if now == seen:
+            break
+        seen = now
+    return seen
+
+
+async def unaddressed(side: Side, sim: OneBotSim, plan: Plan, pid: int, spy: Path | None) -> None:
+    """Group messages nobody addressed to the bot, then one question: the bot's CPU per message,
+    that question's own (the loop's last figure) left out."""
+    events = [sim.group_event(f"just chatting, line {i}", group_id=50002, user_id=30000 + i % 7)
+              for i in range(plan.chatter)]
+    async with py_spy(pid, spy):
+        before = await settled_cpu(pid)
+        for event in events:
+            await sim.push(event)
+        await sim.ask("marsho anything new?", group_id=50002, user_id=30999, timeout=60)
+        after = await settled_cpu(pid)
+    if before is not None and after is not None and side.figures["turn_cpu"]:
+        question = side.figures["turn_cpu"][-1] / 1000
+        side.figures["unaddressed_cpu"].append(max(0.0, after - before - question) / plan.chatter * 1000)
+
+
 async def bursts(side: Side, sim: OneBotSim, fake: FakeOpenAI, plan: Plan, pid: int,
                  spy: Path | None) -> None:
     """Groups asking at once, one member each: last reply ÷ the endpoint's latency."""
@@ -207,7 +245,7 @@ async def bursts(side: Side, sim: OneBotSim, fake: FakeOpenAI, plan: Plan, pid: 
 
 async def one_run(side: Side, fake: FakeOpenAI, plan: Plan, spy_dir: Path | None, run_no: int) -> None:
     """One run of one side: its starts, then the turns and the bursts in the started bot."""
-    bot = BotProcess(base_url=fake.base_url, bot_py=side.bot_py)
+    bot = BotProcess(base_url=fake.base_url, bot_py=side.bot_py, env=side.env)
     fake.reset()
     spy = (lambda phase: spy_dir / f"{side.label}-{phase}-{run_no}.txt") if spy_dir else (lambda phase: None)
     try:
@@ -219,6 +257,7 @@ async def one_run(side: Side, fake: FakeOpenAI, plan: Plan, spy_dir: Path | None
         process = await start(side, bot)
         async with bot.simulator(self_id=SELF_ID) as sim:
             await per_turn(side, sim, fake, plan, process.pid, spy("turns"))
+            await unaddressed(side, sim, plan, process.pid, spy("unaddressed"))
             await bursts(side, sim, fake, plan, process.pid, spy("burst200"))
         rss = process_rss_bytes(process.pid)
         if rss is not None:
@@ -262,26 +301,28 @@ def report(sides: list[Side]) -> None:
 
 
 def summarise_profiles(spy_dir: Path, sides: list[Side], top: int = 25) -> None:
-    """Per side and phase, all runs' samples together: the functions of the plugins and NoneBot
-    by inclusive share, and the functions by own share."""
+    """Per side and phase, all runs' samples together (a thread holding the GIL): each thread's
+    share, then in the event loop's thread the plugins' and NoneBot's functions by inclusive
+    share, and the functions by own share."""
     for side in sides:
-        for phase in ("turns", "burst200"):
+        for phase in ("turns", "unaddressed", "burst200"):
             files = sorted(spy_dir.glob(f"{side.label}-{phase}-*.txt"))
-            total, inclusive, own = 0, Counter[str](), Counter[str]()
+            costs = SpyCosts()
             for file in files:
-                n, inc, mine = spy_costs(file, within=SPY_WITHIN)
-                total += n
-                inclusive.update(inc)
-                own.update(mine)
-            if not total:
+                costs.add(file, thread="MainThread", within=SPY_WITHIN)
+            if not costs.total:
                 continue
-            print(f"\n[py-spy] {side.label}, {phase}: {total} samples (non-idle) in {len(files)} files")
-            print("  inclusive, plugins and NoneBot:")
-            for frame, count in inclusive.most_common(top):
-                print(f"    {count / total:6.1%}  {frame}")
-            print("  own time:")
-            for frame, count in own.most_common(top // 2):
-                print(f"    {count / total:6.1%}  {frame}")
+            loop = costs.threads["MainThread"] or 1
+            threads = ", ".join(f"{name} {count / costs.total:.0%}"
+                                for name, count in costs.threads.most_common(5))
+            print(f"\n[py-spy] {side.label}, {phase}: {costs.total} samples holding the GIL "
+                  f"in {len(files)} file(s); by thread: {threads}")
+            print("  the event loop (MainThread), inclusive, plugins and NoneBot:")
+            for frame, count in costs.inclusive.most_common(top):
+                print(f"    {count / loop:6.1%}  {frame}")
+            print("  the event loop, own time:")
+            for frame, count in costs.own.most_common(top // 2):
+                print(f"    {count / loop:6.1%}  {frame}")
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
@@ -289,8 +330,12 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--runs", type=int, default=int(os.environ.get("BENCH_RUNS", "2")),
                         help="runs of each side, taken in turn (BENCH_RUNS, 2)")
     parser.add_argument("--bursts", type=int, default=Plan.bursts, help="bursts of each size per run (2)")
+    parser.add_argument("--turns", type=int, default=Plan.turns,
+                        help="timed questions per run in the per-turn loop (40; more for a profile)")
     parser.add_argument("--against", type=Path, action="append", default=[], metavar="CHECKOUT",
                         help="another checkout's bot.py as one more side (repeatable)")
+    parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
+                        help="a setting for Marsho's sides, e.g. MARSHO_GROUP_CONTEXT_DEFAULT=on")
     parser.add_argument("--py-spy", type=Path, default=None, metavar="DIR", dest="spy",
                         help="sample the per-turn loop and the 200-group burst with py-spy into DIR")
     parser.add_argument("--smoke", action="store_true",
@@ -299,24 +344,25 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def sides_for(args: argparse.Namespace) -> list[Side]:
-    sides = [Side("floor", REPO_ROOT, script=FLOOR_BOT), Side("marsho", REPO_ROOT)]
+    env = dict(setting.partition("=")[::2] for setting in args.env)
+    sides = [Side("floor", REPO_ROOT, script=FLOOR_BOT), Side("marsho", REPO_ROOT, env=env)]
     for root in args.against:
         root = root.resolve()
         if not (root / "bot.py").is_file():
             raise SystemExit(f"{root} has no bot.py")
-        sides.append(Side(root.name, root))
+        sides.append(Side(root.name, root, env=env))
     return sides
 
 
 async def measure(args: argparse.Namespace, say: Callable[[str], None] = print) -> list[Side]:
     """Every side's figures, the sides taking turns run by run."""
     sides = sides_for(args)
-    plan = SMOKE if args.smoke else Plan(bursts=args.bursts)
+    plan = SMOKE if args.smoke else Plan(bursts=args.bursts, turns=args.turns)
     runs = 1 if args.smoke else args.runs
     with FakeOpenAI() as fake:
         if not args.smoke:
             for side in sides:  # not counted: writes the .pyc files, warms the disk cache
-                bot = BotProcess(base_url=fake.base_url, bot_py=side.bot_py)
+                bot = BotProcess(base_url=fake.base_url, bot_py=side.bot_py, env=side.env)
                 try:
                     await start(side, bot, record=False)
                 finally:

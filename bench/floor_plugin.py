@@ -54,7 +54,8 @@ else:
         if client is not None:
             await client.close()
 
-    def _for_marsho(event: MessageEvent) -> bool:
+    async def _for_marsho(event: MessageEvent) -> bool:
+        # async: NoneBot runs a plain function's check in a worker thread (run_sync)
         return event.get_plaintext().startswith("marsho ")
 
     ask = on_message(rule=Rule(_for_marsho), block=True)
