@@ -27,7 +27,7 @@ issue's targets. Reports, never asserts; exits 0.
 
     python bench/floor.py                          # ~3 min on 2 busy cores
     python bench/floor.py --against ../other       # that checkout's bot.py as a third side
-    python bench/floor.py --runs 1 --turns 1000 --py-spy /tmp/spy
+    python bench/floor.py --runs 1 --turns 1000 --chatter 5000 --py-spy /tmp/spy
                         # py-spy samples of the per-turn loop, the messages not for the bot
                         # and the 200-group bursts, summarised
                         # (pip install py-spy; sampling slows the bot: read no figure of that run)
@@ -48,6 +48,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -317,6 +318,11 @@ def summarise_profiles(spy_dir: Path, sides: list[Side], top: int = 25) -> None:
                                 for name, count in costs.threads.most_common(5))
             print(f"\n[py-spy] {side.label}, {phase}: {costs.total} samples holding the GIL "
                   f"in {len(files)} file(s); by thread: {threads}")
+            packages = Counter[str]()
+            for frame, count in costs.own.items():  # the package of the file the sample was in
+                packages[frame.rpartition(" (")[2].rstrip(")").split("/")[0]] += count
+            print("  the event loop's own time by package: "
+                  + ", ".join(f"{name} {count / loop:.0%}" for name, count in packages.most_common(16)))
             print("  the event loop (MainThread), inclusive, plugins and NoneBot:")
             for frame, count in costs.inclusive.most_common(top):
                 print(f"    {count / loop:6.1%}  {frame}")
@@ -332,6 +338,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--bursts", type=int, default=Plan.bursts, help="bursts of each size per run (2)")
     parser.add_argument("--turns", type=int, default=Plan.turns,
                         help="timed questions per run in the per-turn loop (40; more for a profile)")
+    parser.add_argument("--chatter", type=int, default=Plan.chatter,
+                        help="group messages not for the bot per run (500; more for a profile)")
     parser.add_argument("--against", type=Path, action="append", default=[], metavar="CHECKOUT",
                         help="another checkout's bot.py as one more side (repeatable)")
     parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
@@ -357,7 +365,7 @@ def sides_for(args: argparse.Namespace) -> list[Side]:
 async def measure(args: argparse.Namespace, say: Callable[[str], None] = print) -> list[Side]:
     """Every side's figures, the sides taking turns run by run."""
     sides = sides_for(args)
-    plan = SMOKE if args.smoke else Plan(bursts=args.bursts, turns=args.turns)
+    plan = SMOKE if args.smoke else Plan(bursts=args.bursts, turns=args.turns, chatter=args.chatter)
     runs = 1 if args.smoke else args.runs
     with FakeOpenAI() as fake:
         if not args.smoke:
