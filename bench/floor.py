@@ -256,10 +256,15 @@ async def one_run(side: Side, fake: FakeOpenAI, plan: Plan, spy_dir: Path | None
             side.figures["first_start"].append(time.perf_counter() - first)
             await asyncio.to_thread(terminate, process)  # the directory stays
         process = await start(side, bot)
-        async with bot.simulator(self_id=SELF_ID) as sim:
-            await per_turn(side, sim, fake, plan, process.pid, spy("turns"))
-            await unaddressed(side, sim, plan, process.pid, spy("unaddressed"))
-            await bursts(side, sim, fake, plan, process.pid, spy("burst200"))
+        try:
+            # not the start probe's X-Self-ID: the bot may not have dropped that connection yet,
+            # and the adapter closes a second one with the same id right after accepting it
+            async with bot.simulator(self_id=SELF_ID + 1) as sim:
+                await per_turn(side, sim, fake, plan, process.pid, spy("turns"))
+                await unaddressed(side, sim, plan, process.pid, spy("unaddressed"))
+                await bursts(side, sim, fake, plan, process.pid, spy("burst200"))
+        except (TimeoutError, ConnectionError, AssertionError) as error:  # what the bot said
+            raise RuntimeError(f"{side.label}: {error}\n{bot.output()[-4000:]}") from None
         rss = process_rss_bytes(process.pid)
         if rss is not None:
             side.figures["rss_end"].append(rss / MB)
