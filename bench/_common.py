@@ -9,8 +9,10 @@ import os
 import statistics
 import sys
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -115,3 +117,82 @@ def ratio_line(label: str, value: float, target: float, predecessor: str, unit: 
 def run(main: Callable[[], Any]) -> None:
     """Run an async benchmark's main and exit 0 (benchmarks print, they do not assert)."""
     asyncio.run(main())
+
+
+def process_rss_bytes(pid: int) -> int | None:
+    """The resident memory of a process now (VmRSS from Linux /proc), or None elsewhere."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+@asynccontextmanager
+async def py_spy(
+    pid: int, output: Path | None, *, rate: int = 200, gil: bool = True
+) -> AsyncIterator[Path | None]:
+    """Sample `pid` with py-spy while the block runs, into `output`: `--format raw` (collapsed
+    stacks, one line per stack and its count; read by `SpyCosts`), line numbers left out, each
+    stack under its thread's name, and with `gil` only the samples of a thread holding the GIL
+    (the Python work; a thread waiting in a select or a lock is not counted). Nothing when
+    `output` is None or py-spy is not installed (then the block gets None). py-spy's messages go
+    to `output` with the suffix `.log`."""
+    import shutil
+    import signal
+    import subprocess
+
+    spy = shutil.which("py-spy") or shutil.which("py-spy", path=str(Path(sys.executable).parent))
+    if output is None or spy is None:
+        yield None
+        return
+    output.parent.mkdir(parents=True, exist_ok=True)
+    command = [spy, "record", "--pid", str(pid), "--rate", str(rate), "--format", "raw", "--nolineno",
+               "--threads", "--output", str(output), *(["--gil"] if gil else [])]
+    with open(output.with_suffix(".log"), "wb") as log:  # py-spy's own messages
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    try:
+        await asyncio.sleep(0.3)  # py-spy attaches
+        yield output
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGINT)  # py-spy writes its file on Ctrl+C
+        try:
+            await asyncio.to_thread(process.wait, 20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            await asyncio.to_thread(process.wait, 10)
+
+
+@dataclass
+class SpyCosts:
+    """What py-spy raw files say, summed: samples in all, per thread name, and per function
+    (`name (file)`) on the stack (inclusive, once per stack) and at its top (own time)."""
+
+    total: int = 0
+    threads: Counter[str] = field(default_factory=Counter)
+    inclusive: Counter[str] = field(default_factory=Counter)
+    own: Counter[str] = field(default_factory=Counter)
+
+    def add(self, raw: Path, *, thread: str | None = None, within: tuple[str, ...] = ()) -> SpyCosts:
+        """Add a raw file's samples; with `thread`, the inclusive and own counts keep only that
+        thread's stacks; with `within`, the inclusive ones only functions whose file starts so."""
+        for line in raw.read_text(encoding="utf-8", errors="replace").splitlines():
+            stack, _, count_text = line.rpartition(" ")
+            if not stack or not count_text.isdigit():
+                continue
+            count, frames = int(count_text), stack.split(";")
+            name = "?"
+            if frames[0].startswith("thread ("):  # "thread (0x7f…): MainThread"
+                name, frames = frames[0].partition(": ")[2] or "?", frames[1:]
+            self.total += count
+            self.threads[name] += count
+            if not frames or (thread is not None and name != thread):
+                continue
+            self.own[frames[-1]] += count
+            for frame in set(frames):
+                if not within or frame.rpartition(" (")[2].startswith(within):
+                    self.inclusive[frame] += count
+        return self
