@@ -834,6 +834,40 @@ class Config(BaseModel):
     zh: 最多遵守接口 Retry-After 要求的多少秒：要求更久的密钥或接口只暂停这么久；暂停期间每 30 秒让
     一个问题试一次，所以接口一恢复，机器人就能回答，不管响应头写了多久。"""
 
+    # --- loops with other bots (issue 25) ---
+
+    marsho_bot_detection: bool = True
+    """Whether marsho tells other bots from people where the platform does not (OneBot v11 marks
+    no sender as a bot) and does not answer them: a message carrying the invisible mark marsho
+    puts at the end of its own messages (another marsho, or a copy of its answer), or a sender
+    whose messages come faster after marsho's answer than a person reads and types, or repeat
+    its last answers, three times in a row (then for 10 minutes). Superusers are never taken
+    for bots; what the platform marks as a bot is never answered, whatever this says.
+
+    zh: 是否识别平台没有标明的其他机器人（OneBot v11 不标明发送者是不是机器人）并且不回应它们：带有
+    marsho 在自己消息末尾加的不可见标记的消息（另一个 marsho，或复制了它的回答），或者连续三次在
+    marsho 回答后快得不像人在阅读和打字、或重复它最近回答的发送者（之后 10 分钟不回应）。超级用户从不
+    会被当成机器人；平台标明是机器人的账号，无论这里怎么设都不回应。"""
+
+    marsho_chat_answers_per_minute: int = Field(default=20, ge=0, le=1000)
+    """Requests marsho takes on in one chat within a minute before it pauses answering there
+    (it says so once); 0: no limit. Measured with bench/bot_loops.py: a lively group of eight
+    members, each asking again 10–30 s after their answer, asks about 16 a minute; one member
+    flooding the bot with the default queue gets about 40 (one per 1.5 s of the endpoint); two
+    bots answering each other, hundreds. Superusers are not held back.
+
+    zh: 同一个聊天里一分钟内 marsho 最多接下多少个请求，超过就暂停在这里回答（只提示一次）；0 表示不
+    限制。用 bench/bot_loops.py 测过：八个成员各自在收到回答 10–30 秒后再问，一分钟约 16 个；一个成员
+    在默认队列下刷屏约 40 个（端点每 1.5 秒一个）；两个互相回答的机器人则有几百个。超级用户不受限制。"""
+
+    marsho_chat_pause_seconds: float = Field(default=120, ge=1, le=86400)
+    """How long a chat paused for too many answers must be quiet (no message for marsho) before
+    marsho answers there again; at most ten times this in all. A superuser lifts the pause at
+    once with `marsho.resume`.
+
+    zh: 因回答过多而暂停的聊天，要安静（没有人叫 marsho）这么多秒后才恢复回答；总共最多暂停这个时长的
+    十倍。超级用户可用 `marsho.resume` 立即解除。"""
+
     @field_validator("marsho_quota_fallback_model", "marsho_summary_model")
     @classmethod
     def _model_name(cls, value: str) -> str:

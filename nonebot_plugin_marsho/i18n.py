@@ -579,6 +579,17 @@ EN: dict[str, str] = {
     "export.told_privately": "where the file is was sent to you privately",
     "export.in_log": "where the file is is in the bot's log",
     "export.saved_path": "{count} messages of {key} exported to {path}",
+    # --- loops with other bots ---
+    "usage.resume": (
+        "{name}.resume  answer again in this chat after a pause for too many answers, and forget who "
+        "was taken for a bot here (superusers)"
+    ),
+    "loops.paused": (
+        "More than {count} requests for me here within a minute: I'm pausing in this chat until nobody "
+        "has called me for {wait}. A superuser can lift this with {name}.resume."
+    ),
+    "loops.resumed": "Done: I answer in this chat again.",
+    "loops.not_paused": "I was not paused in this chat; I also forgot who I had taken for a bot here.",
 }
 
 ZH: dict[str, str] = {
@@ -1039,6 +1050,16 @@ ZH: dict[str, str] = {
     "export.told_privately": "文件位置已私聊发给你",
     "export.in_log": "文件位置写在机器人的日志里",
     "export.saved_path": "已把 {key} 的 {count} 条消息导出到 {path}",
+    # --- loops with other bots ---
+    "usage.resume": (
+        "{name}.resume  因回答过多暂停后，在本聊天恢复回答，并忘掉这里被当成机器人的账号（仅超级用户）"
+    ),
+    "loops.paused": (
+        "一分钟内这里叫我超过 {count} 次了：我先在这个聊天里暂停，等 {wait}没人叫我之后再回来。"
+        "超级用户可以用 {name}.resume 立即解除。"
+    ),
+    "loops.resumed": "好了：我在这个聊天里恢复回答了。",
+    "loops.not_paused": "我在这个聊天里并没有暂停；也已忘掉这里被我当成机器人的账号。",
 }
 
 CATALOGUES: dict[Language, dict[str, str]] = {"zh-CN": ZH, "en": EN}
