@@ -9,7 +9,8 @@ Through real `bot.py` processes and the OneBot v11 simulator:
    `marsho hi` once; then the bots are left alone.
 2. The same, on a platform that drops zero-width characters (the relay strips them), so only
    behaviour tells a bot.
-3. **An echo account**: it says every answer back ("Marsho said: <answer>") as soon as it comes.
+3. **An echo account**: it says every answer back ("Marsho said: <answer>") as soon as it comes;
+   then the same where zero-width characters are dropped.
 4. **A busy human group**, for the circuit breaker's threshold: the answers per minute that the
    existing flood scenario (tests/test_hostile_floods.py: one member sending `marsho flood N`
    as fast as the bot reads, the endpoint taking 1.5 s) causes, and a lively group of 8
@@ -42,6 +43,7 @@ from tests.onebot_sim import (  # noqa: E402
     SEND_ACTIONS,
     Action,
     BotProcess,
+    Links,
     OneBotSim,
     echoed,
     relay,
@@ -125,10 +127,10 @@ async def two_bots(*, strip_invisible: bool) -> str:
         second = BotProcess(base_url=fake.base_url, toolkit_dirs=[CHAT_TOOLSET], env=env)
         async with first, second:
             async with first.simulator(self_id=BOT_A) as a, second.simulator(self_id=BOT_B) as b:
-                stop = asyncio.Event()
+                stop, links = asyncio.Event(), Links()
                 says = said_again(strip_invisible=strip_invisible)
-                relays = [asyncio.create_task(relay(a, b, group_id=GROUP, says=says, stop=stop)),
-                          asyncio.create_task(relay(b, a, group_id=GROUP, says=says, stop=stop))]
+                relays = [asyncio.create_task(relay(a, b, group_id=GROUP, says=says, stop=stop, links=links)),
+                          asyncio.create_task(relay(b, a, group_id=GROUP, says=says, stop=stop, links=links))]
                 start = time.time()
                 hello = a.group_event("marsho hi", group_id=GROUP, user_id=PERSON)
                 await a.push(hello)
@@ -142,8 +144,9 @@ async def two_bots(*, strip_invisible: bool) -> str:
     return windows_line(label, messages, requests)
 
 
-async def echo_account() -> str:
-    """Scenario 3: an account that says every answer back, after a first question of its own."""
+async def echo_account(*, strip_invisible: bool = False) -> str:
+    """Scenario 3: an account that says every answer back, after a first question of its own
+    (with `strip_invisible`, on a platform that drops the marker)."""
     with FakeOpenAI() as fake:
         fake.responder = answering_with_the_trigger(11)
         arrived = recording(fake)
@@ -152,7 +155,8 @@ async def echo_account() -> str:
         async with process, process.simulator(self_id=BOT_A) as sim:
             stop = asyncio.Event()
             echo = asyncio.create_task(
-                relay(sim, sim, group_id=GROUP, user_id=ECHO, says=echoed(), stop=stop))
+                relay(sim, sim, group_id=GROUP, user_id=ECHO, says=echoed(strip_invisible=strip_invisible),
+                      stop=stop))
             start = time.time()
             await sim.group_message("marsho hi", group_id=GROUP, user_id=ECHO)
             await asyncio.sleep(WINDOWS * WINDOW)
@@ -160,7 +164,8 @@ async def echo_account() -> str:
             pushed = await echo
             messages = per_window([x.wall for x in sends(sim)], start, WINDOWS, WINDOW)
             requests = per_window(list(arrived), start, WINDOWS, WINDOW)
-    return windows_line(f"echo account ({pushed} echoes)", messages, requests)
+    label = "echo account, zero-width characters dropped" if strip_invisible else "echo account"
+    return windows_line(f"{label} ({pushed} echoes)", messages, requests)
 
 
 async def member(sim: OneBotSim, user_id: int, rng: random.Random, until: float) -> None:
@@ -211,6 +216,7 @@ async def main() -> None:
     print(await two_bots(strip_invisible=False), flush=True)
     print(await two_bots(strip_invisible=True), flush=True)
     print(await echo_account(), flush=True)
+    print(await echo_account(strip_invisible=True), flush=True)
     print(await human_groups(), flush=True)
 
 

@@ -849,16 +849,18 @@ class Config(BaseModel):
     marsho 回答后快得不像人在阅读和打字、或重复它最近回答的发送者（之后 10 分钟不回应）。超级用户从不
     会被当成机器人；平台标明是机器人的账号，无论这里怎么设都不回应。"""
 
-    marsho_chat_answers_per_minute: int = Field(default=20, ge=0, le=1000)
+    marsho_chat_answers_per_minute: int = Field(default=30, ge=0, le=1000)
     """Requests marsho takes on in one chat within a minute before it pauses answering there
-    (it says so once); 0: no limit. Measured with bench/bot_loops.py: a lively group of eight
-    members, each asking again 10–30 s after their answer, asks about 16 a minute; one member
-    flooding the bot with the default queue gets about 40 (one per 1.5 s of the endpoint); two
-    bots answering each other, hundreds. Superusers are not held back.
+    (it says so once); 0: no limit. Chosen from bench/bot_loops.py: a lively group of eight
+    members, each asking again 10–30 s after their answer came, asked 22 a minute; one member
+    flooding the bot (the default queue, an endpoint taking 1.5 s) got 35; two bots answering
+    each other, with nothing else in the way, over 5,000. 30 leaves the liveliest group room
+    and stops a flood or a loop within a minute. Superusers are not held back.
 
     zh: 同一个聊天里一分钟内 marsho 最多接下多少个请求，超过就暂停在这里回答（只提示一次）；0 表示不
-    限制。用 bench/bot_loops.py 测过：八个成员各自在收到回答 10–30 秒后再问，一分钟约 16 个；一个成员
-    在默认队列下刷屏约 40 个（端点每 1.5 秒一个）；两个互相回答的机器人则有几百个。超级用户不受限制。"""
+    限制。依据 bench/bot_loops.py 的测量：八个成员各自在收到回答 10–30 秒后再问，一分钟 22 个；一个成员
+    刷屏（默认队列，端点每次 1.5 秒）得到 35 个；两个互相回答、毫无阻拦的机器人，超过 5000 个。取 30，
+    最热闹的群也够用，刷屏或死循环一分钟内就会停下。超级用户不受限制。"""
 
     marsho_chat_pause_seconds: float = Field(default=120, ge=1, le=86400)
     """How long a chat paused for too many answers must be quiet (no message for marsho) before

@@ -307,7 +307,7 @@ class _Pause:
 class Breaker:
     """The per-chat circuit breaker (see the module's docstring); `limit` 0: off."""
 
-    limit: int = 20
+    limit: int = 30
     pause: float = 120.0
     clock: Callable[[], float] = time.monotonic
     _taken: dict[str, deque[float]] = field(default_factory=dict)
@@ -399,3 +399,11 @@ def chat_of(where: Where) -> str:
     MARSHO_SESSION_SCOPE: what the breaker and the answers remembered are kept by."""
     return session_key(where.platform, group_id=where.group_id, user_id=where.user_id,
                        channel=where.kind == "channel")
+
+
+def use_guard(app: Marsho, guard: LoopGuard) -> None:
+    """Make `guard` the running bot's (a test's, on a fake clock)."""
+    holder = app.active
+    if id(holder) not in _guards:
+        weakref.finalize(holder, _guards.pop, id(holder), None)
+    _guards[id(holder)] = guard
