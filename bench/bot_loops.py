@@ -206,9 +206,13 @@ async def human_groups() -> str:
             await wait_for_quiet(lambda: len(sim.actions), quiet=2.0, timeout=30)
             lively = [a for a in sends(sim, GROUP + 1) if a.wall <= until]
             flood = [a for a in sends(sim, GROUP + 2) if a.wall <= until]
+            asked = sum(1 for e in sim.events.values() if e.get("group_id") == GROUP + 1)
+            unanswered = sum(1 for e in sim.events.values()
+                             if e.get("group_id") == GROUP + 1 and not sim.sends_quoting(e))
     per_minute = 60 / MINUTE
-    return (f"a lively group of 8: {len(lively) * per_minute:.0f} answers per minute; one member "
-            f"flooding: {len(flood) * per_minute:.0f} answers per minute (endpoint 1.5 s)")
+    return (f"a lively group of 8: {len(lively) * per_minute:.0f} answers per minute ({asked} asked, "
+            f"{unanswered} unanswered); one member flooding: {len(flood) * per_minute:.0f} answers per "
+            "minute (endpoint 1.5 s)")
 
 
 async def main() -> None:

@@ -839,28 +839,30 @@ class Config(BaseModel):
     marsho_bot_detection: bool = True
     """Whether marsho tells other bots from people where the platform does not (OneBot v11 marks
     no sender as a bot) and does not answer them: a message carrying the invisible mark marsho
-    puts at the end of its own messages (another marsho, or a copy of its answer), or a sender
-    whose messages come faster after marsho's answer than a person reads and types, or repeat
-    its last answers, three times in a row (then for 10 minutes). Superusers are never taken
-    for bots; what the platform marks as a bot is never answered, whatever this says.
+    puts at the end of its answers that start with a trigger word (another marsho, or a copy of
+    such an answer), or a sender who, three times in a row, answers marsho faster than a person
+    reads and types (quoting marsho, or at length) or repeats its last answers; such a sender is
+    not answered in that chat for 10 minutes. Superusers are never taken for bots; an account
+    the platform marks as a bot is never answered, whatever this says.
 
     zh: 是否识别平台没有标明的其他机器人（OneBot v11 不标明发送者是不是机器人）并且不回应它们：带有
-    marsho 在自己消息末尾加的不可见标记的消息（另一个 marsho，或复制了它的回答），或者连续三次在
-    marsho 回答后快得不像人在阅读和打字、或重复它最近回答的发送者（之后 10 分钟不回应）。超级用户从不
-    会被当成机器人；平台标明是机器人的账号，无论这里怎么设都不回应。"""
+    marsho 在以触发词开头的回答末尾所加不可见标记的消息（另一个 marsho，或复制了这样的回答），或者连续
+    三次回复 marsho 快得不像人在阅读和打字（引用了 marsho 的消息或内容较长）、或重复它最近回答的发送者；
+    这样的发送者在该聊天里 10 分钟内不会得到回应。超级用户从不会被当成机器人；平台标明是机器人的账号，
+    无论这里怎么设都不回应。"""
 
     marsho_chat_answers_per_minute: int = Field(default=30, ge=0, le=1000)
-    """Requests marsho takes on in one chat within a minute before it pauses answering there
-    (it says so once); 0: no limit. Chosen from bench/bot_loops.py: a lively group of eight
-    members, each asking again 10–30 s after their answer came, asked 22 a minute; one member
-    flooding the bot (the default queue, an endpoint taking 1.5 s) got 35; two bots answering
-    each other, with nothing else in the way, over 5,000. 30 leaves the liveliest group room
-    and stops a flood or a loop within a minute. Superusers are not held back.
+    """Answers marsho sends in one chat within a minute before it pauses answering there (it
+    says so once); 0: no limit. Chosen from bench/bot_loops.py: a lively group of eight
+    members, each asking again 10–30 s after their answer came, got 17–22 answers a minute;
+    one member flooding the bot (the default queue, an endpoint taking 1.5 s) 35; two bots
+    answering each other, with nothing else in the way, over 5,000. 30 leaves the liveliest
+    group room and stops a flood or a loop within a minute. Superusers are not held back.
 
-    zh: 同一个聊天里一分钟内 marsho 最多接下多少个请求，超过就暂停在这里回答（只提示一次）；0 表示不
-    限制。依据 bench/bot_loops.py 的测量：八个成员各自在收到回答 10–30 秒后再问，一分钟 22 个；一个成员
-    刷屏（默认队列，端点每次 1.5 秒）得到 35 个；两个互相回答、毫无阻拦的机器人，超过 5000 个。取 30，
-    最热闹的群也够用，刷屏或死循环一分钟内就会停下。超级用户不受限制。"""
+    zh: 同一个聊天里一分钟内 marsho 最多回答多少次，达到后就暂停在这里回答（只提示一次）；0 表示不
+    限制。依据 bench/bot_loops.py 的测量：八个成员各自在收到回答 10–30 秒后再问，一分钟得到 17–22 个
+    回答；一个成员刷屏（默认队列，端点每次 1.5 秒）35 个；两个互相回答、毫无阻拦的机器人超过 5000 个。
+    取 30，最热闹的群也够用，刷屏或死循环一分钟内就会停下。超级用户不受限制。"""
 
     marsho_chat_pause_seconds: float = Field(default=120, ge=1, le=86400)
     """How long a chat paused for too many answers must be quiet (no message for marsho) before

@@ -585,8 +585,8 @@ EN: dict[str, str] = {
         "was taken for a bot here (superusers)"
     ),
     "loops.paused": (
-        "More than {count} requests for me here within a minute: I'm pausing in this chat until nobody "
-        "has called me for {wait}. A superuser can lift this with {name}.resume."
+        "I answered {count} times here within a minute: I'm pausing in this chat until nobody has "
+        "called me for {wait}. A superuser can lift this with {name}.resume."
     ),
     "loops.resumed": "Done: I answer in this chat again.",
     "loops.not_paused": "I was not paused in this chat; I also forgot who I had taken for a bot here.",
@@ -1055,7 +1055,7 @@ ZH: dict[str, str] = {
         "{name}.resume  因回答过多暂停后，在本聊天恢复回答，并忘掉这里被当成机器人的账号（仅超级用户）"
     ),
     "loops.paused": (
-        "一分钟内这里叫我超过 {count} 次了：我先在这个聊天里暂停，等 {wait}没人叫我之后再回来。"
+        "一分钟内我在这里已经回答了 {count} 次：我先在这个聊天里暂停，等 {wait}没人叫我之后再回来。"
         "超级用户可以用 {name}.resume 立即解除。"
     ),
     "loops.resumed": "好了：我在这个聊天里恢复回答了。",

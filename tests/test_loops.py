@@ -167,49 +167,67 @@ def test_what_the_platform_marks_as_a_bot_is_told() -> None:
 # the breaker ----------------------------------------------------------------------------------
 
 
+def asked(breaker: Breaker, chat: str = CHAT) -> str:
+    """A request, answered when it goes."""
+    check = breaker.check(chat)
+    if check == "go":
+        breaker.answered(chat)
+    return check
+
+
 def test_the_breaker_pauses_a_chat_once_over_the_limit_and_resumes_after_a_quiet_spell(clock: Clock) -> None:
     breaker = Breaker(limit=5, pause=120, clock=clock)
     checks = []
     for _ in range(8):
-        checks.append(breaker.check(CHAT))
+        checks.append(asked(breaker))
         clock.now += 1
     assert checks == ["go"] * 5 + ["trip", "paused", "paused"]
-    assert breaker.check("OneBot V11:group:2") == "go"  # other chats are not held
+    assert asked(breaker, "OneBot V11:group:2") == "go"  # other chats are not held
     clock.now += 100
-    assert breaker.check(CHAT) == "paused"  # not quiet yet: each call restarts the spell
+    assert asked(breaker) == "paused"  # not quiet yet: each call restarts the spell
     clock.now += 120
-    assert breaker.check(CHAT) == "go"
+    assert asked(breaker) == "go"
     assert not breaker.is_paused(CHAT)
+
+
+def test_requests_that_got_no_answer_do_not_count(clock: Clock) -> None:
+    breaker = Breaker(limit=2, pause=120, clock=clock)
+    assert {breaker.check(CHAT) for _ in range(1000)} == {"go"}  # refused by the queue, say
+    assert not breaker.holds(CHAT)
+    breaker.answered(CHAT)
+    breaker.answered(CHAT)
+    assert breaker.holds(CHAT) and not breaker.is_paused(CHAT)  # an unsolicited reply trips nothing
+    assert breaker.check(CHAT) == "trip"
 
 
 def test_a_chat_that_never_quiets_resumes_after_ten_pauses(clock: Clock) -> None:
     breaker = Breaker(limit=1, pause=10, clock=clock)
-    assert [breaker.check(CHAT), breaker.check(CHAT)] == ["go", "trip"]
+    assert [asked(breaker), asked(breaker)] == ["go", "trip"]
     for _ in range(99):
         clock.now += 1
-        assert breaker.check(CHAT) == "paused"
+        assert asked(breaker) == "paused"
     clock.now += 1  # 100 s = ten times the pause since it began
-    assert breaker.check(CHAT) == "go"
+    assert asked(breaker) == "go"
 
 
 def test_the_breaker_counts_a_sliding_minute(clock: Clock) -> None:
     breaker = Breaker(limit=3, pause=60, clock=clock)
     for _ in range(30):  # three a minute, for half an hour: never paused
-        assert breaker.check(CHAT) == "go"
+        assert asked(breaker) == "go"
         clock.now += 20.5
 
 
 def test_resume_lifts_a_pause_and_forgets_the_count(clock: Clock) -> None:
     breaker = Breaker(limit=2, pause=600, clock=clock)
-    assert [breaker.check(CHAT) for _ in range(3)] == ["go", "go", "trip"]
+    assert [asked(breaker) for _ in range(3)] == ["go", "go", "trip"]
     assert breaker.resume(CHAT) is True
-    assert [breaker.check(CHAT) for _ in range(3)] == ["go", "go", "trip"]
+    assert [asked(breaker) for _ in range(3)] == ["go", "go", "trip"]
     assert breaker.resume("OneBot V11:group:9") is False
 
 
 def test_a_limit_of_0_is_no_breaker(clock: Clock) -> None:
     breaker = Breaker(limit=0, pause=60, clock=clock)
-    assert {breaker.check(CHAT) for _ in range(10_000)} == {"go"}
+    assert {asked(breaker) for _ in range(10_000)} == {"go"}
 
 
 def test_the_defaults_are_on() -> None:
@@ -261,8 +279,8 @@ def breaker_of_two(clock: Clock) -> Iterator[Clock]:
         yield clock
 
 
-PAUSED = ("More than 2 requests for me here within a minute: I'm pausing in this chat until nobody has "
-          "called me for 120 s. A superuser can lift this with marsho.resume.")
+PAUSED = ("I answered 2 times here within a minute: I'm pausing in this chat until nobody has called me "
+          "for 120 s. A superuser can lift this with marsho.resume.")
 
 
 async def test_a_paused_chat_is_told_once_and_a_superuser_lifts_the_pause(

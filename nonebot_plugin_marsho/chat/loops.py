@@ -15,8 +15,8 @@ OneBot v11 no sender is marked as a bot. So a sender is taken for a bot when:
   that repeat one of marsho's last answers in the chat (an echo), `SUSPICION_LIMIT` times in a
   row.
 
-Behind that, `Breaker`: more than MARSHO_CHAT_ANSWERS_PER_MINUTE requests taken on in a chat
-within a minute pause answering there (told once), until MARSHO_CHAT_PAUSE_SECONDS pass without a
+Behind that, `Breaker`: MARSHO_CHAT_ANSWERS_PER_MINUTE answers in a chat within a minute, and
+the next request pauses answering there (told once), until MARSHO_CHAT_PAUSE_SECONDS pass without a
 message for marsho there (at most `MAX_PAUSE_FACTOR` times that), or a superuser says
 `marsho.resume`. Superusers are never taken for bots, nor held by the breaker.
 
@@ -314,8 +314,9 @@ class Breaker:
     _paused: dict[str, _Pause] = field(default_factory=dict)
 
     def check(self, chat: str) -> Check:
-        """A request for marsho in `chat`: "go" (and counted), "trip" (this one pauses the chat:
-        say so, once), "paused" (dropped unseen; it keeps the chat paused)."""
+        """A request for marsho in `chat`: "go", "trip" (the chat had `limit` answers in the last
+        minute: this one pauses it; say so, once), "paused" (dropped unseen; it keeps the chat
+        paused)."""
         if self.limit <= 0:
             return "go"
         now = self.clock()
@@ -327,18 +328,22 @@ class Breaker:
             del self._paused[chat]
             self._taken.pop(chat, None)
             logger.info(f"marsho: answering in {chat} again after a quiet spell")
-        taken = self._recent(chat, now)
-        if len(taken) >= self.limit:
+        if len(self._recent(chat, now)) >= self.limit:
             self._paused[chat] = _Pause(now, now)
             return "trip"
-        taken.append(now)
         return "go"
+
+    def answered(self, chat: str) -> None:
+        """marsho sent an answer (or a command's reply) in `chat`."""
+        if self.limit > 0:
+            now = self.clock()
+            self._recent(chat, now).append(now)
 
     def _holds(self, paused: _Pause, now: float) -> bool:
         return now - paused.last < self.pause and now - paused.since < self.pause * MAX_PAUSE_FACTOR
 
     def _recent(self, chat: str, now: float) -> deque[float]:
-        """The chat's requests of the last minute (idle chats forgotten, so memory stays bounded)."""
+        """The chat's answers of the last minute (idle chats forgotten, so memory stays bounded)."""
         taken = self._taken.get(chat)
         if taken is None:
             if len(self._taken) >= MAX_CHATS:
@@ -347,6 +352,13 @@ class Breaker:
         while taken and taken[0] <= now - WINDOW:
             taken.popleft()
         return taken
+
+    def holds(self, chat: str) -> bool:
+        """Whether a request in `chat` would not go now (paused, or at the limit), without
+        pausing it (an unsolicited reply asks: it says nothing, so it trips nothing)."""
+        if self.limit <= 0:
+            return False
+        return self.is_paused(chat) or len(self._recent(chat, self.clock())) >= self.limit
 
     def is_paused(self, chat: str) -> bool:
         """Whether `chat` is paused now."""
@@ -367,6 +379,11 @@ class LoopGuard:
 
     detector: BotDetector
     breaker: Breaker
+
+    def answered(self, chat: str, sender: str, text: str) -> None:
+        """marsho sends `text` to `sender` in `chat`: an answer, or a command's reply."""
+        self.detector.answered(chat, sender, text)
+        self.breaker.answered(chat)
 
     @classmethod
     def from_settings(cls, *, detection: bool, answers_per_minute: int, pause_seconds: float,

@@ -269,8 +269,8 @@ async def _unless_a_loop(app: Marsho, bot: Bot, event: Event, where: Where, requ
                         "not answered")
         return None
     if check == "trip":
-        logger.warning(f"marsho: more than {guard.breaker.limit} requests within a minute in {chat}: "
-                       "paused there (MARSHO_CHAT_ANSWERS_PER_MINUTE)")
+        logger.warning(f"marsho: {guard.breaker.limit} answers within a minute in {chat}: paused there "
+                       "(MARSHO_CHAT_ANSWERS_PER_MINUTE)")
         return Request("paused", "")
     return request if check == "go" else None
 
@@ -447,7 +447,7 @@ async def _run(command: Command, context: CommandContext) -> None:
     except Exception as error:
         await _send(_failure_text(context, command.name, error))
         return
-    guard_of(context.app).detector.answered(chat_of(context.where), context.where.user_id, answer.text)
+    guard_of(context.app).answered(chat_of(context.where), context.where.user_id, answer.text)
     await _send(answer.text, answer.pictures)
 
 
@@ -574,7 +574,7 @@ async def _deliver(context: CommandContext, reply: Reply, tips: list[str]) -> No
         text = "\n\n".join([answer, *tips])
     where = context.where
     # remembered before it goes: a bot's reply to it may come before the send returns
-    guard_of(app).detector.answered(chat_of(where), where.user_id, text)
+    guard_of(app).answered(chat_of(where), where.user_id, text)
     await send_answer(context.bot, text, reply.images, how)
     # where this chat is, kept for whatever speaks in it later (a write only when it changed)
     if context.services is not None:
@@ -659,7 +659,7 @@ async def _active_reply(app: Marsho, bot: Bot, event: Event, where: Where, group
         return
     if not active.claim(group):
         return
-    if guard_of(app).breaker.check(group) != "go":  # a paused chat, or one that would be
+    if guard_of(app).breaker.holds(group):  # a paused chat, or one at the limit
         return
     turn = app.fair_use.admit(where.person, where.chat, superuser=False)
     if not turn.go:
@@ -670,7 +670,7 @@ async def _active_reply(app: Marsho, bot: Bot, event: Event, where: Where, group
         return
     answer = reply_text(app.texts, reply, engine.max_tool_rounds, config.marsho_max_answer_chars)
     active.sent(group, answer)
-    guard_of(app).detector.answered(group, where.user_id, answer)
+    guard_of(app).answered(group, where.user_id, answer)
     logger.info(f"marsho: answered unsolicited in {group} ({called})")
     await send_answer(bot, answer, reply.images, app.delivery(), quote=False, to=target)
 
