@@ -855,13 +855,13 @@ class Config(BaseModel):
     """Answers marsho sends in one chat within a minute before it pauses answering there (it
     says so once); 0: no limit. Chosen from bench/bot_loops.py: a lively group of eight
     members, each asking again 10–30 s after their answer came, got 17–22 answers a minute;
-    one member flooding the bot (the default queue, an endpoint taking 1.5 s) 35; two bots
+    one member flooding the bot (the default queue, an endpoint taking 1.5 s) 31–35; two bots
     answering each other, with nothing else in the way, over 5,000. 30 leaves the liveliest
     group room and stops a flood or a loop within a minute. Superusers are not held back.
 
     zh: 同一个聊天里一分钟内 marsho 最多回答多少次，达到后就暂停在这里回答（只提示一次）；0 表示不
     限制。依据 bench/bot_loops.py 的测量：八个成员各自在收到回答 10–30 秒后再问，一分钟得到 17–22 个
-    回答；一个成员刷屏（默认队列，端点每次 1.5 秒）35 个；两个互相回答、毫无阻拦的机器人超过 5000 个。
+    回答；一个成员刷屏（默认队列，端点每次 1.5 秒）31–35 个；两个互相回答、毫无阻拦的机器人超过 5000 个。
     取 30，最热闹的群也够用，刷屏或死循环一分钟内就会停下。超级用户不受限制。"""
 
     marsho_chat_pause_seconds: float = Field(default=120, ge=1, le=86400)
