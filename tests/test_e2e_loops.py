@@ -156,3 +156,24 @@ async def test_a_person_who_answers_quickly_once_or_twice_is_still_answered(
         _, answer = await sim.ask([reply_segment(quoted), text_segment(question)], group_id=50006,
                                   user_id=PERSON)
         assert answer.text.startswith("Marsho,")
+
+
+async def test_two_bots_telling_each_other_of_an_unknown_command_stop(
+    bots: tuple[OneBotSim, OneBotSim], endpoint: FakeOpenAI
+) -> None:
+    """"marsho.xyz is not one of my commands" starts with the other's trigger and names a command
+    again: no answer of the model, so no marker; their behaviour stops them."""
+    a, b = bots
+    group_id, requests = 50007, len(endpoint.requests)
+    stop, links = asyncio.Event(), Links()
+    relays = [asyncio.create_task(relay(a, b, group_id=group_id, stop=stop, links=links)),
+              asyncio.create_task(relay(b, a, group_id=group_id, stop=stop, links=links))]
+    hello = a.group_event("marsho.xyz", group_id=group_id, user_id=PERSON)
+    await a.push(hello)
+    await b.push({**hello, "self_id": BOT_B})
+    await a.reply_to(hello)
+    await wait_for_quiet(lambda: (len(a.actions), len(b.actions)), quiet=3.0, timeout=120)
+    stop.set()
+    await asyncio.gather(*relays)
+    messages = len(sends(a, group_id)) + len(sends(b, group_id))
+    assert 2 < messages <= MOST and len(endpoint.requests) == requests, messages

@@ -358,3 +358,18 @@ async def test_an_answer_that_starts_with_the_trigger_ends_with_the_marker(
             ctx.receive_event(bot, event)
             ctx.should_call_api(*reply_call(event, answer), result={"message_id": 1})
             breaker_of_two.now += 60  # a person's pace, and under the breaker's two a minute
+
+
+def test_the_marker_goes_on_the_last_text_before_pictures_and_never_in_a_forward() -> None:
+    from nonebot_plugin_alconna.uniseg import CustomNode, Image, Reference, Text, UniMessage
+
+    from nonebot_plugin_marsho.chat.outgoing import _marked
+
+    picture = Image(raw=b"\x89PNG\r\n\x1a\n", mimetype="image/png")
+    sent = _marked(UniMessage([Text("Marsho drew "), picture, Text(" this"), picture]))
+    assert [str(s) for s in sent if isinstance(s, Text)] == ["Marsho drew ", f" this{MARKER}"]
+    assert sum(isinstance(s, Image) for s in sent) == 2
+    forward = UniMessage([Reference(nodes=[CustomNode(uid="42", name="marsho", content=[Text("Marsho")])])])
+    assert _marked(forward) is forward
+    plain = UniMessage([Text("Hello! I'm marsho.")])
+    assert _marked(plain) is plain

@@ -378,7 +378,8 @@ async def handle_request(bot: Bot, event: Event, state: T_State) -> None:
     config, t = app.config, app.texts
     commands = REGISTRY
     if request.command == "unknown":  # marsho.<word> that names no command: the closest, then all
-        await _send(unknown_command_text(t, config.trigger_names[0], request.text, commands.names()))
+        await _told(app, bot, event, state, unknown_command_text(t, config.trigger_names[0], request.text,
+                                                                  commands.names()))
         return
     if request.command == "paused":  # too many answers here: said once, not quoting (chat/loops.py)
         await _send(_paused_text(app), quote=False)
@@ -386,7 +387,8 @@ async def handle_request(bot: Bot, event: Event, state: T_State) -> None:
     command = commands.get(request.command)
     person = person_in_chat(bot, event) if app.debounce.on else ""
     if command is None and not app.config_error and not _asks_something(app, bot, event, request, person):
-        await _send(usage_text(t, config.trigger_names, config.marsho_at, commands.names()))
+        usage = usage_text(t, config.trigger_names, config.marsho_at, commands.names())
+        await _told(app, bot, event, state, usage)
         return
     where = await where_of(bot, event, state)
     role = await asker_role(bot, event, where)
@@ -400,6 +402,15 @@ async def handle_request(bot: Bot, event: Event, state: T_State) -> None:
         await _run(command, context)
     else:
         await _ask(context, request, person)
+
+
+async def _told(app: Marsho, bot: Bot, event: Event, state: T_State, text: str) -> None:
+    """A reply that starts with the trigger word ("marsho.xyz is not one of my commands"), which
+    another marsho reads as a command of its own: remembered like an answer (chat/loops.py), so
+    two bots that tell each other so stop, then sent."""
+    where = await where_of(bot, event, state)
+    guard_of(app).answered(chat_of(where), where.user_id, text)
+    await _send(text)
 
 
 def _paused_text(app: Marsho) -> str:
