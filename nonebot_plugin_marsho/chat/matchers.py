@@ -394,8 +394,8 @@ async def handle_request(bot: Bot, event: Event, state: T_State) -> None:
     role = await asker_role(bot, event, where)
     if command is None or command.needs_model:
         refusal = _not_ready(app, role)
-        if refusal is not None:
-            await _send(refusal)
+        if refusal is not None:  # ("marsho is not configured correctly": a second broken bot reads it)
+            await _told(app, bot, event, state, refusal)
             return
     context = _context(app, bot, event, where, role, request.text, commands)
     if command is not None:
@@ -405,9 +405,10 @@ async def handle_request(bot: Bot, event: Event, state: T_State) -> None:
 
 
 async def _told(app: Marsho, bot: Bot, event: Event, state: T_State, text: str) -> None:
-    """A reply that starts with the trigger word ("marsho.xyz is not one of my commands"), which
-    another marsho reads as a command of its own: remembered like an answer (chat/loops.py), so
-    two bots that tell each other so stop, then sent."""
+    """A reply that may start with the trigger word ("marsho.xyz is not one of my commands",
+    "marsho is not configured correctly"), which another marsho reads as a request of its own:
+    remembered like an answer (chat/loops.py), so two bots that tell each other so stop, then
+    sent."""
     where = await where_of(bot, event, state)
     guard_of(app).answered(chat_of(where), where.user_id, text)
     await _send(text)
