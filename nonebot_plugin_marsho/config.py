@@ -840,16 +840,16 @@ class Config(BaseModel):
     """Whether marsho tells other bots from people where the platform does not (OneBot v11 marks
     no sender as a bot) and does not answer them: a message carrying the invisible mark marsho
     puts at the end of its answers that start with a trigger word (another marsho, or a copy of
-    such an answer), or a sender who, three times in a row, answers marsho faster than a person
-    reads and types (quoting marsho, or at length) or repeats its last answers; such a sender is
-    not answered in that chat for 10 minutes. Superusers are never taken for bots; an account
-    the platform marks as a bot is never answered, whatever this says.
+    such an answer), or a sender who, three times in a row, answers marsho quoting it faster
+    than a person reads and types, or repeats its last answers; such a sender is not answered in
+    that chat for 10 minutes. Superusers are never taken for bots; an account the platform
+    marks as a bot is never answered, whatever this says.
 
     zh: 是否识别平台没有标明的其他机器人（OneBot v11 不标明发送者是不是机器人）并且不回应它们：带有
     marsho 在以触发词开头的回答末尾所加不可见标记的消息（另一个 marsho，或复制了这样的回答），或者连续
-    三次回复 marsho 快得不像人在阅读和打字（引用了 marsho 的消息或内容较长）、或重复它最近回答的发送者；
-    这样的发送者在该聊天里 10 分钟内不会得到回应。超级用户从不会被当成机器人；平台标明是机器人的账号，
-    无论这里怎么设都不回应。"""
+    三次引用 marsho 的消息回复它、快得不像人在阅读和打字，或重复它最近回答的发送者；这样的发送者在该
+    聊天里 10 分钟内不会得到回应。超级用户从不会被当成机器人；平台标明是机器人的账号，无论这里怎么设都
+    不回应。"""
 
     marsho_chat_answers_per_minute: int = Field(default=30, ge=0, le=1000)
     """Answers marsho sends in one chat within a minute before it pauses answering there (it

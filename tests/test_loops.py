@@ -82,14 +82,23 @@ def test_a_short_quick_line_that_quotes_nothing_is_a_person(clock: Clock) -> Non
         assert detector.verdict(CHAT, "p", "ok, and?", marked=False) == ""
 
 
-def test_a_long_reply_faster_than_anyone_types_it_counts_without_a_quote(clock: Clock) -> None:
+def test_long_texts_pasted_one_after_another_quoting_nothing_are_a_persons(clock: Clock) -> None:
+    detector = BotDetector(clock=clock)
+    story = "Here is the long story of my morning, every detail of it, in order. " * 30
+    for _ in range(8):
+        detector.answered(CHAT, "p", "Noted.")
+        clock.now += 0.5
+        assert detector.verdict(CHAT, "p", story, marked=False) == ""
+
+
+def test_another_marshos_answers_quoting_marsho_are_a_bots(clock: Clock) -> None:
     detector = BotDetector(clock=clock)
     reply = "Marsho, I wonder which of the old trains still runs through the mountains."
     verdicts = []
     for _ in range(3):
         detector.answered(CHAT, "b", ANSWER)
-        clock.now += 3  # 75 characters: a fast typist needs 9 s and more
-        verdicts.append(detector.verdict(CHAT, "b", reply, marked=False))
+        clock.now += 6  # a model's answer of 75 characters: a person needs 2 s and 9 s to type it
+        verdicts.append(detector.verdict(CHAT, "b", reply, marked=False, quotes=True))
     assert verdicts == ["", "", "behaviour"]
 
 
@@ -108,14 +117,14 @@ def test_a_reply_that_comes_after_reading_and_typing_starts_again(clock: Clock) 
         assert detector.verdict(CHAT, "p", "why?", marked=False, quotes=True) == ""
 
 
-def test_an_instant_echo_of_an_answer_is_a_bot_and_a_slow_one_twice(clock: Clock) -> None:
+def test_an_echo_is_a_bot_at_its_second_repeat_or_its_first_quoting_marsho(clock: Clock) -> None:
     detector = BotDetector(clock=clock)
     detector.answered(CHAT, "e", ANSWER)
     clock.now += 0.1
-    assert detector.verdict(CHAT, "e", f"Marsho said: {ANSWER}", marked=False) == "behaviour"
-    # a person who quotes the answer slowly, re-punctuated, once: answered; twice: not
+    assert detector.verdict(CHAT, "e", f"Marsho said: {ANSWER}", marked=False, quotes=True) == "behaviour"
+    # a person who quotes the answer (re-punctuated) once: answered; twice: not
     detector.answered(CHAT, "q", ANSWER)
-    clock.now += 60
+    clock.now += 0.1
     copy = ANSWER.upper().replace(" ", "  ").replace(".", "!")
     assert detector.verdict(CHAT, "q", f"you said {copy}", marked=False) == ""
     clock.now += 60

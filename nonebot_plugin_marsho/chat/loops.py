@@ -10,10 +10,10 @@ OneBot v11 no sender is marked as a bot. So a sender is taken for a bot when:
 - the message carries `MARKER`, the invisible sequence every instance of this plugin puts at the
   end of its answers that could call a marsho (those starting with a trigger word, as a persona
   speaking of herself does): another marsho (or a copy of such an answer) says it;
-- it behaves like one: messages for marsho that come faster after marsho's answer to the sender
-  than a person reads and types them while quoting that answer or running long (`quick`), or
-  that repeat one of marsho's last answers in the chat (an echo), `SUSPICION_LIMIT` times in a
-  row.
+- it behaves like one: messages for marsho that quote marsho's answer to the sender and come
+  sooner after it than a person reads it and types them (as another marsho's answers do: they
+  quote the question), or that repeat one of marsho's last answers in the chat (an echo),
+  `SUSPICION_LIMIT` times in a row.
 
 Behind that, `Breaker`: MARSHO_CHAT_ANSWERS_PER_MINUTE answers in a chat within a minute, and
 the next request pauses answering there (told once), until MARSHO_CHAT_PAUSE_SECONDS pass without a
@@ -56,10 +56,9 @@ REACTION_SECONDS = 2.0
 TYPING_CHARS_PER_SECOND = 8.0
 """A person needs at least REACTION_SECONDS to read an answer, plus a second per this many
 characters to type a reply (a fast typist: about 100 words a minute): a message for marsho that
-comes sooner after marsho's answer to its sender is quick, and suspicious when it also quotes
-marsho's message (as another marsho's answer does) or is LONG_CHARS or longer (a person who
-fires off "marsho ok" right away is not)."""
-LONG_CHARS = 30
+quotes marsho's message and comes sooner after marsho's answer to its sender is suspicious. One
+that quotes nothing never is: people paste long texts one after another, and fire off "marsho
+ok" the moment an answer comes."""
 SUSPICION_LIMIT = 3
 """A sender is taken for a bot at this much suspicion in a row: a quick message counts 1, one
 that repeats marsho's last answers 2 (both: 3 at once); any other message starts again at 0. A
@@ -273,8 +272,8 @@ class BotDetector:
         return "behaviour"
 
     def _suspicion(self, chat: str, state: _Sender, text: str, now: float, *, quotes: bool) -> int:
-        """1 for a suspiciously quick message, 2 for a repeat of marsho's last answers, 3 for both."""
-        quick = state.answered is not None and (quotes or len(text) >= LONG_CHARS) and (
+        """1 for a quick reply quoting marsho, 2 for a repeat of its last answers, 3 for both."""
+        quick = quotes and state.answered is not None and (
             now - state.answered < REACTION_SECONDS + len(text) / TYPING_CHARS_PER_SECOND)
         said = normalised(text)
         answers = self._answers.get(chat, ())
