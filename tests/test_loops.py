@@ -234,6 +234,14 @@ def test_resume_lifts_a_pause_and_forgets_the_count(clock: Clock) -> None:
     assert breaker.resume("OneBot V11:group:9") is False
 
 
+def test_pauses_that_are_over_are_forgotten(clock: Clock) -> None:
+    breaker = Breaker(limit=1, pause=10, clock=clock)
+    for n in range(MAX_CHATS + 10):
+        assert [asked(breaker, f"chat{n}"), asked(breaker, f"chat{n}")] == ["go", "trip"]
+        clock.now += 1
+    assert len(breaker._paused) <= MAX_CHATS and len(breaker._taken) <= MAX_CHATS + 1
+
+
 def test_a_limit_of_0_is_no_breaker(clock: Clock) -> None:
     breaker = Breaker(limit=0, pause=60, clock=clock)
     assert {asked(breaker) for _ in range(10_000)} == {"go"}

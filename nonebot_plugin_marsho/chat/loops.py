@@ -328,6 +328,8 @@ class Breaker:
             self._taken.pop(chat, None)
             logger.info(f"marsho: answering in {chat} again after a quiet spell")
         if len(self._recent(chat, now)) >= self.limit:
+            if len(self._paused) >= MAX_CHATS:  # forget the pauses that are over
+                self._paused = {k: v for k, v in self._paused.items() if self._holds(v, now)}
             self._paused[chat] = _Pause(now, now)
             return "trip"
         return "go"
