@@ -48,10 +48,10 @@ if TYPE_CHECKING:
 DEFAULT_NAMES = ("marsho", "小棉")
 """The default trigger words: another marsho is most likely called by them."""
 MARKER = "\u200b\u200d\u200c\u200d"
-"""What marsho puts at the end of its own text messages: zero-width space, joiner, non-joiner,
-joiner. Invisible, kept by QQ, Telegram, Discord and Kook, unlikely in a person's text (a
-sequence of four, not one zero-width space pasted from the web), removed from every message
-before it is read, so it never reaches the model nor the stored chat."""
+"""What marsho puts at the end of its answers that start with a trigger word: zero-width space,
+joiner, non-joiner, joiner. Invisible, unlikely in a person's text (a sequence of four, not one
+zero-width space pasted from the web), taken out of every message before it is read, so it never
+reaches the model nor the stored chat. Where a platform drops it, behaviour still tells."""
 REACTION_SECONDS = 2.0
 TYPING_CHARS_PER_SECOND = 8.0
 """A person needs at least REACTION_SECONDS to read an answer, plus a second per this many
@@ -179,8 +179,7 @@ def strip_marker(event: Any) -> bool:
 
 def normalised(text: str) -> str:
     """Text as a repeat is compared: NFKC, case-folded, letters and digits only (so "Marsho
-    said: ..." and a re-punctuated copy compare with the answer itself), cut to ANSWER_CHARS
-    (from the end of a message: a repeat follows its prefix)."""
+    said: ..." and a re-punctuated copy compare with the answer itself)."""
     folded = unicodedata.normalize("NFKC", text).casefold()
     return "".join(c for c in folded if c.isalnum())
 
@@ -275,9 +274,10 @@ class BotDetector:
         """1 for a quick reply quoting marsho, 2 for a repeat of its last answers, 3 for both."""
         quick = quotes and state.answered is not None and (
             now - state.answered < REACTION_SECONDS + len(text) / TYPING_CHARS_PER_SECOND)
-        said = normalised(text)
+        # the start of a long message is enough: a repeat follows its prefix ("Marsho said: ")
+        said = normalised(text[:4 * ANSWER_CHARS])[:2 * ANSWER_CHARS]
         answers = self._answers.get(chat, ())
-        echo = bool(said) and any(_repeats(said[-2 * ANSWER_CHARS:], answer) for answer in answers)
+        echo = bool(said) and any(_repeats(said, answer) for answer in answers)
         return int(quick) + 2 * int(echo)
 
     def first_log(self, chat: str, sender: str) -> bool:
