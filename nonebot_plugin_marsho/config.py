@@ -887,6 +887,44 @@ class Config(BaseModel):
     zh: 接口上的向量模型（它的 `/v1/embeddings`）：设置后段落也会向量化，检索时融合全文检索和向量检索的
     排序。留空则只用全文检索（不需要向量模型）。"""
 
+    # --- loops with other bots (issue 25) ---
+
+    marsho_bot_detection: bool = True
+    """Whether marsho tells other bots from people where the platform does not (OneBot v11 marks
+    no sender as a bot) and does not answer them: a message carrying the invisible mark marsho
+    puts at the end of its answers that start with a trigger word (another marsho, or a copy of
+    such an answer), or a sender who, three times in a row, answers marsho quoting it faster
+    than a person reads and types, or repeats its last answers; such a sender is not answered in
+    that chat for 10 minutes. Superusers are never taken for bots; an account the platform
+    marks as a bot is never answered, whatever this says.
+
+    zh: 是否识别平台没有标明的其他机器人（OneBot v11 不标明发送者是不是机器人）并且不回应它们：带有
+    marsho 在以触发词开头的回答末尾所加不可见标记的消息（另一个 marsho，或复制了这样的回答），或者连续
+    三次引用 marsho 的消息回复它、快得不像人在阅读和打字，或重复它最近回答的发送者；这样的发送者在该
+    聊天里 10 分钟内不会得到回应。超级用户从不会被当成机器人；平台标明是机器人的账号，无论这里怎么设都
+    不回应。"""
+
+    marsho_chat_answers_per_minute: int = Field(default=30, ge=0, le=1000)
+    """Answers marsho sends in one chat within a minute before it pauses answering there (it
+    says so once); 0: no limit. Chosen from bench/bot_loops.py: a lively group of eight
+    members, each asking again 10–30 s after their answer came, got 17–22 answers a minute;
+    one member flooding the bot (the default queue, an endpoint taking 1.5 s) 31–35; two bots
+    answering each other, with nothing else in the way, over 5,000. 30 leaves the liveliest
+    group room and stops a flood or a loop within a minute. Superusers are not held back.
+
+    zh: 同一个聊天里一分钟内 marsho 最多回答多少次，达到后就暂停在这里回答（只提示一次）；0 表示不
+    限制。依据 bench/bot_loops.py 的测量：八个成员各自在收到回答 10–30 秒后再问，一分钟得到 17–22 个
+    回答；一个成员刷屏（默认队列，端点每次 1.5 秒）31–35 个；两个互相回答、毫无阻拦的机器人超过 5000 个。
+    取 30，最热闹的群也够用，刷屏或死循环一分钟内就会停下。超级用户不受限制。"""
+
+    marsho_chat_pause_seconds: float = Field(default=120, ge=1, le=86400)
+    """How long a chat paused for too many answers must be quiet (no message for marsho) before
+    marsho answers there again; at most ten times this in all. A superuser lifts the pause at
+    once with `marsho.resume`.
+
+    zh: 因回答过多而暂停的聊天，要安静（没有人叫 marsho）这么多秒后才恢复回答；总共最多暂停这个时长的
+    十倍。超级用户可用 `marsho.resume` 立即解除。"""
+
     @field_validator("marsho_quota_fallback_model", "marsho_summary_model")
     @classmethod
     def _model_name(cls, value: str) -> str:

@@ -641,6 +641,17 @@ EN: dict[str, str] = {
     "kb.bad": (
         "Write {name}.kb to list the documents, {name}.kb add quoting a file, or {name}.kb remove <number>."
     ),
+    # --- loops with other bots ---
+    "usage.resume": (
+        "{name}.resume  answer again in this chat after a pause for too many answers, and forget who "
+        "was taken for a bot here (superusers)"
+    ),
+    "loops.paused": (
+        "I answered {count} times here within a minute: I'm pausing in this chat until nobody has "
+        "called me for {wait}. A superuser can lift this with {name}.resume."
+    ),
+    "loops.resumed": "Done: I answer in this chat again.",
+    "loops.not_paused": "I was not paused in this chat; I also forgot who I had taken for a bot here.",
 }
 
 ZH: dict[str, str] = {
@@ -1160,6 +1171,16 @@ ZH: dict[str, str] = {
     "kb.removed": "已删除 #{id} {file} 及其 {passages_text}。",
     "kb.no_number": "这里没有 #{number} 号文档（{name}.kb 可列出全部）。",
     "kb.bad": "发送 {name}.kb 列出资料，引用文件发送 {name}.kb add 添加，或 {name}.kb remove <编号> 删除。",
+    # --- loops with other bots ---
+    "usage.resume": (
+        "{name}.resume  因回答过多暂停后，在本聊天恢复回答，并忘掉这里被当成机器人的账号（仅超级用户）"
+    ),
+    "loops.paused": (
+        "一分钟内我在这里已经回答了 {count} 次：我先在这个聊天里暂停，等 {wait}没人叫我之后再回来。"
+        "超级用户可以用 {name}.resume 立即解除。"
+    ),
+    "loops.resumed": "好了：我在这个聊天里恢复回答了。",
+    "loops.not_paused": "我在这个聊天里并没有暂停；也已忘掉这里被我当成机器人的账号。",
 }
 
 CATALOGUES: dict[Language, dict[str, str]] = {"zh-CN": ZH, "en": EN}

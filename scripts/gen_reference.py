@@ -95,6 +95,9 @@ SECTIONS: list[Section] = [
         "marsho_user_rate_limit", "marsho_group_rate_limit", "marsho_rate_window", "marsho_user_queue",
         "marsho_allowed_groups", "marsho_denied_groups", "marsho_allowed_users", "marsho_denied_users",
     )),
+    Section("Other bots and loops", "其他机器人与循环", (
+        "marsho_bot_detection", "marsho_chat_answers_per_minute", "marsho_chat_pause_seconds",
+    )),
     Section("The bill: usage and quotas (superusers are exempt from quotas)",
             "账单：用量与配额（超级用户不受配额限制）", (
         "marsho_user_daily_tokens", "marsho_group_daily_tokens", "marsho_daily_tokens",

@@ -750,3 +750,88 @@ def output_if_failed(process: BotProcess, request: Any, label: str = "bot.py") -
     yield
     if request.session.testsfailed > failed_before:
         show_output(process, label)
+
+
+# bots and echo accounts that talk back (issue 25) -------------------------------------------
+
+INVISIBLE = frozenset("\u200b\u200c\u200d\u2060\ufeff")
+"""Zero-width characters a platform that strips them would drop from a message."""
+
+Relayed = Callable[[Action], "list[Segment] | None"]
+"""A send of one bot → the message another account says back (None: nothing)."""
+
+
+def said_again(*, strip_invisible: bool = False) -> Relayed:
+    """What another bot in the group receives of a send: its text and @ segments as they were
+    (the `reply` segment, which names a message id of the other simulator, left out); with
+    `strip_invisible`, as a platform that drops zero-width characters delivers it."""
+
+    def relayed(action: Action) -> list[Segment] | None:
+        if action.is_forward:
+            return None
+        message = [dict(s) for s in action.message if s.get("type") in ("text", "at")]
+        if strip_invisible:
+            for segment in message:
+                if segment["type"] == "text":
+                    text = str(segment["data"].get("text", ""))
+                    segment["data"] = {"text": "".join(c for c in text if c not in INVISIBLE)}
+        return message if any(s["type"] == "text" and s["data"].get("text") for s in message) else None
+    return relayed
+
+
+def echoed(prefix: str = "Marsho said: ", *, strip_invisible: bool = False) -> Relayed:
+    """An echo account: each text message the bot sends, said again after `prefix` (without its
+    zero-width characters with `strip_invisible`)."""
+
+    def relayed(action: Action) -> list[Segment] | None:
+        said = action.node_texts if action.is_forward else [action.text]
+        text = "\n".join(t for t in said if t)
+        if strip_invisible:
+            text = "".join(c for c in text if c not in INVISIBLE)
+        return [text_segment(prefix + text)] if text else None
+    return relayed
+
+
+Links = dict[tuple[int, int], tuple[int, int]]
+"""(simulator's self id, message id there) → the same message in the other simulator."""
+
+
+async def relay(
+    source: OneBotSim, target: OneBotSim, *, group_id: int, user_id: int | None = None,
+    says: Relayed | None = None, stop: asyncio.Event | None = None, links: Links | None = None,
+) -> int:
+    """Until `stop` is set (or the task is cancelled): every message `source`'s bot sends to
+    `group_id` is pushed to `target`'s bot as a group message from `user_id` (default: the
+    source bot's own account, as another bot in the group sees it), shaped by `says` (default
+    `said_again()`). Two relays wire two bots into one group; `relay(sim, sim, user_id=...,
+    says=echoed())` is an echo account. With `links` (one dict shared by both relays) a send
+    that quotes a relayed message quotes, on the other side, the message it came from (as one
+    group's message ids are the same for every member). Returns how many messages it pushed."""
+    assert source._changed is not None, "connect() first"
+    says = says or said_again()
+    sender = source.self_id if user_id is None else int(user_id)
+    seen, pushed = 0, 0
+    stop = stop or asyncio.Event()
+    while not stop.is_set():
+        async with source._changed:
+            try:
+                await asyncio.wait_for(source._changed.wait_for(lambda seen=seen: len(source.actions) > seen), 0.2)
+            except asyncio.TimeoutError:
+                continue
+            fresh, seen = source.actions[seen:], len(source.actions)
+        for action in fresh:
+            if action.action not in SEND_ACTIONS or int(action.params.get("group_id") or 0) != int(group_id):
+                continue
+            message = says(action)
+            if message is None or stop.is_set():
+                continue
+            quoted = links.get((source.self_id, action.reply_id or 0)) if links is not None else None
+            if quoted is not None and quoted[0] == target.self_id:
+                message = [reply_segment(quoted[1]), *message]
+            event = await target.group_message(message, group_id=group_id, user_id=sender)
+            pushed += 1
+            sent = ((action.response or {}).get("data") or {}).get("message_id")
+            if links is not None and sent is not None:
+                links[(target.self_id, int(event["message_id"]))] = (source.self_id, int(sent))
+                links[(source.self_id, int(sent))] = (target.self_id, int(event["message_id"]))
+    return pushed

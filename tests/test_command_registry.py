@@ -44,7 +44,7 @@ def test_a_command_declared_without_a_handler_fails() -> None:
 
 
 def test_every_registered_command_has_a_handler_to_await() -> None:
-    assert len(REGISTRY) == 19
+    assert len(REGISTRY) == 20
     assert [c.name for c in REGISTRY.all() if not inspect.iscoroutinefunction(c.handler)] == []
 
 

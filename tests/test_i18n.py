@@ -40,7 +40,7 @@ ANY_CALL = re.compile(CALL + r"""([^,)]+)""")
 """Any such call or error code, with (the start of) its key argument."""
 
 COMMANDS = ("reset", "tools", "calls", "history", "nickname", "context", "forget", "persona", "active", "help",
-            "usage", "model", "export", "status", "quota", "memory", "actions", "reminders", "kb")
+            "usage", "model", "export", "status", "quota", "memory", "actions", "reminders", "kb", "resume")
 DYNAMIC_KEYS: dict[str, list[str]] = {
     # the first argument as written -> every key it can name
     'f"usage.{command}"': [f"usage.{c}" for c in COMMANDS],

@@ -155,6 +155,8 @@ async def test_the_name_alone_answers_with_usage(app: App, fake: FakeOpenAI) -> 
             "marsho.quota [user|group <id> <tokens|off|default>]  daily token quotas (superusers)\n"
             "marsho.actions [on|off]  the mutes, kicks and recalls I was asked for in this group; on or off "
             "turns my group tools on or off here (group admins)\n"
+            "marsho.resume  answer again in this chat after a pause for too many answers, and forget who was "
+            "taken for a bot here (superusers)\n"
             "marsho.kb [add|remove <number>]  this chat's documents, which I read before answering: add one by "
             "quoting a file (group admins), or remove one"
         )), result={"message_id": 1})

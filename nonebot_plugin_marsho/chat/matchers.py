@@ -29,13 +29,13 @@ from ..i18n import Texts
 from ..redaction import logger, redact
 from ..store.session import session_key
 from ..tools.model import Role, ToolCall
-from .active import flagged_bot
 from .app import Marsho, current_app
 from .bill import limits_of, quota_text
 from .commands import REGISTRY, Command, CommandContext, Registry
 from .debounce import person_in_chat, picture_only
 from .fairuse import Admission, seconds_text
 from .incoming import text_only
+from .loops import chat_of, guard_of, platform_marks_bot, quotes_the_bot, strip_marker
 from .native import own_content
 from .observe import group_key, message_text, observe
 from .outgoing import Delivery, picture_segment, send_answer, send_progress, send_reasoning
@@ -205,7 +205,7 @@ def _from_a_bot(app: Marsho, bot: Bot, event: Event) -> bool:
     """Whether a message for marsho comes from the bot itself, an account in
     MARSHO_IGNORED_USERS, or one the platform marks as a bot: two bots that quote each other
     (or answer "marsho ...") would otherwise talk forever."""
-    if flagged_bot(event):
+    if platform_marks_bot(event):
         return True
     try:
         user_id = event.get_user_id()
@@ -225,22 +225,54 @@ async def _is_for_marsho(bot: Bot, event: Event, state: T_State) -> bool:
     app = current_app()
     if event.get_type() != "message":
         return False
+    # another marsho's invisible marker, taken out before anything reads the text (chat/loops.py)
+    marked = strip_marker(event)
     request = await _read_request(app, bot, event)
     if request is None:
         request = await _called_by_mention(app, bot, event, state)
     if request is not None and _from_a_bot(app, bot, event):
         return False  # never answer itself, another bot, or an account the owner ignores
     if request is None:
-        await _not_for_marsho(app, bot, event, state)
+        await _not_for_marsho(app, bot, event, state, marked=marked)
         return False
     where = await where_of(bot, event, state)
     if not await admitted_here(app, bot, event, where):
         return False
     if request.command == "chat" and app.fair_use.queue.silenced(where.person):
         return False  # a flood: dropped here, before the handler costs anything
+    request = await _unless_a_loop(app, bot, event, where, request, marked=marked)
+    if request is None:
+        return False
     state[STATE_KEY] = request
     state[APP_KEY] = app
     return True
+
+
+LOOP_REASONS = {"marker": "its message carries the marker of another marsho",
+                "behaviour": "it answers faster than a person types, or repeats marsho's answers"}
+
+
+async def _unless_a_loop(app: Marsho, bot: Bot, event: Event, where: Where, request: Request, *,
+                         marked: bool) -> Request | None:
+    """The request, unless its sender is taken for a bot (chat/loops.py) or its chat is paused
+    for too many answers (None; or the "paused" request whose handler says so, once).
+    Superusers are never held: they are asked about only when something would hold them."""
+    guard, chat = guard_of(app), chat_of(where)
+    verdict = guard.detector.verdict(chat, where.user_id, request.text, marked=marked,
+                                     quotes=quotes_the_bot(bot, event))
+    check = "go" if verdict else guard.breaker.check(chat)
+    if (verdict or check != "go") and await is_superuser(bot, event):
+        return request
+    if verdict:
+        if guard.detector.first_log(chat, where.user_id):
+            logger.info(f"marsho: {where.user_id} in {chat} taken for a bot ({LOOP_REASONS[verdict]}); "
+                        "not answered")
+        return None
+    if check == "trip":
+        logger.warning(f"marsho: {guard.breaker.limit} answers within a minute in {chat}: paused there "
+                       "(MARSHO_CHAT_ANSWERS_PER_MINUTE)")
+        return Request("paused", "")
+    return request if check == "go" else None
 
 
 async def _read_request(app: Marsho, bot: Bot, event: Event) -> Request | None:
@@ -274,9 +306,11 @@ async def _called_by_mention(app: Marsho, bot: Bot, event: Event, state: T_State
     return Request("chat", event.get_plaintext().strip()) if where.shared else None
 
 
-async def _not_for_marsho(app: Marsho, bot: Bot, event: Event, state: T_State) -> None:
+async def _not_for_marsho(app: Marsho, bot: Bot, event: Event, state: T_State, *,
+                          marked: bool = False) -> None:
     """A message not for marsho: a line that joins a question being answered, a picture kept for
-    the next question, the group's recent chat, maybe an unsolicited reply."""
+    the next question, the group's recent chat, maybe an unsolicited reply (never to another
+    marsho's message: `marked`)."""
     debounce = app.debounce
     if debounce.on:  # a second line of a question being answered joins it; a picture is kept
         line = event.get_plaintext().strip() if debounce.busy else ""
@@ -287,18 +321,18 @@ async def _not_for_marsho(app: Marsho, bot: Bot, event: Event, state: T_State) -
     # the group's recent chat, where its admins chose to share it: kept here, in the order
     # messages arrive, at no cost where nobody did
     await observe(app, bot, event, state, reserved_names(app, bot))
-    if app.active.on_anywhere():  # maybe answered anyway, in the background
+    if app.active.on_anywhere() and not marked:  # maybe answered anyway, in the background
         await consider_active(app, bot, event, state)
 
 
 marsho = on_message(rule=Rule(_is_for_marsho), priority=10, block=True)
 
 
-async def _send(text: str, images: Sequence[bytes] = ()) -> None:
+async def _send(text: str, images: Sequence[bytes] = (), *, quote: bool = True) -> None:
     # charts and other pictures the tools made go after the text; no secret of the bot's goes out
     message: UniMessage[Text | Image] = UniMessage([Text(redact(text)), *map(picture_segment, images)])
     try:
-        await message.send(reply_to=True)
+        await message.send(reply_to=quote)
     except Exception as error:  # a failed send is logged; the turn is already stored
         logger.opt(exception=error).error(f"marsho: could not send the reply: {error}")
 
@@ -344,25 +378,46 @@ async def handle_request(bot: Bot, event: Event, state: T_State) -> None:
     config, t = app.config, app.texts
     commands = REGISTRY
     if request.command == "unknown":  # marsho.<word> that names no command: the closest, then all
-        await _send(unknown_command_text(t, config.trigger_names[0], request.text, commands.names()))
+        await _told(app, bot, event, state, unknown_command_text(t, config.trigger_names[0], request.text,
+                                                                  commands.names()))
+        return
+    if request.command == "paused":  # too many answers here: said once, not quoting (chat/loops.py)
+        await _send(_paused_text(app), quote=False)
         return
     command = commands.get(request.command)
     person = person_in_chat(bot, event) if app.debounce.on else ""
     if command is None and not app.config_error and not _asks_something(app, bot, event, request, person):
-        await _send(usage_text(t, config.trigger_names, config.marsho_at, commands.names()))
+        usage = usage_text(t, config.trigger_names, config.marsho_at, commands.names())
+        await _told(app, bot, event, state, usage)
         return
     where = await where_of(bot, event, state)
     role = await asker_role(bot, event, where)
     if command is None or command.needs_model:
         refusal = _not_ready(app, role)
-        if refusal is not None:
-            await _send(refusal)
+        if refusal is not None:  # ("marsho is not configured correctly": a second broken bot reads it)
+            await _told(app, bot, event, state, refusal)
             return
     context = _context(app, bot, event, where, role, request.text, commands)
     if command is not None:
         await _run(command, context)
     else:
         await _ask(context, request, person)
+
+
+async def _told(app: Marsho, bot: Bot, event: Event, state: T_State, text: str) -> None:
+    """A reply that may start with the trigger word ("marsho.xyz is not one of my commands",
+    "marsho is not configured correctly"), which another marsho reads as a request of its own:
+    remembered like an answer (chat/loops.py), so two bots that tell each other so stop, then
+    sent."""
+    where = await where_of(bot, event, state)
+    guard_of(app).answered(chat_of(where), where.user_id, text)
+    await _send(text)
+
+
+def _paused_text(app: Marsho) -> str:
+    breaker, t = guard_of(app).breaker, app.texts
+    return t("loops.paused", count=breaker.limit, wait=seconds_text(t, breaker.pause),
+             name=app.config.marsho_name)
 
 
 def _asks_something(app: Marsho, bot: Bot, event: Event, request: Request, person: str) -> bool:
@@ -404,6 +459,7 @@ async def _run(command: Command, context: CommandContext) -> None:
     except Exception as error:
         await _send(_failure_text(context, command.name, error))
         return
+    guard_of(context.app).answered(chat_of(context.where), context.where.user_id, answer.text)
     await _send(answer.text, answer.pictures)
 
 
@@ -509,8 +565,7 @@ async def _in_lane(context: CommandContext, request: Request, person: str,
 def chat_key(where: Where) -> str:
     """The chat a message came from (the group, the channel, else the private chat), whatever
     MARSHO_SESSION_SCOPE: its lane, and the key its saved target is found by."""
-    return session_key(where.platform, group_id=where.group_id, user_id=where.user_id,
-                       channel=where.kind == "channel")
+    return chat_of(where)
 
 
 async def _deliver(context: CommandContext, reply: Reply, tips: list[str]) -> None:
@@ -529,8 +584,10 @@ async def _deliver(context: CommandContext, reply: Reply, tips: list[str]) -> No
         text = f"{answer}\n{unsaved}"
     else:
         text = "\n\n".join([answer, *tips])
-    await send_answer(context.bot, text, reply.images, how)
     where = context.where
+    # remembered before it goes: a bot's reply to it may come before the send returns
+    guard_of(app).answered(chat_of(where), where.user_id, text)
+    await send_answer(context.bot, text, reply.images, how)
     # where this chat is, kept for whatever speaks in it later (a write only when it changed)
     if context.services is not None:
         await context.services.targets.remember(context.bot, context.event, chat_key(where))
@@ -593,7 +650,7 @@ async def consider_active(app: Marsho, bot: Bot, event: Event, state: T_State) -
 def _unaddressed(event: Event) -> bool:
     """A message in a shared chat, from a person, that does not @ the bot (where MARSHO_AT is off,
     an @ not answered is the owner's choice)."""
-    if event.get_type() != "message" or looks_private(event) or flagged_bot(event):
+    if event.get_type() != "message" or looks_private(event) or platform_marks_bot(event):
         return False
     try:
         return not event.is_tome()
@@ -614,6 +671,8 @@ async def _active_reply(app: Marsho, bot: Bot, event: Event, where: Where, group
         return
     if not active.claim(group):
         return
+    if guard_of(app).breaker.holds(group):  # a paused chat, or one at the limit
+        return
     turn = app.fair_use.admit(where.person, where.chat, superuser=False)
     if not turn.go:
         return
@@ -623,6 +682,7 @@ async def _active_reply(app: Marsho, bot: Bot, event: Event, where: Where, group
         return
     answer = reply_text(app.texts, reply, engine.max_tool_rounds, config.marsho_max_answer_chars)
     active.sent(group, answer)
+    guard_of(app).answered(group, where.user_id, answer)
     logger.info(f"marsho: answered unsolicited in {group} ({called})")
     await send_answer(bot, answer, reply.images, app.delivery(), quote=False, to=target)
 

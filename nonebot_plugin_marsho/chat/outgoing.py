@@ -18,6 +18,7 @@ from nonebot_plugin_alconna.uniseg import CustomNode, Image, Reference, Segment,
 
 from ..i18n import Texts
 from ..redaction import logger, redact
+from .loops import marked, with_marker
 from .media import MediaError, download_image, sniff_image
 from .richtext import (
     FormulaPart,
@@ -111,6 +112,22 @@ async def _send(message: UniMessage[Segment], *, reply: bool) -> bool | None:
     except Exception as error:
         logger.opt(exception=error).error(f"marsho: could not send the message: {error}")
         return None
+
+
+def _marked(message: UniMessage[Segment]) -> UniMessage[Segment]:
+    """`message` with the marker at the end of its last text where its text could call another
+    marsho (chat/loops.py); a forward message, or one without text, as it is."""
+    texts = [i for i, segment in enumerate(message) if isinstance(segment, Text)]
+    if not texts:
+        return message
+    said = "".join(str(message[i]) for i in texts)
+    if marked(said) == said:
+        return message
+    segments = list(message)
+    last = segments[texts[-1]]
+    assert isinstance(last, Text)
+    segments[texts[-1]] = Text(with_marker(last.text))
+    return UniMessage[Segment](segments)
 
 
 async def _linked_image(url: str, delivery: Delivery) -> bytes | None:
@@ -232,11 +249,13 @@ async def send_answer(bot: Bot, text: str, images: Sequence[bytes], delivery: De
 
 
 async def _answer(bot: Bot, text: str, images: Sequence[bytes], delivery: Delivery, *, quote: bool) -> None:
+    # an answer that starts with a trigger word ends with the marker (`_marked`): another marsho
+    # in the chat does not answer it
     text = redact(text)
     pictures: list[Segment] = [picture_segment(i) for i in images]
     long = len(text) > delivery.split_chars
     if not long or delivery.long_answer == "single":
-        await _send(UniMessage([*await rich_segments(text, delivery), *pictures]), reply=quote)
+        await _send(_marked(UniMessage([*await rich_segments(text, delivery), *pictures])), reply=quote)
         return
     chunks = split_paragraphs(text, delivery.split_chars)
     allowance = Allowance()
@@ -252,7 +271,8 @@ async def _answer(bot: Bot, text: str, images: Sequence[bytes], delivery: Delive
         logger.info("marsho: the chat refused the forward message; sending the answer in parts")
     for index, content in enumerate(contents):
         last = index == len(contents) - 1
-        await _send(UniMessage([*content, *(pictures if last else [])]), reply=quote and index == 0)
+        # each part may start a message another marsho reads (chat/loops.py)
+        await _send(_marked(UniMessage([*content, *(pictures if last else [])])), reply=quote and index == 0)
 
 
 async def send_progress(tool_names: Sequence[str], delivery: Delivery) -> None:

@@ -14,7 +14,7 @@ i18n.py. chat/matchers.py reads the command words, checks who may use it, and ca
 
 from __future__ import annotations
 
-from . import actions, bill, documents, group, guide, owner, people, reminders, session, tools
+from . import actions, bill, documents, group, guide, loops, owner, people, reminders, session, tools
 from .registry import Answer, Command, CommandContext, DuplicateCommandError, Handler, Place, Registry, Who
 
 __all__ = ["REGISTRY", "Answer", "Command", "CommandContext", "DuplicateCommandError", "Handler", "Place",
@@ -24,7 +24,7 @@ REGISTRY = Registry([
     session.RESET, tools.TOOLS, session.CALLS, session.HISTORY, people.NICKNAME, people.MEMORY,
     reminders.REMINDERS, group.CONTEXT,
     group.FORGET, group.PERSONA, group.ACTIVE, guide.HELP, bill.USAGE, owner.MODEL, session.EXPORT,
-    owner.STATUS, bill.QUOTA, actions.ACTIONS, documents.KB,
+    owner.STATUS, bill.QUOTA, actions.ACTIONS, loops.RESUME, documents.KB,
 ])
 """Every command, in the order the help lists them."""
 HELP_ORDER = REGISTRY.names()
