@@ -162,6 +162,25 @@ async def test_an_unsolicited_reply_is_billed_to_the_group_not_to_the_member(
     assert used_today(await owner_says(sim, "marsho.quota"), DAVE) <= 6  # his question's alone
 
 
+async def test_a_member_over_their_own_quota_still_gets_the_groups_unsolicited_replies(
+    endpoint: FakeOpenAI, sim: OneBotSim,
+) -> None:
+    frank, group = 10807, next(_groups)
+    _, reply = await sim.ask("marsho.active 1", group_id=group, user_id=ADMIN, role="admin")
+    assert reply.text.startswith("Done: I answer a message here"), reply.text
+    assert await owner_says(sim, f"marsho.quota user {frank} 1") == f"User {frank}'s daily token quota is now 1."
+    endpoint.responder = lambda body: with_usage(text("Hello Frank."), {"prompt_tokens": 4, "completion_tokens": 2})
+    _, reply = await sim.ask("marsho hi", group_id=group, user_id=frank, card="Frank")
+    assert reply.text == "Hello Frank."  # his quota is used up by this answer
+    await quiet(endpoint, sim)
+    endpoint.responder = lambda body: with_usage(text("Bring an umbrella!"),
+                                                  {"prompt_tokens": 40, "completion_tokens": 10})
+    await sim.group_message("will it rain today?", group_id=group, user_id=frank, card="Frank")
+    # the unsolicited reply is the group's bill: his own used-up quota does not stop it
+    unasked = await sim.wait_send(where=lambda action: action.reply_id is None)
+    assert unasked.text == "Bring an umbrella!"
+
+
 async def test_a_scheduled_question_stops_when_its_askers_quota_runs_out_within_the_turn(
     endpoint: FakeOpenAI, sim: OneBotSim,
 ) -> None:

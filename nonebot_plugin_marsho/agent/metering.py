@@ -479,6 +479,11 @@ class Meter:
         return await self._over([("user", user_key)] + ([("group", group_key)] if group_key else [])
                                 + [("all", ALL)], limits or self.limits)
 
+    async def over_group_quota(self, group_key: str, limits: Limits | None = None) -> OverQuota | None:
+        """The group's or everyone's quota used up today, or None: for what is the group's bill
+        (an unsolicited reply), whatever the member it answers has used."""
+        return await self._over([("group", group_key), ("all", ALL)], limits or self.limits)
+
     async def _over(self, scopes: list[tuple[str, str]], limits: Limits) -> OverQuota | None:
         """The first of `scopes` whose quota is used up: what the database holds, what this
         process has not written yet, and what its requests in flight hold."""

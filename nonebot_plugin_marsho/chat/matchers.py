@@ -688,11 +688,11 @@ async def _active_reply(app: Marsho, bot: Bot, event: Event, where: Where, group
 
 
 async def _quota_used_up(app: Marsho, where: Where, group: str) -> bool:
-    """A used-up daily quota: no unsolicited answer, and not even the judge is asked (nor when
-    the quota cannot be read)."""
+    """The group's (or everyone's) used-up daily quota: no unsolicited answer, and not even the
+    judge is asked (nor when the quota cannot be read). An unsolicited reply is the group's bill,
+    so the member it would answer being over their own quota does not stop it."""
     try:
-        return await app.meter.over_quota(
-            where.person, where.chat or "", limits_of(app.config)) is not None
+        return await app.meter.over_group_quota(where.chat or "", limits_of(app.config)) is not None
     except MarshoError as error:
         logger.warning(f"marsho: no unsolicited reply in {group}: {error}")
         return True
