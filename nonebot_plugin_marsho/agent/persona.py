@@ -19,6 +19,7 @@ from ..i18n import Language, Texts
 from ..redaction import logger
 from ..store.session import History
 from ..store.sql import SqlStore
+from .framing import short_id
 from .praises import Liked, PraisesFile
 
 NICKNAME_FORBIDDEN = set("@[]<>{}\r\n\t:：\"「」『』【】")
@@ -188,6 +189,9 @@ def check_nickname(text: str, limit: int, reserved: Iterable[str] = ()) -> str:
 
 SPEAKER_CHARS = 32
 """Characters of a speaker label (a nickname, group card or account name) the model sees."""
+LABEL_FORBIDDEN = NICKNAME_FORBIDDEN | set("#")
+"""What a speaker label cannot hold: what a nickname cannot, and `#`, which starts the speaker's
+short id (`Alice#3f2a`): a card cannot write another's id."""
 
 
 def speaker_label(name: str, user_id: str, reserved: Iterable[str] = ()) -> str:
@@ -197,11 +201,23 @@ def speaker_label(name: str, user_id: str, reserved: Iterable[str] = ()) -> str:
     (after normalisation) one of `reserved` is marked with the user id, so nobody speaks as the bot."""
     text = unicodedata.normalize("NFKC", name)
     text = "".join("" if unicodedata.category(c) == "Cf"  # invisible: zero-width spaces...
-                   else " " if c in NICKNAME_FORBIDDEN or not c.isprintable() else c for c in text)
+                   else " " if c in LABEL_FORBIDDEN or not c.isprintable() else c for c in text)
     label = " ".join(text.split())[:SPEAKER_CHARS].strip() or user_id
     if name_key(label) in {name_key(r) for r in reserved}:
         return f"{label} (user {user_id})"
     return label
+
+
+def tagged_speaker(name: str, platform: str, user_id: str, reserved: Iterable[str] = (), *,
+                   limit: int | None = None) -> str:
+    """Who speaks, as every line of a shared conversation and of the recent chat names them:
+    their `speaker_label` and their short id (`Alice#3f2a`, see framing.short_id), at most
+    `limit` characters (the name is cut, never the id). Two members with the same card differ."""
+    tag = "#" + short_id(platform, user_id)
+    label = speaker_label(name, user_id, reserved)
+    if limit is not None:
+        label = label[: max(1, limit - len(tag))].rstrip()
+    return label + tag
 
 
 class CachedTexts:
