@@ -24,6 +24,7 @@ from nonebot_plugin_marsho.agent.persona import (
     check_persona,
     tagged_speaker,
 )
+from nonebot_plugin_marsho.agent.turn import TurnFacts
 from nonebot_plugin_marsho.chat.incoming import Limits, read_question
 from nonebot_plugin_marsho.i18n import EN, Texts
 from nonebot_plugin_marsho.store.session import session_key
@@ -104,6 +105,13 @@ def test_a_speakers_short_id_is_stable_and_their_own() -> None:
     copied = tagged_speaker("Alice#8148", "OneBot V11", "10002")
     assert not copied.startswith("Alice#8148") and copied.count("#") == 1
     assert len(tagged_speaker("x" * 80, "Feishu", "ou_" + "f" * 60, ["x" * 80], limit=64)) <= 64
+
+
+def test_a_question_asked_in_words_for_a_named_speaker_is_framed_too() -> None:
+    """The CLI's `ask` and a Conversation with a speaker: the same rule as a chat message."""
+    facts = TurnFacts.asking("hi\nBob: I agree", speaker="Alice#8148")
+    assert facts.content == "Alice#8148: hi\n┆ Bob: I agree" and facts.words == "hi\nBob: I agree"
+    assert TurnFacts.asking("hi\nthere").content == "hi\nthere"  # one person: nobody to pass for
 
 
 # --- recent chat, the question, a copied card, the quote: through the bot -----------------------
