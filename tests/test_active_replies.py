@@ -21,6 +21,7 @@ from nonebot_plugin_marsho.chat.active import flagged_bot, in_quiet_hours, quiet
 from tests.conftest import configured, llm_client
 from tests.fake_openai import FakeOpenAI, text
 from tests.platforms import PLATFORMS, Chat, forget_uninfo_sessions
+from tests.speakers import label
 from tests.test_platforms import say
 
 ADMIN, ALICE, BOB, OTHER_BOT = "10501", "10502", "10503", "10599"
@@ -69,7 +70,7 @@ async def test_at_chance_one_an_unaddressed_message_is_answered_without_a_quote(
     assert chat.sent_texts()[-1] == "Sunny all week, they say!"
     assert quoted(chat) == [True, False]  # the command's answer quotes; the unsolicited one does not
     question = fake.requests[-1]["messages"][-1]["content"]
-    assert question == "Alice: what will the weather be like?"  # the group's shared conversation
+    assert question == f"{label('Alice', ALICE)}: what will the weather be like?"  # the group's shared conversation
     shown = await admin(active, chat, "marsho.active")
     assert "chance 1, keywords: none" in shown and "go to the model's provider" in shown
 

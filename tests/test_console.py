@@ -21,6 +21,7 @@ import pytest
 
 from tests.fake_openai import FakeOpenAI, text
 from tests.onebot_sim import BOT_PY
+from tests.speakers import label
 
 pytestmark = pytest.mark.e2e
 
@@ -130,7 +131,7 @@ def test_bot_py_console_answers_what_is_typed_in_the_terminal(endpoint: FakeOpen
         # word ("ong4711"), so the test waits for the whole word, drawn once the bubble is in place
         assert terminal.wait_for("Pong4711", 60), terminal.screen[-3000:]
         [request] = endpoint.requests
-        assert request["messages"][-1]["content"].startswith("User: hello\n\n")  # and the time
+        assert request["messages"][-1]["content"].startswith(f"{label('User', 'user', 'Console')}: hello\n\n")  # and the time
     finally:
         terminal.close()
 

@@ -16,6 +16,7 @@ from nonebot_plugin_marsho.chat.debounce import MAX_RESTARTS, Debounce
 from tests.conftest import configured
 from tests.fake_openai import FakeOpenAI, held, text
 from tests.platforms import PLATFORMS, PNG, Chat, Files, forget_uninfo_sessions
+from tests.speakers import label
 from tests.test_platforms import pictures_in, question_text, say
 
 ALICE, BOB = "10601", "10602"
@@ -71,7 +72,7 @@ async def test_a_second_line_restarts_the_question_with_both_and_one_answer(
                           chat.group_event("bonjour le monde", user_id=ALICE, name="Alice"))
     assert chat.sent_texts() == ["Hello, world."]
     assert question_text(fake.requests[-1]["messages"][-1]["content"]) == \
-        "Alice: translate this:\nbonjour le monde"
+        f"{label('Alice', ALICE)}: translate this:\n┆ bonjour le monde"
     engine = window.require_engine()
     turns, _, _ = await engine.history.stats(f"OneBot V11:group:{chat.group_id}")
     assert turns == 1  # the abandoned request left nothing behind
@@ -84,7 +85,7 @@ async def test_a_second_question_with_the_trigger_joins_too(fake: FakeOpenAI, wi
     await while_answering(fake, chat, chat.group_event("marsho what is 2+2", user_id=ALICE, name="Alice"),
                           chat.group_event("marsho and 3+3?", user_id=ALICE, name="Alice"))
     assert chat.sent_texts() == ["Both, then."]
-    assert question_text(fake.requests[-1]["messages"][-1]["content"]) == "Alice: what is 2+2\nand 3+3?"
+    assert question_text(fake.requests[-1]["messages"][-1]["content"]) == f"{label('Alice', ALICE)}: what is 2+2\n┆ and 3+3?"
 
 
 async def test_restarts_are_bounded(fake: FakeOpenAI, window: Any, chat: Chat) -> None:
@@ -93,7 +94,7 @@ async def test_restarts_are_bounded(fake: FakeOpenAI, window: Any, chat: Chat) -
     # the last line comes while the last allowed request runs: it does not restart it
     await while_answering(fake, chat, chat.group_event("marsho start", user_id=ALICE, name="Alice"), *lines)
     assert chat.sent_texts() == ["Done."] and len(fake.requests) == MAX_RESTARTS + 1
-    assert question_text(fake.requests[-1]["messages"][-1]["content"]) == "Alice: start\nline 0\nline 1"
+    assert question_text(fake.requests[-1]["messages"][-1]["content"]) == f"{label('Alice', ALICE)}: start\n┆ line 0\n┆ line 1"
 
 
 async def test_another_persons_line_does_not_join(fake: FakeOpenAI, window: Any, chat: Chat) -> None:
@@ -101,7 +102,7 @@ async def test_another_persons_line_does_not_join(fake: FakeOpenAI, window: Any,
     await while_answering(fake, chat, chat.group_event("marsho hi", user_id=ALICE, name="Alice"),
                           chat.group_event("unrelated", user_id=BOB, name="Bob"))
     assert chat.sent_texts() == ["For Alice."] and len(fake.requests) == 1
-    assert question_text(fake.requests[0]["messages"][-1]["content"]) == "Alice: hi"
+    assert question_text(fake.requests[0]["messages"][-1]["content"]) == f"{label('Alice', ALICE)}: hi"
 
 
 async def test_a_picture_then_a_question_are_one_question(fake: FakeOpenAI, window: Any, chat: Chat) -> None:
@@ -112,7 +113,7 @@ async def test_a_picture_then_a_question_are_one_question(fake: FakeOpenAI, wind
     await say(chat, chat.group_event("marsho what is this?", user_id=ALICE, name="Alice"))
     assert chat.sent_texts() == ["A cat."] and len(fake.requests) == 1
     content = fake.requests[0]["messages"][-1]["content"]
-    assert pictures_in(content) == [PNG] and question_text(content) == "Alice: what is this?"
+    assert pictures_in(content) == [PNG] and question_text(content) == f"{label('Alice', ALICE)}: what is this?"
 
 
 async def test_a_bare_trigger_after_a_picture_asks_about_it(fake: FakeOpenAI, window: Any, chat: Chat) -> None:

@@ -19,6 +19,7 @@ import pytest
 
 from tests.fake_openai import Answer, FakeOpenAI, error, text, tool_calls
 from tests.onebot_sim import BotProcess, OneBotSim, at, free_port, output_if_failed, text_segment
+from tests.speakers import label
 
 pytestmark = pytest.mark.e2e
 
@@ -26,6 +27,8 @@ TESTS = Path(__file__).resolve().parent
 CHAT_TOOLSET = TESTS / "toolsets" / "chat"
 E2E_TOOLSET = TESTS / "toolsets" / "e2e"
 SELF_ID = 2233445566
+ASKER = label("user10001", 10001)
+"""How a shared conversation names the simulator's usual sender."""
 
 _groups = itertools.count(30001)
 
@@ -100,7 +103,7 @@ async def test_seed_000_weather_in_a_group(endpoint: FakeOpenAI, sim: OneBotSim)
     assert len(endpoint.requests) == 2
     first, second = endpoint.requests
     # a group shares one conversation (MARSHO_SESSION_SCOPE=group): the speaker is named
-    assert user_texts(first) == ["user10001: What's the weather like in Shenzhen?"]
+    assert user_texts(first) == [f"{ASKER}: What's the weather like in Shenzhen?"]
     assert "marshoai-example__get_weather" in {t["function"]["name"] for t in first["tools"]}
     assert first["_headers"]["authorization"] == "Bearer test-key"
     assert first["model"] == "fake-model"
@@ -120,7 +123,7 @@ async def test_trigger_word_with_and_without_command_start(
     ignored = await sim.group_message("just chatting, not for the bot", group_id=group)
     event, reply = await sim.ask(message, group_id=group)
     assert reply.message[0]["type"] == "reply"
-    assert reply.text == "hello, you said 'user10001: hi'"
+    assert reply.text == f"hello, you said '{ASKER}: hi'"
     assert sim.sends_quoting(ignored) == []
     assert len(endpoint.requests) == 1
 
@@ -141,7 +144,7 @@ async def test_at_the_bot_is_answered_when_marsho_at_is_on(
     event, reply = await sim.ask([at(SELF_ID), text_segment(" hello")], group_id=new_group())
     assert reply.reply_id == event["message_id"]
     assert reply.text == "you called?"
-    assert user_texts(endpoint.requests[0]) == ["user10001: hello"]
+    assert user_texts(endpoint.requests[0]) == [f"{ASKER}: hello"]
 
 
 async def test_at_someone_else_is_not_for_marsho(endpoint: FakeOpenAI, sim: OneBotSim) -> None:
@@ -174,7 +177,7 @@ async def test_endpoint_error_is_explained_and_the_next_message_works(
     event, reply = await sim.ask("marsho second question", group_id=group)
     assert reply.text == "all good again"
     # the failed turn left no trace: the history sent is just the new question
-    assert user_texts(endpoint.requests[-1]) == ["user10001: second question"]
+    assert user_texts(endpoint.requests[-1]) == [f"{ASKER}: second question"]
 
 
 async def test_unreachable_endpoint_is_explained_and_the_bot_keeps_answering() -> None:

@@ -15,6 +15,7 @@ import pytest
 
 from tests.fake_openai import Answer, FakeOpenAI, held, text
 from tests.onebot_sim import BotProcess, OneBotSim, output_if_failed
+from tests.speakers import label
 
 pytestmark = pytest.mark.e2e
 
@@ -68,7 +69,7 @@ async def test_at_chance_one_marsho_joins_in_and_at_zero_it_does_not(endpoint: F
     await sim.group_message("will it rain today?", group_id=group, user_id=ALICE, card="Alice")
     reply = await sim.wait_send(where=unquoted)
     assert reply.text == "Bring an umbrella!"
-    assert user_texts(endpoint.requests[-1])[-1] == "Alice: will it rain today?"
+    assert user_texts(endpoint.requests[-1])[-1] == f"{label('Alice', ALICE)}: will it rain today?"
 
     quiet = next(_groups)
     await set_chance(sim, quiet, "0")
@@ -106,12 +107,12 @@ async def test_a_second_line_during_an_answer_gives_one_answer_to_both(
     reply = await sim.reply_to(first)
     endpoint.release()  # the abandoned request is answered now, too late to be sent
     assert reply.text == "Hello, world."
-    assert user_texts(endpoint.requests[-1])[-1] == "Alice: translate:\nbonjour le monde"
+    assert user_texts(endpoint.requests[-1])[-1] == f"{label('Alice', ALICE)}: translate:\n┆ bonjour le monde"
     await sim.expect_no_send(1.0)  # and nothing else: the abandoned answer is never sent
     endpoint.push(text("You asked me to translate."))
     await sim.ask("marsho what did I ask?", group_id=group, user_id=ALICE, card="Alice")
     history = user_texts(endpoint.requests[-1])
-    assert history == ["Alice: translate:\nbonjour le monde", "Alice: what did I ask?"]
+    assert history == [f"{label('Alice', ALICE)}: translate:\n┆ bonjour le monde", f"{label('Alice', ALICE)}: what did I ask?"]
     assert "abandoned" not in json.dumps(endpoint.requests[-1]["messages"])
 
 

@@ -37,6 +37,7 @@ from tests.onebot_sim import (
     show_output,
     text_segment,
 )
+from tests.speakers import label
 
 pytestmark = pytest.mark.e2e
 
@@ -197,7 +198,8 @@ async def test_a_quoted_message_reaches_the_model(endpoint: FakeOpenAI, sim: One
     [question] = user_messages(request)
     assert isinstance(question, str), question  # no picture: plain text for any endpoint
     assert question == (
-        "Bob: [Quoted message from Alice]\nthe password is swordfish\n[End of quote]\nwhat did they say?"
+        f"{label('Bob', BOB)}: [Quoted message from {label('Alice', ALICE)}]\n┆ the password is swordfish\n"
+        "[End of quote]\n┆ what did they say?"
     )
 
 
@@ -215,9 +217,9 @@ async def test_quoting_the_bot_is_labelled_with_its_name(endpoint: FakeOpenAI, s
     )
     assert reply.text == "Because I said so."
     question = user_messages(endpoint.requests[-1])[-1]
-    assert question.startswith("user10202: [Quoted message from marsho]\n"), question
+    assert question.startswith(f"{label('user10202', BOB)}: [Quoted message from marsho]\n"), question
     assert "The answer is 42." in question
-    assert question.endswith("[End of quote]\nwhy?"), question
+    assert question.endswith("[End of quote]\n┆ why?"), question
 
 
 # pictures ----------------------------------------------------------------------------------------
@@ -235,7 +237,7 @@ async def test_a_picture_goes_to_a_vision_model_as_a_data_url(
     assert "/own.png" in pictures.paths
     [question] = user_messages(endpoint.requests[0])
     assert question == [
-        {"type": "text", "text": "user10202: what is this?"},
+        {"type": "text", "text": f"{label('user10202', BOB)}: what is this?"},
         {"type": "image_url", "image_url": {"url": PNG_DATA_URL}},
     ]
 
@@ -258,10 +260,10 @@ async def test_a_quoted_picture_goes_to_the_model_too(
     assert "/cat.png" in pictures.paths
     [question] = user_messages(endpoint.requests[0])
     assert parts_of(question) == [
-        {"type": "text", "text": "Bob: [Quoted message from Alice]\nlook at my cat"},
+        {"type": "text", "text": f"{label('Bob', BOB)}: [Quoted message from {label('Alice', ALICE)}]\n┆ look at my cat"},
         {"type": "image_url", "image_url": {"url": PNG_DATA_URL}},
         {"type": "text", "text": "[End of quote]"},
-        {"type": "text", "text": "what is in the picture?"},
+        {"type": "text", "text": "┆ what is in the picture?"},
     ]
 
 
@@ -291,7 +293,7 @@ async def test_a_picture_that_cannot_be_loaded_is_a_placeholder_and_a_tip(
     assert reply.text.startswith("I cannot see it.\n\n"), reply.text
     assert "(I could not load 1 picture: the server refused it.)" in reply.text
     [question] = user_messages(endpoint.requests[0])
-    assert question == "user10202: what is this?\n[a picture that could not be loaded]"
+    assert question == f"{label('user10202', BOB)}: what is this?\n[a picture that could not be loaded]"
 
 
 async def test_a_quote_the_implementation_cannot_find_leaves_the_question_alone(
@@ -308,7 +310,7 @@ async def test_a_quote_the_implementation_cannot_find_leaves_the_question_alone(
     assert failed.response["status"] == "failed"
     assert reply.text == "No idea what you mean."
     [question] = user_messages(endpoint.requests[0])
-    assert question == "user10001: what about this?"
+    assert question == f"{label('user10001', 10001)}: what about this?"
 
 
 # poke --------------------------------------------------------------------------------------------
@@ -450,7 +452,7 @@ async def test_a_nickname_survives_a_restart(
     _, reply = await sim.ask("marsho 又是我", private=True, user_id=ALICE, nickname="alice-qq")
     assert reply.text == "又见面了！"
     in_group, in_private = endpoint.requests
-    assert user_messages(in_group) == ["Alice: 你好"]
+    assert user_messages(in_group) == [f"{label('Alice', ALICE)}: 你好"]
     words, note = user_messages(in_private)[-1].split("\n\n")
     assert words == "又是我"  # no speaker prefix in private
     assert "希望被称为「Alice」" in note and "Alice" not in system_prompt(in_private)
@@ -493,5 +495,5 @@ async def test_a_picture_for_a_model_that_cannot_see_gets_a_chinese_tip(
     )
     assert reply.text == "我只读了文字。\n\n（模型 fake-model 看不到图片，我略过了 1 张图片，只读了文字。）"
     assert "/unseen.png" not in pictures.paths
-    assert user_messages(endpoint.requests[0]) == ["user10001: 这是什么？\n[图片]"]
+    assert user_messages(endpoint.requests[0]) == [f"{label('user10001', 10001)}: 这是什么？\n[图片]"]
 

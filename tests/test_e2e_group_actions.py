@@ -17,6 +17,7 @@ import pytest
 
 from tests.fake_openai import Answer, FakeOpenAI, text, tool_calls
 from tests.onebot_sim import BotProcess, OneBotSim, at, output_if_failed, reply_segment, text_segment
+from tests.speakers import label
 
 pytestmark = pytest.mark.e2e
 
@@ -247,4 +248,4 @@ async def test_group_actions_are_off_by_default(endpoint: FakeOpenAI, tmp_path: 
             await chat.ask(mute(MEMBER), group_id=group, user_id=ADMIN, role="admin")
             assert chat.group_actions() == []
     assert offered(endpoint.requests[0]) == []
-    assert question(endpoint.requests[0]) == f"user{ADMIN}: mute  for 10 minutes"  # as it always read
+    assert question(endpoint.requests[0]) == f"{label(f'user{ADMIN}', ADMIN)}: mute  for 10 minutes"  # as it always read

@@ -17,6 +17,7 @@ import pytest
 
 from tests.fake_openai import FakeOpenAI, text
 from tests.onebot_sim import BotProcess, OneBotSim, output_if_failed
+from tests.speakers import label
 
 pytestmark = pytest.mark.e2e
 
@@ -79,8 +80,9 @@ async def test_what_alice_just_said_reaches_the_model(endpoint: FakeOpenAI, sim:
     _, reply = await sim.ask("marsho what did Alice just say?", group_id=group, user_id=BOB, card="Bob")
     assert reply.text == "Alice said the password is swordfish."
     question = last_question(endpoint.requests[-1])
-    assert re.search(r"\n\| Alice \(\d\d:\d\d\): the password is swordfish\n\[End of recent messages\]\n"
-                     r"Bob: what did Alice just say\?$", question), question
+    assert re.search(rf"\n\| {label('Alice', ALICE)} \(\d\d:\d\d\): the password is swordfish\n"
+                     rf"\[End of recent messages\]\n{label('Bob', BOB)}: what did Alice just say\?$", question), \
+        question
 
 
 async def test_a_group_that_did_not_turn_it_on_sends_no_chat(endpoint: FakeOpenAI, sim: OneBotSim) -> None:
@@ -88,7 +90,7 @@ async def test_a_group_that_did_not_turn_it_on_sends_no_chat(endpoint: FakeOpenA
     await sim.group_message("between us", group_id=group, user_id=ALICE, card="Alice")
     endpoint.push(text("Hi."))
     _, reply = await sim.ask("marsho hi", group_id=group, user_id=BOB, card="Bob")
-    assert last_question(endpoint.requests[-1]) == "Bob: hi"
+    assert last_question(endpoint.requests[-1]) == f"{label('Bob', BOB)}: hi"
     _, shown = await sim.ask("marsho.context", group_id=group, user_id=BOB)
     assert shown.text == "This group does not share its recent chat with me (the bot's default)."
 
@@ -107,7 +109,7 @@ async def test_a_member_cannot_turn_it_on(endpoint: FakeOpenAI, sim: OneBotSim) 
     await sim.group_message("not kept", group_id=group, user_id=ALICE)
     endpoint.push(text("ok"))
     await sim.ask("marsho hi", group_id=group, user_id=BOB, card="Bob")
-    assert last_question(endpoint.requests[-1]) == "Bob: hi"
+    assert last_question(endpoint.requests[-1]) == f"{label('Bob', BOB)}: hi"
 
 
 async def test_a_groups_persona_reaches_only_its_requests(endpoint: FakeOpenAI, sim: OneBotSim) -> None:

@@ -18,6 +18,7 @@ from nonebot_plugin_marsho.store.session import session_key
 from tests.conftest import DATA_DIR, SUPERUSER_ID, configured
 from tests.fake_openai import FakeOpenAI, error, text, tool_calls
 from tests.onebot import group_message, onebot_bot, private_message, reply_call
+from tests.speakers import label
 
 PLATFORM = "OneBot V11"
 SUPERUSER = int(SUPERUSER_ID)
@@ -88,7 +89,7 @@ async def test_group_scope_shares_one_conversation_naming_each_speaker(
     bob = group_message("marsho hello", user_id=10002)  # no card: his nickname
     fake.push(text("Hi Alice"), text("Hi Bob"))
     await exchange(app, (alice, "Hi Alice"), (bob, "Hi Bob"))
-    assert user_messages(fake.requests[-1]) == ["Alice: hi all", "user10002: hello"]
+    assert user_messages(fake.requests[-1]) == [f"{label('Alice', 10001)}: hi all", f"{label('user10002', 10002)}: hello"]
     assert (await plugin_engine.history.stats(GROUP_KEY))[0] == 2
 
 
@@ -182,8 +183,8 @@ async def test_history_reports_turns_messages_and_tokens(
     scope("group")
     await exchange(app, (group_message("marsho.history"), "This conversation is empty."))
     fake.push(text("first"), text("second"))
-    sent = [{"role": "user", "content": "user10001: one"}, {"role": "assistant", "content": "first"},
-            {"role": "user", "content": "user10001: two"}, {"role": "assistant", "content": "second"}]
+    sent = [{"role": "user", "content": f"{label('user10001', 10001)}: one"}, {"role": "assistant", "content": "first"},
+            {"role": "user", "content": f"{label('user10001', 10001)}: two"}, {"role": "assistant", "content": "second"}]
     tokens = sum(map(plugin_engine.counter.count_message, sent))
     expected = (f"This conversation: 2 turns, 4 messages, about {tokens} tokens stored "
                 f"({plugin_engine.counter.name}). Each request carries the newest turns that fit in "
@@ -243,11 +244,11 @@ async def test_export_writes_every_message_of_the_session_as_json(
     messages = [item["message"] for item in data["messages"]]
     assert [m["role"] for m in messages] == ["user", "assistant", "tool", "assistant", "user",
                                              "assistant"]
-    assert messages[0] == {"role": "user", "content": f"user{SUPERUSER}: weather?"}
+    assert messages[0] == {"role": "user", "content": f"{label(f'user{SUPERUSER}', SUPERUSER)}: weather?"}
     assert messages[1]["tool_calls"][0]["id"] == messages[2]["tool_call_id"] == "call_9"
     assert messages[2]["content"] == "The temperature of Hangzhou is 114514℃。"
     assert messages[3:] == [{"role": "assistant", "content": "Hot in Hangzhou"},
-                            {"role": "user", "content": "user10002: thanks"},
+                            {"role": "user", "content": f"{label('user10002', 10002)}: thanks"},
                             {"role": "assistant", "content": "You're welcome"}]
     assert in_group.text == "6 messages exported; where the file is was sent to you privately."
 
@@ -335,7 +336,7 @@ async def test_an_answer_that_cannot_be_saved_is_still_sent_with_a_note(
     assert await plugin_engine.history.export(GROUP_KEY) == before
     fake.push(text("third"))
     await exchange(app, (group_message("marsho three"), "third"))
-    assert user_messages(fake.requests[-1]) == ["user10001: one", "user10001: three"]
+    assert user_messages(fake.requests[-1]) == [f"{label('user10001', 10001)}: one", f"{label('user10001', 10001)}: three"]
 
 
 async def test_history_that_cannot_be_read_is_explained(

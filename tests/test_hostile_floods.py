@@ -25,6 +25,7 @@ from tests.conftest import CHAT_TOOLSET, SUPERUSER_ID, configured, llm_client
 from tests.fake_openai import Answer, FakeOpenAI, text
 from tests.onebot import SELF_ID, group_message, private_message
 from tests.onebot_sim import Action, BotProcess, OneBotSim, output_if_failed, wait_for_quiet
+from tests.speakers import label
 
 QUEUE_FULL = "You already have questions waiting; I'll answer those first."
 TOO_FAST = "You are asking a bit fast: try again in"
@@ -292,7 +293,7 @@ async def test_a_superuser_is_not_held_back_by_the_queue(
         with configured(marsho_user_queue=1, marsho_user_rate_limit=1, marsho_debounce_seconds=0):
             await _at_once(bot, [group_message(f"marsho boss {i}", user_id=int(SUPERUSER_ID), group_id=20902)
                                  for i in range(4)])
-    assert sorted(bot.sent) == [f"answer to user{SUPERUSER_ID}: boss {i}" for i in range(4)], bot.sent
+    assert sorted(bot.sent) == [f"answer to {label(f'user{SUPERUSER_ID}', SUPERUSER_ID)}: boss {i}" for i in range(4)], bot.sent
     assert len(fake.requests) == 4
 
 

@@ -29,9 +29,12 @@ from tests.conftest import configured
 from tests.fake_openai import FakeOpenAI, text
 from tests.loopback import LoopbackServer, QuietHandler, serve, shut
 from tests.onebot import SELF_ID, group_message, onebot_bot, reply_call
+from tests.speakers import label
 
 NO_VISION_TIP = "(The model fake-model cannot see pictures, so I left out {n} and read only the text.)"
 IMAGE_ONLY_TIP = "I can't see pictures with the model fake-model. Tell me in words what you'd like to know."
+ASKER, BOBBY = label("user10001", 10001), label("Bobby", 10002)
+"""The asker and the quoted member as a shared conversation names them."""
 GROUP_KEY = session_key("OneBot V11", group_id="20001", user_id="10001", scope="group")
 
 
@@ -229,14 +232,14 @@ async def test_a_vision_model_gets_the_picture_as_a_data_url_and_history_keeps_a
         ctx.should_call_api(*reply_call(event, "An orange square."), result={"message_id": 1})
     content = user_content(fake)
     assert isinstance(content, list) and len(content) == 2
-    assert content[0] == {"type": "text", "text": "user10001: what is this"}
+    assert content[0] == {"type": "text", "text": f"{ASKER}: what is this"}
     assert decoded(content[1]) == PNGS[0]
     assert host.hits == ["/p0.png"]
     stored = await plugin_engine.history.export(GROUP_KEY)
     dump = json.dumps(stored, ensure_ascii=False)
     assert "base64" not in dump and "data:image" not in dump and "image_url" not in dump
     assert [m["message"] for m in stored] == [
-        {"role": "user", "content": "user10001: what is this\n[picture]"},
+        {"role": "user", "content": f"{ASKER}: what is this\n[picture]"},
         {"role": "assistant", "content": "An orange square."},
     ]
     # the next turn sends the earlier picture as its placeholder only
@@ -247,7 +250,7 @@ async def test_a_vision_model_gets_the_picture_as_a_data_url_and_history_keeps_a
         ctx.receive_event(bot, event)
         ctx.should_call_api(*reply_call(event, "Still orange."), result={"message_id": 2})
     assert "base64" not in json.dumps(fake.requests[-1]["messages"])
-    assert user_content(fake) == "user10001: and now?"
+    assert user_content(fake) == f"{ASKER}: and now?"
 
 
 async def test_a_model_that_cannot_see_gets_no_picture_and_the_asker_a_tip(
@@ -260,7 +263,7 @@ async def test_a_model_that_cannot_see_gets_no_picture_and_the_asker_a_tip(
         ctx.receive_event(bot, event)
         answer = "I read your words.\n\n" + NO_VISION_TIP.format(n="1 picture")
         ctx.should_call_api(*reply_call(event, answer), result={"message_id": 1})
-    assert user_content(fake) == "user10001: what is this\n[picture]"
+    assert user_content(fake) == f"{ASKER}: what is this\n[picture]"
     assert host.hits == []  # not even downloaded
 
 
@@ -302,7 +305,7 @@ async def test_a_picture_alone_in_a_shared_group_still_names_the_speaker(
         ctx.receive_event(bot, event)
         ctx.should_call_api(*reply_call(event, "A square."), result={"message_id": 1})
     texts = [p["text"] for p in user_content(fake) if p["type"] == "text"]
-    assert texts and texts[0].startswith("user10001:")
+    assert texts and texts[0].startswith(f"{ASKER}:")
 
 
 @pytest.mark.parametrize(
@@ -331,7 +334,7 @@ async def test_a_picture_that_cannot_be_had_is_left_out_and_the_tip_says_why(
                 and answer.endswith(".)"))
             ctx.should_call_api(api, data, result={"message_id": 1})
     assert time.monotonic() - started < 15
-    assert user_content(fake) == "user10001: what is this\n[a picture that could not be loaded]"
+    assert user_content(fake) == f"{ASKER}: what is this\n[a picture that could not be loaded]"
     assert host.hits == [f"/{name}"]
 
 
@@ -396,7 +399,7 @@ async def test_max_images_zero_sends_no_pictures_even_to_a_vision_model(
             ctx.should_call_api(*reply_call(event, "Words only.\n\n(Pictures are not sent to the model "
                                                    "here (MARSHO_MAX_IMAGES=0); I read only the text.)"),
                                 result={"message_id": 1})
-        assert user_content(fake) == "user10001: what is this\n[picture]"
+        assert user_content(fake) == f"{ASKER}: what is this\n[picture]"
         assert host.hits == []
 
 
@@ -431,9 +434,9 @@ async def test_a_quoted_message_comes_labelled_before_the_question(
         ctx.should_call_api(*reply_call(event, "Still blue."), result={"message_id": 2})
     # the speaker comes first, before the quote: every message of a shared group starts with who speaks
     assert user_content(fake, 0) == (
-        "user10001: [Quoted message from Bobby]\nthe sky is green\n[End of quote]\nis this true?")
+        f"{ASKER}: [Quoted message from {BOBBY}]\n┆ the sky is green\n[End of quote]\n┆ is this true?")
     assert user_content(fake, 1) == (
-        "user10001: [Quoted message from bob]\nthe sky is green\n[End of quote]\nsure?")
+        f"{ASKER}: [Quoted message from {label('bob', 10002)}]\n┆ the sky is green\n[End of quote]\n┆ sure?")
 
 
 async def test_quoting_the_bots_own_message_names_it_marsho(
@@ -447,8 +450,8 @@ async def test_quoting_the_bots_own_message_names_it_marsho(
         ctx.receive_event(bot, event)
         ctx.should_call_api(*reply_call(event, "I said that, yes."), result={"message_id": 1})
     assert user_content(fake) == (
-        "user10001: [Quoted message from marsho]\nCats purr when content.\n"
-        "[End of quote]\nwhy?")
+        f"{ASKER}: [Quoted message from marsho]\n┆ Cats purr when content.\n"
+        "[End of quote]\n┆ why?")
 
 
 async def test_a_quote_whose_sender_is_unknown_is_labelled_without_a_name(
@@ -462,7 +465,7 @@ async def test_a_quote_whose_sender_is_unknown_is_labelled_without_a_name(
         event.reply.sender.user_id = None
         ctx.receive_event(bot, event)
         ctx.should_call_api(*reply_call(event, "Unknown."), result={"message_id": 1})
-    assert user_content(fake) == "user10001: [Quoted message]\nsomething\n[End of quote]\nwho said it?"
+    assert user_content(fake) == f"{ASKER}: [Quoted message]\n┆ something\n[End of quote]\n┆ who said it?"
 
 
 async def test_the_trigger_alone_replying_to_a_message_asks_about_the_quote(
@@ -476,7 +479,7 @@ async def test_the_trigger_alone_replying_to_a_message_asks_about_the_quote(
         ctx.should_call_api(*reply_call(event, "It means hello."), result={"message_id": 1})
     assert len(fake.requests) == 1
     # the asker is named even without a question: the system prompt says every message is
-    assert user_content(fake) == "user10001: [Quoted message from Bobby]\nbonjour\n[End of quote]"
+    assert user_content(fake) == f"{ASKER}: [Quoted message from {BOBBY}]\n┆ bonjour\n[End of quote]"
 
 
 async def test_quoted_pictures_go_to_a_vision_model_inside_the_quote(
@@ -491,15 +494,15 @@ async def test_quoted_pictures_go_to_a_vision_model_inside_the_quote(
         ctx.should_call_api(*reply_call(event, "Two squares."), result={"message_id": 1})
     content = user_content(fake)
     assert [p["type"] for p in content] == ["text", "image_url", "text", "text", "image_url"]
-    assert content[0]["text"] == "user10001: [Quoted message from Bobby]\nlook"
+    assert content[0]["text"] == f"{ASKER}: [Quoted message from {BOBBY}]\n┆ look"
     assert decoded(content[1]) == PNGS[2]
     assert content[2]["text"] == "[End of quote]"
-    assert content[3]["text"] == "same colour?"
+    assert content[3]["text"] == "┆ same colour?"
     assert decoded(content[4]) == PNGS[1]
     stored = await plugin_engine.history.export(GROUP_KEY)
     assert "base64" not in json.dumps(stored)
     assert stored[0]["message"]["content"] == (
-        "user10001: [Quoted message from Bobby]\nlook\n[picture]\n[End of quote]\nsame colour?\n[picture]")
+        f"{ASKER}: [Quoted message from {BOBBY}]\n┆ look\n[picture]\n[End of quote]\n┆ same colour?\n[picture]")
 
 
 async def test_a_quoted_picture_for_a_model_that_cannot_see_becomes_a_placeholder(
@@ -514,7 +517,7 @@ async def test_a_quoted_picture_for_a_model_that_cannot_see_becomes_a_placeholde
         answer = "I cannot see it.\n\n" + NO_VISION_TIP.format(n="1 picture")
         ctx.should_call_api(*reply_call(event, answer), result={"message_id": 1})
     assert user_content(fake) == (
-        "user10001: [Quoted message from Bobby]\nlook\n[picture]\n[End of quote]\nwhat is it?")
+        f"{ASKER}: [Quoted message from {BOBBY}]\n┆ look\n[picture]\n[End of quote]\n┆ what is it?")
     assert host.hits == []
 
 

@@ -18,6 +18,7 @@ from nonebot_plugin_marsho.chat.matchers import Request, parse_request
 from tests.conftest import SUPERUSER_ID, configured
 from tests.fake_openai import FakeOpenAI, error, text, tool_calls
 from tests.onebot import group_message, onebot_bot, private_message, reply_call
+from tests.speakers import label
 
 NAMES = ["marsho", "小棉"]
 
@@ -104,7 +105,7 @@ async def test_a_question_is_answered_quoting_the_message(
         ctx.receive_event(bot, event)
         ctx.should_call_api(*reply_call(event, "Hello!"), result={"message_id": 1})
     # a group shares one conversation: the speaker is named
-    assert fake.requests[-1]["messages"][-1] == {"role": "user", "content": "user10001: hi"}
+    assert fake.requests[-1]["messages"][-1] == {"role": "user", "content": f"{label('user10001', 10001)}: hi"}
 
 
 async def test_private_chats_are_answered(app: App, fake: FakeOpenAI, plugin_engine) -> None:
@@ -177,7 +178,7 @@ async def test_mentions_are_answered_only_when_marsho_at_is_on(
             event = group_message("what is up", to_me=True)
             ctx.receive_event(bot, event)
             ctx.should_call_api(*reply_call(event, "Not much"), result={"message_id": 1})
-    assert fake.requests[-1]["messages"][-1]["content"] == "user10001: what is up"
+    assert fake.requests[-1]["messages"][-1]["content"] == f"{label('user10001', 10001)}: what is up"
 
 
 async def test_reset_forgets_the_conversation(app: App, fake: FakeOpenAI, plugin_engine) -> None:
@@ -190,7 +191,7 @@ async def test_reset_forgets_the_conversation(app: App, fake: FakeOpenAI, plugin
             event = group_message(message, role="admin")  # a shared group: admins may reset
             ctx.receive_event(bot, event)
             ctx.should_call_api(*reply_call(event, answer), result={"message_id": 1})
-    assert fake.requests[-1]["messages"][-1:] == [{"role": "user", "content": "user10001: two"}]
+    assert fake.requests[-1]["messages"][-1:] == [{"role": "user", "content": f"{label('user10001', 10001)}: two"}]
     assert all(m["role"] != "assistant" for m in fake.requests[-1]["messages"])
 
 
@@ -233,7 +234,7 @@ async def test_sessions_are_per_group(app: App, fake: FakeOpenAI, plugin_engine)
             ctx.receive_event(bot, event)
             ctx.should_call_api(*reply_call(event, answer), result={"message_id": 1})
     assert [m["content"] for m in fake.requests[-1]["messages"] if m["role"] != "system"] == [
-        "user10001: in two"]
+        f"{label('user10001', 10001)}: in two"]
 
 
 async def test_tools_lists_loaded_tools_and_failed_toolkits(app: App, plugin_engine) -> None:

@@ -28,6 +28,7 @@ from nonebot_plugin_marsho.store.sql import SqlStore
 from nonebot_plugin_marsho.tools.model import OWNER_CONTEXT, ToolContext, Toolkit, Toolset
 from tests.fake_openai import FakeOpenAI, text, tool_calls
 from tests.platforms import PLATFORMS, Chat, forget_uninfo_sessions
+from tests.speakers import label
 from tests.test_group_context import postgres, store_url  # noqa: F401 - fixtures
 
 ALICE, BOB, ADA = "10401", "10402", "10403"
@@ -108,7 +109,7 @@ async def test_a_fact_told_in_one_group_follows_its_teller_to_another_group_and_
     for chat, where in ((onebot(GROUP_B), "group"), (onebot(), "private")):
         asked = await ask(fake, chat, where, "what is my cat called?", recall("cat"))
         note = question_of(asked[0])
-        assert note.startswith(("what is my cat called?", "user10401: what is my cat called?")), note
+        assert note.startswith(("what is my cat called?", f"{label('user10401', 10401)}: what is my cat called?")), note
         assert MEMORY_LABEL in note and "#1 (about the person asking): Their cat is called Mochi" in note
         assert "Mochi" in _results(asked)[0]
 

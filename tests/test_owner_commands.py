@@ -23,6 +23,7 @@ from tests.conftest import configured
 from tests.fake_openai import FakeOpenAI, error, text
 from tests.onebot import group_message, onebot_bot, private_message, reply_call
 from tests.onebot_sim import BotProcess, OneBotSim, output_if_failed
+from tests.speakers import label
 
 NAMES = ["marsho", "小棉"]
 EN_TEXTS = Texts("en")
@@ -108,7 +109,7 @@ async def test_every_trigger_is_answered_whatever_command_start_is(
             ctx.receive_event(bot, event)
             ctx.should_call_api(*reply_call(event, f"answer {i}"), result={"message_id": i})
     asked = [r["messages"][-1]["content"] for r in fake.requests]
-    assert asked == [f"user10001: {m.split('marsho ')[1]}" for m in messages]
+    assert asked == [f"{label('user10001', 10001)}: {m.split('marsho ')[1]}" for m in messages]
 
 
 async def test_a_nickname_the_adapter_takes_off_still_reaches_marsho(
@@ -127,7 +128,7 @@ async def test_a_nickname_the_adapter_takes_off_still_reaches_marsho(
             assert event.to_me and not event.get_plaintext().startswith("marsho")
             ctx.receive_event(bot, event)
             ctx.should_call_api(*reply_call(event, answer), result={"message_id": 1})
-    assert fake.requests[0]["messages"][-1]["content"] == "user10001: one"
+    assert fake.requests[0]["messages"][-1]["content"] == f"{label('user10001', 10001)}: one"
 
 
 # marsho.<unknown>
@@ -324,7 +325,7 @@ async def test_bot_with_a_bang_command_start_answers_every_trigger(
     for group, message in enumerate(["/marsho hi", "!marsho hi", "marsho hi", "Marsho, hi",
                                      "marsho. hi"], start=50001):
         event, reply = await bang_sim.ask(message, group_id=group)
-        assert reply.text == "you said 'user10001: hi'", (message, reply.text)
+        assert reply.text == f"you said '{label('user10001', 10001)}: hi'", (message, reply.text)
     assert len(endpoint.requests) == 5
 
 

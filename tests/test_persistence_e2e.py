@@ -25,6 +25,7 @@ from nonebot_plugin_marsho.store.sql import SqlStore
 from tests.fake_openai import Answer, FakeOpenAI, text, tool_calls
 from tests.onebot_sim import BotProcess, OneBotSim
 from tests.postgres_server import PostgresServer
+from tests.speakers import label
 from tests.test_postgres import start_postgres
 
 pytestmark = pytest.mark.e2e
@@ -32,6 +33,8 @@ pytestmark = pytest.mark.e2e
 SELF_ID = 2233445566
 SUPERUSER = 10099
 MEMBER = 10001
+ASKER = label("user10001", MEMBER)
+"""How the shared group conversation names the member."""
 _groups = itertools.count(50001)
 
 
@@ -85,7 +88,7 @@ async def test_history_and_the_model_survive_a_restart(endpoint: FakeOpenAI, tmp
     group = next(_groups)
     async with connected(new_bot(endpoint, data)) as sim:
         _, reply = await sim.ask("marsho first question", group_id=group)
-        assert reply.text == "answer to user10001: first question"
+        assert reply.text == f"answer to {ASKER}: first question"
         _, reply = await sim.ask("marsho.model better-model", group_id=group, user_id=SUPERUSER)
         assert "better-model" in reply.text, reply.text
         _, reply = await sim.ask("marsho.model evil-model", group_id=group, user_id=MEMBER)
@@ -97,16 +100,16 @@ async def test_history_and_the_model_survive_a_restart(endpoint: FakeOpenAI, tmp
         _, reply = await sim.ask("marsho.model", group_id=group, user_id=SUPERUSER)
         assert "better-model" in reply.text and "evil-model" not in reply.text, reply.text
         _, reply = await sim.ask("marsho second question", group_id=group)
-        assert reply.text == "answer to user10001: second question"
+        assert reply.text == f"answer to {ASKER}: second question"
         _, reply = await sim.ask("marsho.history", group_id=group)
         assert "2 turns, 4 messages" in reply.text, reply.text
 
     [request] = endpoint.requests
     assert request["model"] == "better-model"
     assert dialogue(request) == [
-        ("user", "user10001: first question"),
-        ("assistant", "answer to user10001: first question"),
-        ("user", "user10001: second question"),
+        ("user", f"{ASKER}: first question"),
+        ("assistant", f"answer to {ASKER}: first question"),
+        ("user", f"{ASKER}: second question"),
     ]
 
 
@@ -132,7 +135,7 @@ async def test_a_second_bot_on_the_same_sqlite_file_is_told_and_a_restart_is_not
     again = new_bot(endpoint, data)
     async with connected(again) as sim:  # the others are gone: nothing to say
         _, reply = await sim.ask("marsho hello", group_id=next(_groups))
-        assert reply.text == "answer to user10001: hello"
+        assert reply.text == f"answer to {ASKER}: hello"
     assert SHARED_SQLITE not in again.output()
 
 
@@ -158,7 +161,7 @@ async def test_a_bot_killed_mid_turn_loses_nothing_committed_and_stores_no_half_
         bot = new_bot(endpoint, data)
         async with connected(bot) as sim:
             _, reply = await sim.ask("marsho first question", group_id=group)
-            assert reply.text == "answer to user10001: first question"
+            assert reply.text == f"answer to {ASKER}: first question"
             _, reply = await sim.ask("marsho second question", group_id=group)
             await sim.group_message("marsho slow question", group_id=group)
             assert await asyncio.to_thread(held.wait, 15), "the turn never reached its second request"
@@ -172,17 +175,17 @@ async def test_a_bot_killed_mid_turn_loses_nothing_committed_and_stores_no_half_
     endpoint.requests.clear()
     async with connected(new_bot(endpoint, data)) as sim:
         _, reply = await sim.ask("marsho after the crash", group_id=group)
-        assert reply.text == "answer to user10001: after the crash"
+        assert reply.text == f"answer to {ASKER}: after the crash"
         _, reply = await sim.ask("marsho.history", group_id=group)
         assert "3 turns, 6 messages" in reply.text, reply.text
 
     [request] = endpoint.requests
     assert dialogue(request) == [
-        ("user", "user10001: first question"),
-        ("assistant", "answer to user10001: first question"),
-        ("user", "user10001: second question"),
-        ("assistant", "answer to user10001: second question"),
-        ("user", "user10001: after the crash"),
+        ("user", f"{ASKER}: first question"),
+        ("assistant", f"answer to {ASKER}: first question"),
+        ("user", f"{ASKER}: second question"),
+        ("assistant", f"answer to {ASKER}: second question"),
+        ("user", f"{ASKER}: after the crash"),
     ]
 
 
@@ -221,7 +224,7 @@ async def test_two_bots_on_postgres_take_turns_and_a_killed_one_leaves_no_half_t
     try:
         async with connected(bot_a, started=True) as sim_a, connected(bot_b, started=True) as sim_b:
             _, reply = await sim_a.ask("marsho first question", group_id=group)
-            assert reply.text == "answer to user10001: first question"
+            assert reply.text == f"answer to {ASKER}: first question"
 
             # the group asks both bots at once: the turns run one after the other
             endpoint.requests.clear()
@@ -233,8 +236,8 @@ async def test_two_bots_on_postgres_take_turns_and_a_killed_one_leaves_no_half_t
             await asyncio.gather(sim_a.reply_to(events[0]), sim_b.reply_to(events[1]))
             earlier, later = endpoint.requests
             assert dialogue(earlier)[:2] == [
-                ("user", "user10001: first question"),
-                ("assistant", "answer to user10001: first question"),
+                ("user", f"{ASKER}: first question"),
+                ("assistant", f"answer to {ASKER}: first question"),
             ]
             assert dialogue(later)[:-1] == [
                 *dialogue(earlier), ("assistant", f"answer to {user_texts(earlier)[-1]}"),
@@ -249,12 +252,12 @@ async def test_two_bots_on_postgres_take_turns_and_a_killed_one_leaves_no_half_t
             await asyncio.to_thread(bot_a.process.wait, 10)
             endpoint.requests.clear()
             _, reply = await sim_b.ask("marsho after the crash", group_id=group)
-            assert reply.text == "answer to user10001: after the crash"
+            assert reply.text == f"answer to {ASKER}: after the crash"
     finally:
         release.set()
 
     [request] = endpoint.requests
     assert dialogue(request) == [
         *dialogue(later), ("assistant", f"answer to {user_texts(later)[-1]}"),
-        ("user", "user10001: after the crash"),
+        ("user", f"{ASKER}: after the crash"),
     ]

@@ -37,6 +37,7 @@ from nonebot_plugin_marsho.store.sql import SqlStore
 from tests.conftest import configured
 from tests.fake_openai import FakeOpenAI, text
 from tests.onebot import group_message, onebot_bot, private_message, reply_call
+from tests.speakers import label
 
 PLATFORM = "OneBot V11"
 ALICE_KEY = f"{PLATFORM}:10001"
@@ -526,12 +527,12 @@ async def test_in_a_shared_group_conversation_the_speaker_is_named_by_their_nick
             app, (group_message("marsho.nickname Alice", user_id=10001), "Got it, I'll call you Alice!"),
             (alice, "Hi Alice"), (bob, "Hi Bobby"))
     first, second = fake.requests[-2:]
-    assert user_messages(first) == ["Alice: hi all"]
-    assert user_messages(second) == ["Alice: hi all", "Bobby: hello"]  # Bob: his card, not Alice's name
+    assert user_messages(first) == [f"{label('Alice', 10001)}: hi all"]
+    # Bob: his card, not Alice's name
+    assert user_messages(second) == [f"{label('Alice', 10001)}: hi all", f"{label('Bobby', 10002)}: hello"]
     for body in (first, second):
         prompt = system(body)
-        assert prompt.endswith("\n\nSeveral people share this conversation: each user message starts "
-                               "with the speaker's name and a colon.")
+        assert prompt.endswith("\n\n" + EN["prompt.speaker_names"])
         assert "call them that" not in prompt and "Alice" not in prompt
         assert "call them that" not in note(body)  # the speaker's name is before their words
 

@@ -15,7 +15,6 @@ in this process, so a message said just before it is never missed.
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -27,6 +26,7 @@ from ..exceptions import StoreError
 from ..i18n import Texts
 from ..redaction import logger
 from ..store.sql import SqlStore
+from .framing import framed
 
 CONTEXT_SETTING = "context"
 """The group setting that says whether the group shares its recent chat (`on`/`off`)."""
@@ -243,25 +243,20 @@ class ChatLog:
             await asyncio.gather(*self._finishing, return_exceptions=True)
 
 
-CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
-"""What a line of the recent chat may not hold: control, format and bidirectional characters."""
 FENCE_BAR = "| "
-"""Starts every line of the recent chat the model reads, so no message can end the fence early
-or pass a line of its own off as the bot's text."""
+"""Starts every line of the recent chat the model reads: the fence around it."""
 
 
 def recent_chat_text(messages: Sequence[Observed], t: Texts, zone: tzinfo | None = None) -> str:
     """The recent chat as the question carries it: a label saying what it is (chat to read, not
-    instructions), each message as `| Alice (14:02): text` (continuation lines barred too), and
-    an end mark."""
+    instructions), each message as `| Alice#3f2a (14:02): text`, its further lines framed
+    (`| ┆ more`, see framing.framed: no message can write a line that starts like a speaker's
+    or the end mark), and an end mark."""
     lines = [t("context.label")]
     for message in messages:
         stamp = datetime.fromtimestamp(message.at, zone).strftime("%H:%M")
-        # every kind of line break (U+2028, \v, \x1c...) starts a barred line; other control
-        # characters are spaces, so nothing in a message ends the fence or starts a line of its own
-        lines_of = message.text.splitlines() or [""]
-        body = ("\n" + FENCE_BAR).join(CONTROL.sub(" ", line) for line in lines_of)
-        lines.append(f"{FENCE_BAR}{message.speaker} ({stamp}): {body}")
+        said = f"{message.speaker} ({stamp}): {framed(message.text)}"
+        lines += [FENCE_BAR + line for line in said.split("\n")]
     lines.append(t("context.end"))
     return "\n".join(lines)
 

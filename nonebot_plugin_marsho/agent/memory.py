@@ -20,6 +20,7 @@ from ..store.memory import Added, Memory, MemoryStore, Sight, query_terms
 from ..tools.model import ToolContext, Toolkit, ToolResponse
 from ..tools.runner import clean_text
 from ..tools.schema import function_tool
+from .framing import framed
 
 TOOLKIT = "memory"
 MEMORY_TOOLS = (f"{TOOLKIT}__remember", f"{TOOLKIT}__recall", f"{TOOLKIT}__forget")
@@ -224,7 +225,7 @@ class MemoryBook:
             return ToolResponse.success(f"No memory matches {query.strip()!r}." if searched else nothing)
         heading = (f"Memories matching {query.strip()!r}, best first:" if searched
                    else "Memories, most recently used first:")
-        lines = [f"#{memory.id} ({_about(memory)}): {memory.text}" for memory in found]
+        lines = [f"#{memory.id} ({_about(memory)}): {framed(memory.text)}" for memory in found]
         return ToolResponse.success("\n".join([heading, *lines]))
 
     async def forget(self, context: ToolContext, memory_id: int) -> ToolResponse:
@@ -255,7 +256,7 @@ class MemoryBook:
         except StoreError as error:
             logger.warning(f"marsho: memory__forget in {sight.chat} failed: {error}")
             return ToolResponse.error(STORE_FAILED)
-        return ToolResponse.success(f"Forgot #{memory.id} ({_about(memory)}): {memory.text}")
+        return ToolResponse.success(f"Forgot #{memory.id} ({_about(memory)}): {framed(memory.text)}")
 
     # beside each question
 
@@ -279,7 +280,7 @@ class MemoryBook:
         t = self.texts
         lines = [t("memory.note_line", id=memory.id,
                    about=t("memory.note_group") if memory.about == "group" else t("memory.note_asker"),
-                   text=memory.text) for memory in found]
+                   text=framed(memory.text)) for memory in found]
         return t("memory.note", memories="\n".join(lines))
 
     async def _may_have(self, sight: Sight) -> bool:

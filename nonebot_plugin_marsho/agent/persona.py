@@ -19,9 +19,16 @@ from ..i18n import Language, Texts
 from ..redaction import logger
 from ..store.session import History
 from ..store.sql import SqlStore
+from .framing import framed, short_id
 from .praises import Liked, PraisesFile
 
-NICKNAME_FORBIDDEN = set("@[]<>{}\r\n\t:：\"「」『』【】")
+DOUBLE_QUOTES = set("\"＂“”„‟«»‹›「」『』〝〞〟″❝❞﹁﹂﹃﹄")
+"""Quotes of every script that may close a quoted name or persona as `"` would (ASCII's, curly,
+low, guillemets, CJK corner brackets, double primes...): refused like `"`."""
+SINGLE_QUOTES = str.maketrans(dict.fromkeys("‘’‚‛′", "'"))
+"""Single quotes of other scripts, normalised to ASCII `'` (allowed like it: they close none of
+the quotes the system prompt uses, and `’` is an apostrophe)."""
+NICKNAME_FORBIDDEN = set("@[]<>{}\r\n\t:：【】") | DOUBLE_QUOTES
 """Characters a nickname cannot hold: no mentions, no CQ-code or markup brackets, one line, no
 colon (a nickname names the speaker, `Alice: ...`, so it must not fake a second speaker) and no
 quotes (it is quoted in the system prompt)."""
@@ -37,7 +44,7 @@ def base_prompt(
     t = Texts(language)
     parts = [t("persona") if persona is None else persona.strip()]
     if group_persona:
-        parts.append(t("prompt.group_persona", persona=group_persona))
+        parts.append(t("prompt.group_persona", persona=quotable(group_persona)))
     parts.append(additional.strip())
     if likes:
         lines = [t("prompt.likes")]
@@ -175,7 +182,7 @@ def check_nickname(text: str, limit: int, reserved: Iterable[str] = ()) -> str:
     """The nickname to keep, or NicknameError saying what is wrong; `reserved`: names nobody may
     take (Marsho's own and the bot account's: a member called "Marsho" would speak as the bot),
     compared after NFKC normalisation."""
-    normal = unicodedata.normalize("NFKC", text).strip()
+    normal = unicodedata.normalize("NFKC", text).translate(SINGLE_QUOTES).strip()
     name = " ".join(normal.split())
     if any(c in NICKNAME_FORBIDDEN for c in normal) or not name.isprintable():
         raise NicknameError(code="nickname.invalid", limit=limit)
@@ -188,6 +195,9 @@ def check_nickname(text: str, limit: int, reserved: Iterable[str] = ()) -> str:
 
 SPEAKER_CHARS = 32
 """Characters of a speaker label (a nickname, group card or account name) the model sees."""
+LABEL_FORBIDDEN = NICKNAME_FORBIDDEN | set("#")
+"""What a speaker label cannot hold: what a nickname cannot, and `#`, which starts the speaker's
+short id (`Alice#3f2a`): a card cannot write another's id."""
 
 
 def speaker_label(name: str, user_id: str, reserved: Iterable[str] = ()) -> str:
@@ -197,11 +207,23 @@ def speaker_label(name: str, user_id: str, reserved: Iterable[str] = ()) -> str:
     (after normalisation) one of `reserved` is marked with the user id, so nobody speaks as the bot."""
     text = unicodedata.normalize("NFKC", name)
     text = "".join("" if unicodedata.category(c) == "Cf"  # invisible: zero-width spaces...
-                   else " " if c in NICKNAME_FORBIDDEN or not c.isprintable() else c for c in text)
+                   else " " if c in LABEL_FORBIDDEN or not c.isprintable() else c for c in text)
     label = " ".join(text.split())[:SPEAKER_CHARS].strip() or user_id
     if name_key(label) in {name_key(r) for r in reserved}:
         return f"{label} (user {user_id})"
     return label
+
+
+def tagged_speaker(name: str, platform: str, user_id: str, reserved: Iterable[str] = (), *,
+                   limit: int | None = None) -> str:
+    """Who speaks, as every line of a shared conversation and of the recent chat names them:
+    their `speaker_label` and their short id (`Alice#3f2a`, see framing.short_id), at most
+    `limit` characters (the name is cut, never the id). Two members with the same card differ."""
+    tag = "#" + short_id(platform, user_id)
+    label = speaker_label(name, user_id, reserved)
+    if limit is not None:
+        label = label[: max(1, limit - len(tag))].rstrip()
+    return label + tag
 
 
 class CachedTexts:
@@ -255,9 +277,10 @@ class Nicknames(CachedTexts):
 GROUP_PERSONA_CHARS = 300
 """Characters a group's persona (`marsho.persona`) may have."""
 GROUP_PERSONA_SETTING = "persona"
-PERSONA_FORBIDDEN = set("[]<>{}\"「」『』【】")
+PERSONA_FORBIDDEN = set("[]<>{}【】") | DOUBLE_QUOTES
 """Characters a group's persona cannot hold: it is quoted in the system prompt as the group
-admins' words, so no quote may close it early and no bracket may pass for markup or a label."""
+admins' words, so no quote (of any script) may close it early and no bracket may pass for markup
+or a label."""
 
 
 class PersonaError(MarshoError):
@@ -269,12 +292,19 @@ def check_persona(text: str, limit: int = GROUP_PERSONA_CHARS) -> str:
     one line (line breaks become spaces, so it cannot fake a section of the system prompt of its
     own), without quotes or brackets, at most `limit` characters."""
     normal = "".join(c for c in unicodedata.normalize("NFKC", text) if unicodedata.category(c) != "Cf")
-    persona = " ".join(normal.split())
+    persona = " ".join(normal.translate(SINGLE_QUOTES).split())
     if any(c in PERSONA_FORBIDDEN for c in persona) or not persona.isprintable():
         raise PersonaError(code="persona.invalid", limit=limit)
     if len(persona) > limit:
         raise PersonaError(code="persona.too_long", limit=limit)
     return persona
+
+
+def quotable(persona: str) -> str:
+    """A group's persona as the system prompt quotes it, whatever was stored (kept before quotes
+    of every script were refused, or written to the database by hand): quotes of every script
+    as `'`, and framed (one line in practice: a stored line break cannot start a line)."""
+    return framed("".join("'" if c in DOUBLE_QUOTES else c for c in persona.translate(SINGLE_QUOTES)))
 
 
 class GroupPersonas(CachedTexts):

@@ -15,6 +15,7 @@ from ..exceptions import MarshoError
 from ..i18n import Language, text
 from ..redaction import logger, redact
 from ..store.session import Message, Turn
+from .framing import framed
 from .metering import QuotaReached, billed_to_conversation
 from .providers import EndpointStatus
 from .tokens import TokenCounter
@@ -132,8 +133,10 @@ class Summarizer:
                              self.llm.status() if self.own_model else [])
 
     def block(self, summary: str) -> str:
-        """The labelled summary as a request carries it (after the system prompt)."""
-        return text(self.language, "summary.block", summary=summary)
+        """The labelled summary as a request carries it (after the system prompt), framed (see
+        framing.framed): the model writes it from what people said, so a line of it may be
+        theirs, and none may stand where the label's end mark does."""
+        return text(self.language, "summary.block", summary=framed(summary, alone=True) if summary else "")
 
     def reserve(self) -> int:
         """Tokens a summary block may take in a request at most."""

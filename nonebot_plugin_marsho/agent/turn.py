@@ -14,6 +14,7 @@ from ..store.session import Message
 from ..tools.model import ToolContext
 from .chatlog import Observed, recent_chat_text, with_recent_chat
 from .engine import Announce, Engine, Progress, Reply
+from .framing import framed
 from .memory import MemoryBook
 from .persona import Prompt, with_turn_note
 
@@ -45,9 +46,10 @@ class TurnFacts:
     @classmethod
     def asking(cls, text: str, *, speaker: str = "", **facts: Any) -> TurnFacts:
         """The facts of a question of words alone (no message to read): named `speaker: ...`
-        when a speaker is given, which makes the conversation shared unless said otherwise."""
+        when a speaker is given, which makes the conversation shared unless said otherwise
+        (the words framed then: no line of theirs starts like another speaker's)."""
         facts.setdefault("shared", bool(speaker))
-        return cls(content=f"{speaker}: {text}" if speaker else text, words=text, **facts)
+        return cls(content=f"{speaker}: {framed(text)}" if speaker else text, words=text, **facts)
 
 
 @dataclass(frozen=True)

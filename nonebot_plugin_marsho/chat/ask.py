@@ -12,6 +12,7 @@ from nonebot.adapters import Bot, Event
 from ..agent.chatlog import Observed, Unread
 from ..agent.engine import Engine, Reply
 from ..agent.metering import QuotaReached, billed_to_group, held_to_quota, split_with_group, turn_model
+from ..agent.persona import tagged_speaker
 from ..agent.turn import TurnFacts, ask
 from ..store.session import session_key
 from ..tools.model import Role, ToolContext
@@ -20,7 +21,7 @@ from .bill import limits_of, quota_text
 from .debounce import Joined, merged
 from .group_actions import ChatToolContext, shows_ids
 from .incoming import Limits, Question, read_question, sees_pictures
-from .matchers import Request, _announcer, _speaker, user_key
+from .matchers import Request, _announcer, reserved_names, user_key
 from .observe import group_key
 from .render import usage_text
 from .where import Where
@@ -111,16 +112,26 @@ async def _question(app: Marsho, bot: Bot, engine: Engine, event: Event, text: s
     limits = Limits(config.marsho_max_images, config.marsho_image_max_bytes, config.marsho_image_timeout,
                     config.marsho_image_allow_private)
 
-    async def read(message: Event, said: str, speaker: str = "") -> Question:
+    async def read(message: Event, said: str, speaker: str = "", continued: bool = False) -> Question:
         return await read_question(bot, message, said, speaker=speaker, vision=vision, model=model,
                                    limits=limits, marsho_name=config.marsho_name, t=app.texts,
-                                   ids=shows_ids(app.group_actions, bot, message))
+                                   ids=shows_ids(app.group_actions, bot, message), continued=continued)
 
     question = await read(event, text, speaker)
     if before or after:
+        # (pictures before it hold no words; the lines after it continue the labelled question)
         question = merged([*[await read(j.event, j.text) for j in before], question,
-                           *[await read(j.event, j.text) for j in after]])
+                           *[await read(j.event, j.text, continued=bool(speaker)) for j in after]])
     return question
+
+
+def _speaker(app: Marsho, bot: Bot, where: Where, nickname: str | None = None) -> str:
+    """How the asker is named to the model: the nickname they chose, else their name in the
+    group (card, member nickname) or account name, else their id; normalised so that no name
+    forges a line or speaks as the bot, with their short id (`Alice#3f2a`): nobody takes
+    another's label by copying their card."""
+    name = nickname or where.name or where.user_id
+    return tagged_speaker(name, where.platform, where.user_id, reserved_names(app, bot))
 
 
 def _nothing_asked(app: Marsho, engine: Engine, question: Question) -> list[str]:

@@ -13,10 +13,13 @@ from typing import Any
 from nonebot.adapters import Bot, Event
 from nonebot_plugin_alconna.uniseg import At, Image, Reply, UniMessage, image_fetch
 
+from ..agent.framing import framed
+from ..agent.persona import tagged_speaker
 from ..i18n import Texts
 from ..redaction import logger
 from .media import MediaError, data_url, download_image, sniff_image
 from .native import Content, own_content, quoted_content
+from .where import platform_name
 
 
 @dataclass(frozen=True)
@@ -125,15 +128,20 @@ class Quoted:
     sender_id: str | None = None
     message_id: str = ""
 
-    def label(self, t: Texts) -> str:
-        """The line that opens the quote: who sent it, and its id (for group__recall)."""
+    def label(self, t: Texts, platform: str, reserved: Iterable[str] = ()) -> str:
+        """The line that opens the quote: who sent it (a speaker's label with their short id,
+        `Bob#1a2b`: one line, nobody else's), and with its id (for group__recall) their id."""
         if not self.message_id:
-            return t("quote.label", sender=self.sender) if self.sender else t("quote.label_unknown")
+            if not self.sender:
+                return t("quote.label_unknown")
+            if self.sender_id is None:  # the bot's own (named by MARSHO_NAME), or an unknown id
+                return t("quote.label", sender=clean_name(self.sender))
+            return t("quote.label", sender=tagged_speaker(self.sender, platform, self.sender_id, reserved))
         if self.sender_id is not None:
             sender = labelled(self.sender, self.sender_id, t)
             return t("quote.label_ids", message_id=self.message_id, sender=sender)
         if self.sender:
-            return t("quote.label_ids", message_id=self.message_id, sender=self.sender)
+            return t("quote.label_ids", message_id=self.message_id, sender=clean_name(self.sender))
         return t("quote.label_id", message_id=self.message_id)
 
 
@@ -208,12 +216,16 @@ async def read_question(
     t: Texts,
     speaker: str = "",
     ids: bool = False,
+    continued: bool = False,
 ) -> Question:
-    """The user's message for the model: `speaker` ("Alice", in shared chats: every message
+    """The user's message for the model: `speaker` ("Alice#3f2a", in shared chats: every message
     starts with who speaks), the quoted message (labelled, with its pictures), then `text` (the
     question), then the asker's own pictures. With `ids` (where the group tools are offered),
     the quote's label carries its id and its sender's, and the people the message @-mentions
-    follow the text with theirs (`@Alice(id:123)`); without, the question reads as before."""
+    follow the text with theirs (`@Alice(id:123)`); without, the question reads as before.
+    `continued`: the message continues a labelled one above it (joined, MARSHO_DEBOUNCE_SECONDS).
+    The quoted text is framed (framing.framed) and, in a shared chat, the question too: no line
+    of theirs starts like a speaker's label or one of our marks."""
     question = Question()
     own: list[Image] = []
     quote: Quoted | None = None
@@ -221,8 +233,8 @@ async def read_question(
     if not text_only(bot, event):
         own, quote, mentioned = await _read_message(bot, event, marsho_name)
     quoted = quote.content if quote else None
-    if quote is not None and not ids:
-        quote = Quoted(quote.content, quote.sender)
+    if quote is not None and not ids:  # its sender's id only for their short id
+        quote = Quoted(quote.content, quote.sender, quote.sender_id)
     mentioned = mentioned if ids else []
     quoted_images = quoted.images if quoted else []
     question.images_seen = len(own) + len(quoted_images)
@@ -233,18 +245,29 @@ async def read_question(
                                vision=vision, model=model, limits=limits, t=t)
     prefix = f"{speaker}: " if speaker else ""
     if quote is not None and quoted is not None:
-        label = quote.label(t)
-        question.parts.append({"type": "text", "text": f"{prefix}{label}\n{quoted.text.strip()}".strip()})
+        label = quote.label(t, platform_name(bot), [marsho_name])
+        body = framed(quoted.text.strip(), alone=True) if quoted.text.strip() else ""
+        question.parts.append({"type": "text", "text": f"{prefix}{label}\n{body}".strip()})
         question.parts += _image_parts(quoted_images, pictures, tried, t)
         question.parts.append({"type": "text", "text": t("quote.end")})
         prefix = ""
-    if mentioned:  # who they are, with their ids, so that the model can name them to a tool
-        people = " ".join(f"@{labelled(name, user_id, t)}" for user_id, name in mentioned)
-        text = f"{text.rstrip()}\n{t('mention.line', mentions=people)}".lstrip("\n")
+    text = _words(text, mentioned, t, frame=bool(speaker) or continued, alone=continued or quote is not None)
     if (prefix + text).strip():  # no empty text part: some OpenAI-compatible endpoints refuse one
         question.parts.append({"type": "text", "text": (prefix + text).rstrip()})
     question.parts += _image_parts(own, pictures, tried, t)
     return question
+
+
+def _words(text: str, mentioned: list[tuple[str, str | None]], t: Texts, *, frame: bool, alone: bool) -> str:
+    """The asker's own words: `frame`d in a shared chat (`alone`: after a quote or another
+    message, on lines of their own), then the people they @-mention, with their ids, so that the
+    model can name them to a tool."""
+    if frame and text.strip():
+        text = framed(text.strip(), alone=alone)
+    if mentioned:
+        people = " ".join(f"@{labelled(name, user_id, t)}" for user_id, name in mentioned)
+        text = f"{text.rstrip()}\n{t('mention.line', mentions=people)}".lstrip("\n")
+    return text
 
 
 async def _read_message(

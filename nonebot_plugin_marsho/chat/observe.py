@@ -18,7 +18,7 @@ from nonebot.typing import T_State
 from nonebot_plugin_alconna.uniseg import UniMessage
 
 from ..agent.chatlog import Observed
-from ..agent.persona import speaker_label
+from ..agent.persona import tagged_speaker
 from ..i18n import Texts
 from ..redaction import logger
 from ..store.session import session_key
@@ -89,8 +89,10 @@ async def observe(
         # when written, so that nothing is awaited before the message has its place)
         nickname = await nicknames.get(f"{where.platform}:{where.user_id}")
         name = nickname or where.name or where.user_id
-        # (cut to the column: a reserved name with a long id, Feishu's open_id, runs past it)
-        return Observed(speaker_label(name, where.user_id, names)[:SPEAKER_COLUMN], text, at)
+        # (cut to the column, the name and not the short id: a reserved name with a long id,
+        # Feishu's open_id, runs past it)
+        label = tagged_speaker(name, where.platform, where.user_id, names, limit=SPEAKER_COLUMN)
+        return Observed(label, text, at)
 
     log.observe(key, made)
     return True
