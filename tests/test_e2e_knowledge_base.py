@@ -26,6 +26,7 @@ from tests.onebot_sim import (
     reply_segment,
     text_segment,
 )
+from tests.test_e2e_group_context import last_question
 
 pytestmark = pytest.mark.e2e
 
@@ -144,6 +145,9 @@ async def test_an_admins_txt_is_found_in_a_fresh_conversation_and_only_in_its_gr
     assert answer.text == "Fridays, at the Lantern Cafe (rules.txt)."
     found = tool_result(endpoint)
     assert "[rules.txt]" in found and "Lantern Cafe" in found
+    # the passage went beside the question too, before the model searched
+    asked = last_question(endpoint.requests[0])
+    assert "[rules.txt]" in asked and "Lantern Cafe" in asked
     for where in ({"group_id": other}, {"private": True}):
         endpoint.reset()
         endpoint.push(search("meetup day"), text("I don't know."))

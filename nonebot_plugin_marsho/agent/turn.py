@@ -15,6 +15,7 @@ from ..tools.model import ToolContext
 from .chatlog import Observed, recent_chat_text, with_recent_chat
 from .engine import Announce, Engine, Progress, Reply
 from .framing import framed
+from .knowledge import KnowledgeBase
 from .memory import MemoryBook
 from .persona import Prompt, with_turn_note
 
@@ -73,10 +74,12 @@ class TurnRequest:
 
 
 async def build_request(facts: TurnFacts, prompt: Prompt | None, *, context: ToolContext | None = None,
-                        memories: MemoryBook | None = None) -> TurnRequest:
+                        memories: MemoryBook | None = None, knowledge: KnowledgeBase | None = None
+                        ) -> TurnRequest:
     """The request of a turn: the system prompt of the conversation (`prompt`'s; None without
     one), the question with the recent chat before it, and the note: the time and the
-    nickname (`prompt`'s), then what `memories` recalls for the asker's words."""
+    nickname (`prompt`'s), then what `memories` recalls for the asker's words, then the
+    passages of the chat's documents (`knowledge`) they find."""
     content = facts.content
     if facts.recent:
         t, zone = (Texts(prompt.language), prompt.now().tzinfo) if prompt is not None else (Texts(), None)
@@ -88,17 +91,19 @@ async def build_request(facts: TurnFacts, prompt: Prompt | None, *, context: Too
         note = prompt.note(nickname=None if facts.shared else facts.nickname)
     if memories is not None and context is not None:
         note = "\n".join(part for part in (note, await memories.note(context, facts.words)) if part)
+    if knowledge is not None and context is not None:
+        note = "\n".join(part for part in (note, await knowledge.note(context, facts.words)) if part)
     return TurnRequest(system, content, note)
 
 
 async def ask(
     engine: Engine, key: str, facts: TurnFacts, prompt: Prompt | None, *,
     context: ToolContext | None = None, memories: MemoryBook | None = None,
-    progress: Progress | None = None, announce: Announce | None = None,
+    knowledge: KnowledgeBase | None = None, progress: Progress | None = None, announce: Announce | None = None,
     keep: Callable[[Reply], bool] | None = None,
 ) -> Reply:
     """Run the turn of `facts` in session `key` (see Engine.chat: stored only if it completes,
     and `keep` says so; the note never)."""
-    request = await build_request(facts, prompt, context=context, memories=memories)
+    request = await build_request(facts, prompt, context=context, memories=memories, knowledge=knowledge)
     return await engine.chat(key, request.content, context, system_prompt=request.system_prompt,
                              note=request.note, progress=progress, announce=announce, keep=keep)

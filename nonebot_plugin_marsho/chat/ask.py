@@ -55,6 +55,7 @@ async def _chat(
     try:
         with _billing(app, engine, where, role, shared=shared, unsolicited=unsolicited, recent=facts.recent):
             reply = await ask(engine, key, facts, app.prompt, context=context, memories=app.memory_book,
+                              knowledge=app.knowledge,
                               announce=_announcer(app, app.delivery()),
                               keep=_whole(keep) if unsolicited else keep)
     except QuotaReached as reached:  # refused before its first request: nothing was stored
