@@ -28,6 +28,7 @@ from ..tools.model import ToolContext, Toolkit, ToolResponse
 from ..tools.schema import function_tool
 from .documents import DocumentError, Extracted, Limits, Section, extract, passages
 from .embeddings import Embedder, EmbeddingError, fused, matrix_of, nearest, to_blob
+from .framing import framed
 
 if TYPE_CHECKING:
     import numpy
@@ -218,10 +219,11 @@ class KnowledgeBase:
             "kb.label", document=hit.document)
 
     def shown(self, hit: Hit) -> str:
-        """A passage as the model reads it: its label, then its lines, each marked as quoted (a line
-        of a document cannot pass for a speaker or an instruction)."""
-        lines = "\n".join(f"> {line}" for line in hit.text.splitlines() if line.strip())
-        return f"{self.label(hit)}\n{lines}"
+        """A passage as the model reads it: its label (its document's name and place framed on
+        one line), then its text framed as every text from people is (agent/framing.py: no line
+        of a document can pass for a speaker, a mark of ours or an instruction)."""
+        text = "\n".join(line for line in hit.text.splitlines() if line.strip())
+        return f"{framed(self.label(hit), alone=False)}\n{framed(text, alone=True)}"
 
     # beside each question
 
