@@ -20,6 +20,7 @@ import pytest
 
 from tests.fake_openai import FakeOpenAI, text, tool_calls
 from tests.onebot_sim import Action, OneBotSim
+from tests.speakers import label
 from tests.test_e2e_group_context import (  # noqa: F401 - fixtures: one bot.py for the module
     SELF_ID,
     _clean,
@@ -93,7 +94,8 @@ async def test_a_scheduled_questions_answer_is_posted_in_its_chat(endpoint: Fake
     assert mentions(heading, ALICE) and f"Your scheduled question (#{number}): What is the weather" in heading.text
     assert answer.text == "It is sunny in Hangzhou."
     asked = [m["content"] for m in endpoint.requests[-1]["messages"] if m["role"] == "user"][-1]
-    assert asked.endswith("Alice: What is the weather in Hangzhou?")  # as the asker, in the group's conversation
+    # as the asker, labelled with their short id as a question of theirs is
+    assert asked.endswith(f"{label('Alice', ALICE)}: What is the weather in Hangzhou?")
 
 
 async def test_a_private_reminder_stays_private(endpoint: FakeOpenAI, sim: OneBotSim) -> None:  # noqa: F811 - the fixtures

@@ -99,7 +99,8 @@ async def build_request(facts: TurnFacts, prompt: Prompt | None, *, context: Too
 async def ask(
     engine: Engine, key: str, facts: TurnFacts, prompt: Prompt | None, *,
     context: ToolContext | None = None, memories: MemoryBook | None = None,
-    knowledge: KnowledgeBase | None = None, progress: Progress | None = None, announce: Announce | None = None,
+    knowledge: KnowledgeBase | None = None, progress: Progress | None = None,
+    announce: Announce | None = None,
     keep: Callable[[Reply], bool] | None = None,
 ) -> Reply:
     """Run the turn of `facts` in session `key` (see Engine.chat: stored only if it completes,

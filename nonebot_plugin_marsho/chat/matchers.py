@@ -21,9 +21,6 @@ from ..agent.engine import Engine, Reply
 from ..agent.gate import lane
 from ..agent.judge import judge
 from ..agent.metering import Asker, OverQuota, charged_to, model_for_turn
-from ..agent.persona import (
-    speaker_label,
-)
 from ..exceptions import EndpointError, MarshoError, NotReadyError, StoreError
 from ..i18n import Texts
 from ..redaction import logger, redact
@@ -341,14 +338,6 @@ def reserved_names(app: Marsho, bot: Bot) -> list[str]:
     """Names nobody may take or speak as: marsho's trigger words, the bot's NICKNAME and its
     account id."""
     return [*app.config.trigger_names, *get_driver().config.nickname, str(bot.self_id)]
-
-
-def _speaker(app: Marsho, bot: Bot, where: Where, nickname: str | None = None) -> str:
-    """How the asker is named to the model: the nickname they chose, else their name in the
-    group (card, member nickname) or account name, else their id; normalised so that no name
-    forges a line or speaks as the bot."""
-    name = nickname or where.name or where.user_id
-    return speaker_label(name, where.user_id, reserved_names(app, bot))
 
 
 def user_key(bot: Bot, user_id: str) -> str:

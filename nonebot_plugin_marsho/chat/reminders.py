@@ -383,8 +383,8 @@ class Courier:
     async def _answer(self, bot: Bot, reminder: Reminder, where: Where, role: Role, cheaper: str) -> Reply:
         """The turn of a scheduled question, as chat/ask.py's for a message: the asker's
         nickname and label, the group's persona and recent chat, their memories and tools."""
-        from .ask import _billing, _carried, _group_side, _not_carried
-        from .matchers import _speaker, user_key
+        from .ask import _billing, _carried, _group_side, _not_carried, _speaker
+        from .matchers import user_key
 
         app = self.app
         services = app.built()
