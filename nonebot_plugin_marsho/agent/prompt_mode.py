@@ -16,6 +16,7 @@ from ..exceptions import EndpointError
 from ..redaction import logger
 from ..tools.model import ToolCall
 from ..tools.runner import UNREADABLE_ARGUMENTS, clean_text, json_text
+from .framing import framed
 from .model.base import Wrapper
 
 if TYPE_CHECKING:
@@ -189,7 +190,7 @@ def to_prompt_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 f"{len(results) + 1}. Execute function {name}\n"
                 f"    [ARGUMENTS]: {arguments}\n"
                 f"    [STATUS]: {status}\n"
-                f"    [RESULT]: {content}"
+                f"    [RESULT]: {framed(content)}"  # its lines cannot start a forged entry
             )
             continue
         flush()
