@@ -579,6 +579,61 @@ EN: dict[str, str] = {
     "export.told_privately": "where the file is was sent to you privately",
     "export.in_log": "where the file is is in the bot's log",
     "export.saved_path": "{count} messages of {key} exported to {path}",
+    # --- what each form of a command does (the commands pages; issue 24) ---
+    "form.reset.own": "forget your conversation here (in a group where each person has their own, yours)",
+    "form.reset.shared": (
+        "in a group whose conversation everyone shares (MARSHO_SESSION_SCOPE=group): forget it for the "
+        "whole group"
+    ),
+    "form.tools.list": (
+        "the toolkits and tools I can use, and MCP servers' states; superusers also read why one failed"
+    ),
+    "form.calls.last": "the tool calls of my last answer to you, with the results you may see",
+    "form.history.show": "how much of this conversation I keep (turns, messages, tokens), and its summary",
+    "form.nickname.show": "what I call you",
+    "form.nickname.set": "call you this, in every group and private chat of this platform",
+    "form.nickname.reset": "forget your nickname",
+    "form.memory.mine": (
+        "what I remember about you, each memory with its number (in a group: not what you told me in "
+        "private)"
+    ),
+    "form.memory.forget": "forget one of your memories by its number, or all that the listing here shows",
+    "form.memory.group": "what I remember about this group",
+    "form.memory.group_forget": "forget one of this group's memories, or all of them",
+    "form.memory.of": "someone's memories, by their user id on this platform; forget them as above",
+    "form.memory.other_group": "another group's memories, by its id; forget them as above",
+    "form.reminders.mine": "your reminders in this chat, each with its number",
+    "form.reminders.cancel": (
+        "cancel a reminder by its number: your own; group admins any of the group's; superusers any"
+    ),
+    "form.reminders.group": "every reminder of this group",
+    "form.reminders.all": "everyone's reminders, in every chat (in a private chat only)",
+    "form.context.show": "whether this group's recent chat goes to the model, and how much is kept",
+    "form.context.on": "send this group's recent chat to the model with each question",
+    "form.context.off": "stop sending it, and forget what was kept",
+    "form.forget.forget": "forget this group's recent chat",
+    "form.persona.show": "my persona in this group",
+    "form.persona.set": "give me this persona in this group (MARSHO_GROUP_PERSONA allows it)",
+    "form.persona.reset": "remove this group's persona",
+    "form.active.show": "whether and how I join this group's chat unasked: the chance, the keywords",
+    "form.active.chance": "join in unasked with this chance per message, up to MARSHO_ACTIVE_MAX",
+    "form.active.off": "never join in unasked here",
+    "form.active.keywords": "join in when a message holds one of these words",
+    "form.active.keywords_off": "no keywords",
+    "form.help.show": "this help",
+    "form.usage.yours": "how much you used: tokens, cache, cost, a chart (group admins: also the group's)",
+    "form.usage.all": "everyone's use, by model, group and user",
+    "form.model.show": "the model and its endpoint",
+    "form.model.switch": "switch to this model, kept across restarts",
+    "form.export.save": (
+        "save this conversation as JSON in the data folder (in a group, the path is told privately)"
+    ),
+    "form.status.show": "each endpoint and key: state, errors, latency, why one rests or fails",
+    "form.quota.show": "the daily token quotas and what was used today",
+    "form.quota.set": "set a user's or group's daily tokens, turn its quota off, or give it the default back",
+    "form.actions.show": "whether my group tools are on here, and the last actions I was asked for",
+    "form.actions.on": "turn my group tools (mute, unmute, kick, recall) on in this group",
+    "form.actions.off": "turn them off in this group",
 }
 
 ZH: dict[str, str] = {
@@ -1039,6 +1094,52 @@ ZH: dict[str, str] = {
     "export.told_privately": "文件位置已私聊发给你",
     "export.in_log": "文件位置写在机器人的日志里",
     "export.saved_path": "已把 {key} 的 {count} 条消息导出到 {path}",
+    # --- what each form of a command does (the commands pages; issue 24) ---
+    "form.reset.own": "忘掉你在这里的对话（群里每人各有一段对话时，忘掉你的那段）",
+    "form.reset.shared": "在全群共享一段对话的群里（MARSHO_SESSION_SCOPE=group）：为全群忘掉这段对话",
+    "form.tools.list": "我能用的工具包和工具，以及 MCP 服务器的状态；超级用户还能看到加载失败的原因",
+    "form.calls.last": "我上一个回答调用的工具，以及你能看到的结果",
+    "form.history.show": "这段对话我记住了多少（轮数、消息数、token 数），以及它的摘要",
+    "form.nickname.show": "我怎么称呼你",
+    "form.nickname.set": "以后这样称呼你（在这个平台的所有群聊和私聊中）",
+    "form.nickname.reset": "忘掉你的昵称",
+    "form.memory.mine": "我记得的关于你的事，每条都有编号（在群里不列出你私聊时告诉我的）",
+    "form.memory.forget": "按编号忘掉你的一条记忆，或忘掉这里列出的全部",
+    "form.memory.group": "我记得的关于本群的事",
+    "form.memory.group_forget": "忘掉本群的一条记忆，或全部",
+    "form.memory.of": "按这个平台上的用户 ID 查看某人的记忆；删除方法同上",
+    "form.memory.other_group": "按群号查看另一个群的记忆；删除方法同上",
+    "form.reminders.mine": "你在这个聊天里的提醒，每条都有编号",
+    "form.reminders.cancel": (
+        "按编号取消提醒：自己的都可以；群管理员可以取消本群的任何提醒；"
+        "超级用户可以取消任何提醒"
+    ),
+    "form.reminders.group": "本群的所有提醒",
+    "form.reminders.all": "所有人在所有聊天里的提醒（只在私聊中）",
+    "form.context.show": "本群最近的聊天是否发给模型，以及保留多少",
+    "form.context.on": "每次提问时把本群最近的聊天一起发给模型",
+    "form.context.off": "不再发送，并忘掉已保留的聊天",
+    "form.forget.forget": "忘掉本群最近的聊天",
+    "form.persona.show": "我在本群的人设",
+    "form.persona.set": "给我设定在本群的人设（需 MARSHO_GROUP_PERSONA 允许）",
+    "form.persona.reset": "去掉本群的人设",
+    "form.active.show": "我是否以及怎样不被呼叫也插话：概率和关键词",
+    "form.active.chance": "每条消息以这个概率插话，最高为 MARSHO_ACTIVE_MAX",
+    "form.active.off": "在本群不再主动插话",
+    "form.active.keywords": "消息里有这些词之一时插话",
+    "form.active.keywords_off": "取消关键词",
+    "form.help.show": "显示帮助",
+    "form.usage.yours": "你的用量：token、缓存、费用和图表（群管理员还能看到本群的）",
+    "form.usage.all": "所有人的用量，按模型、群和用户列出",
+    "form.model.show": "当前模型及其接口",
+    "form.model.switch": "切换到这个模型，重启后仍然有效",
+    "form.export.save": "把这段对话以 JSON 保存到数据目录（在群里，路径会私聊告诉你）",
+    "form.status.show": "每个接口和密钥的状态、错误、延迟，以及暂停或失败的原因",
+    "form.quota.show": "每日 token 配额和今天的用量",
+    "form.quota.set": "设置某个用户或群的每日 token 数、关闭它的配额，或恢复默认",
+    "form.actions.show": "本群是否开启了我的群管理工具，以及最近让我做的操作",
+    "form.actions.on": "在本群开启我的群管理工具（禁言、解禁、踢人、撤回）",
+    "form.actions.off": "在本群关闭它们",
 }
 
 CATALOGUES: dict[Language, dict[str, str]] = {"zh-CN": ZH, "en": EN}

@@ -18,6 +18,7 @@ from nonebug import App
 from pydantic import ValidationError
 
 from nonebot_plugin_marsho import i18n
+from nonebot_plugin_marsho.chat.commands import REGISTRY
 from nonebot_plugin_marsho.chat.fairuse import seconds_text
 from nonebot_plugin_marsho.chat.render import error_text, usage_text
 from nonebot_plugin_marsho.config import Config, describe_validation_error
@@ -61,6 +62,12 @@ DYNAMIC_KEYS: dict[str, list[str]] = {
     "reason": [f"brief.{k}" for k in (
         "key", "busy", "timeout", "down", "failed", "unusable", "too_large", "database", "config",
         "toolkits", "budget", "internal")],
+    # chat/commands/registry.py Command.refused: a form's own refusal, else the common one
+    "form.refusal or common": sorted({form.refusal for command in REGISTRY.all() for form in command.forms
+                                      if form.refusal} | {"command.superusers", "command.admins"}),
+    # scripts/gen_reference.py: what each form does, on the commands pages
+    'f"form.{command.name}.{form.key}"': [f"form.{command.name}.{form.key}" for command in REGISTRY.all()
+                                          for form in command.forms],
 }
 
 

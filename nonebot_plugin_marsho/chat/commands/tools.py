@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..render import tools_text
-from .registry import Command, CommandContext
+from .registry import Command, CommandContext, Form
 
 
 async def tools_command(context: CommandContext) -> str:
@@ -13,4 +13,4 @@ async def tools_command(context: CommandContext) -> str:
                       owner=context.role == "superuser")
 
 
-TOOLS = Command("tools", tools_command)
+TOOLS = Command("tools", tools_command, forms=(Form("list"),))
