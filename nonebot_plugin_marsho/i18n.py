@@ -1183,3 +1183,118 @@ class Texts:
     def join(self, items: Iterable[str]) -> str:
         """Items of a list in a sentence, with the language's separator."""
         return self("list.separator").join(items)
+
+
+# --- built-in tools' one line in Chinese, for listings (issue 24) ---
+
+TOOL_SUMMARIES: dict[Language, dict[str, str]] = {
+    "en": {},
+    "zh-CN": {
+        # arxiv__search
+        "Search arXiv for scientific papers (physics, mathematics, computer science and more).":
+            "在 arXiv 上搜索科学论文（物理、数学、计算机科学等）。",
+        # calculator__calculate
+        "Evaluate an arithmetic expression exactly; use it for any arithmetic instead of mental math.":
+            "精确计算算术表达式；任何算术都用它，不要心算。",
+        # clock__now
+        "Get the current date, weekday and time, with the Chinese lunar date (农历).":
+            "获取当前的日期、星期和时间，以及农历日期。",
+        # clock__to_lunar
+        "Convert a Gregorian (solar) date to the Chinese lunar date (农历).":
+            "把公历日期换算成农历日期。",
+        # clock__from_lunar
+        "Convert a Chinese lunar date (农历) to the Gregorian (solar) date.":
+            "把农历日期换算成公历日期。",
+        # dice__random_integer
+        "Draw random whole numbers between minimum and maximum, both included.":
+            "在最小值和最大值之间（含两端）随机抽取整数。",
+        # dice__choose
+        "Pick at random from a list of options, e.g. what to eat or who goes first.":
+            "从一组选项中随机挑选，比如吃什么、谁先来。",
+        # dice__roll
+        "Roll dice written in dice notation and show each die and the total.":
+            "按骰子记法掷骰子，列出每颗骰子的点数和总数。",
+        # exchange__convert
+        "Convert an amount of money from one currency to another at today's reference rate.":
+            "按今天的参考汇率把一笔钱从一种货币换算成另一种。",
+        # exchange__rates
+        "Get today's exchange rates of a base currency against other currencies.":
+            "获取某种基准货币对其他货币的今日汇率。",
+        # files__read
+        "Read a text file from the workspace folder.":
+            "读取工作目录中的一个文本文件。",
+        # files__write
+        "Write a text file in the workspace folder, creating it and its folders if needed.":
+            "在工作目录中写入一个文本文件，需要时创建文件和目录。",
+        # files__list
+        "List a folder of the workspace: its subfolders (ending in /) and files with their sizes.":
+            "列出工作目录中的一个文件夹：子文件夹（以 / 结尾）和文件及其大小。",
+        # files__move
+        "Move or rename a file or folder inside the workspace.":
+            "在工作目录内移动或重命名文件或文件夹。",
+        # files__delete
+        "Delete a file, or a folder, in the workspace (a link is removed, never what it points to).":
+            "删除工作目录中的文件或文件夹（链接只删除链接本身，不删除它指向的内容）。",
+        # holidays__public_holidays
+        "List a country's public holidays in a year (from Nager.Date, about 120 countries).":
+            "列出某个国家某一年的法定节假日（来自 Nager.Date，约 120 个国家）。",
+        # holidays__next_holidays
+        "List a country's upcoming public holidays within the next 365 days (from Nager.Date).":
+            "列出某个国家未来 365 天内的法定节假日（来自 Nager.Date）。",
+        # python__run
+        "Run a Python 3 snippet in a sandbox and return its exit status and printed output.":
+            "在沙箱中运行一段 Python 3 代码，返回退出状态和输出。",
+        # sqlite__query
+        "Run one read-only SQL statement on the bot owner's SQLite database; rows come back as a table.":
+            "在机器人主人的 SQLite 数据库上运行一条只读 SQL 语句，结果以表格返回。",
+        # units__convert
+        "Convert an amount from one unit to another.":
+            "把一个量从一种单位换算成另一种。",
+        # weather__now
+        "Get the current weather of a place, with today's high and low (from Open-Meteo).":
+            "获取某地的当前天气，以及今天的最高和最低气温（来自 Open-Meteo）。",
+        # weather__forecast
+        "Get the daily weather forecast of a place for the coming days (from Open-Meteo).":
+            "获取某地未来几天的每日天气预报（来自 Open-Meteo）。",
+        # web__fetch_page
+        "Fetch a public web page and return it as readable text.":
+            "获取一个公开网页，以可读的文本返回。",
+        # web__search
+        "Search the web: numbered results, each with its title, URL and a snippet.":
+            "搜索网络：带编号的结果，每条有标题、网址和摘要。",
+        # memory__remember
+        "Keep a lasting fact for later conversations.":
+            "记住一件长期有效的事，供以后的对话使用。",
+        # memory__recall
+        "Look up what you remember about the person asking (and the group).":
+            "查找关于提问者（以及本群）记住的事。",
+        # memory__forget
+        "Forget one memory, by the id memory__recall or memory__remember showed.":
+            "按 memory__recall 或 memory__remember 给出的编号忘掉一条记忆。",
+        # group__mute
+        "Mute (silence) a member of this group for some minutes.":
+            "把本群的一名成员禁言若干分钟。",
+        # group__unmute
+        "Lift a member's mute in this group.":
+            "解除本群一名成员的禁言。",
+        # group__kick
+        "Remove a member from this group (cannot be undone; they may ask to join again).":
+            "把一名成员移出本群（无法撤销；对方可以再申请加入）。",
+        # group__recall
+        "Recall (delete) a message in this group: the one the person asking quotes.":
+            "撤回（删除）本群的一条消息：提问者引用的那条。",
+        # reminders__add
+        "Set a reminder, or a question to answer later, in this chat.":
+            "在这个聊天里设一个提醒，或一个稍后回答的问题。",
+        # reminders__list
+        "List the reminders of the person asking in this chat, with their numbers.":
+            "列出提问者在这个聊天里的提醒及其编号。",
+        # reminders__cancel
+        "Cancel a reminder by its number (#12: 12).":
+            "按编号取消一个提醒（#12 即 12）。",
+    },
+}
+"""What `marsho.tools` shows for a built-in tool in a language other than English, by the first
+line of its English description (a tool whose description changed is listed in English until its
+line here follows; tests/test_i18n.py names it). The model always reads the English description,
+so the start of every request stays the same."""

@@ -367,3 +367,54 @@ async def test_english_is_back_after_the_chinese_tests(
         ctx.should_call_api(*reply_call(event, "This conversation was already empty."),
                             result={"message_id": 1})
     assert usage_text(marsho.texts, ["marsho"], False).startswith("Ask me anything: marsho <question>")
+
+
+# the built-in tools in Chinese (marsho.tools); the model reads them in English
+
+
+CJK = re.compile(r"[\u3400-\u9fff]")
+
+
+def every_built_in_tool(marsho) -> list:
+    """Every tool of every built-in toolkit: the folders' (all enabled), memory, group, reminders."""
+    from nonebot_plugin_marsho.__main__ import _with_builtins
+    from nonebot_plugin_marsho.tools import BUILTIN_TOOLSET, load_toolset
+    from nonebot_plugin_marsho.tools.loader import ToolsetSource
+
+    folders = sorted(path.name for path in BUILTIN_TOOLSET.iterdir() if (path / "__init__.py").is_file())
+    with configured(marsho_group_actions=True, marsho_group_actions_kick=True) as app:
+        toolset = load_toolset([ToolsetSource(BUILTIN_TOOLSET, "built-in")], (), enabled=folders)
+        _with_builtins(app, toolset)
+    return [tool for toolkit in toolset.toolkits for tool in toolkit.tools]
+
+
+def test_every_built_in_tool_has_its_line_in_chinese(marsho) -> None:
+    tools = every_built_in_tool(marsho)
+    assert len(tools) >= 30
+    untranslated = [tool.name for tool in tools if not CJK.search(tool.summary_in("zh-CN"))]
+    assert untranslated == [], "add the first line of each one's description to i18n.TOOL_SUMMARIES"
+    assert all(tool.summary_in("en") == tool.summary for tool in tools)
+    stale = set(i18n.TOOL_SUMMARIES["zh-CN"]) - {tool.summary for tool in tools}
+    assert stale == set(), "no built-in tool's description starts so any more"
+
+
+def test_a_listing_in_chinese_leaves_what_the_model_reads_alone(marsho, plugin_engine) -> None:
+    toolset = plugin_engine.toolset
+    before = toolset.schemas()
+    listed = toolset.listed_in("zh-CN")
+    roll = listed.tools["dice__roll"]
+    assert roll.summary == "按骰子记法掷骰子，列出每颗骰子的点数和总数。"
+    assert toolset.schemas() == before
+    assert toolset.tools["dice__roll"].summary.startswith("Roll dice")
+
+
+async def test_marsho_tools_lists_the_built_in_tools_in_chinese(app: App, plugin_engine, chinese: None) -> None:
+    from nonebot_plugin_marsho.chat.app import running
+    from nonebot_plugin_marsho.chat.render import tools_text
+    from tests.test_persona import exchange
+
+    mcp = running.get().mcp
+    listing = tools_text(Texts("zh-CN"), plugin_engine.toolset.listed_in("zh-CN"),
+                         mcp.status() if mcp else None, owner=False)
+    assert "  - dice__roll: 按骰子记法掷骰子，列出每颗骰子的点数和总数。" in listing.split("\n")
+    await exchange(app, (private_message("marsho.tools"), listing))
