@@ -331,9 +331,10 @@ class Marsho:
             logger.error(f"marsho: toolkit {name or '(toolset folder)'} not loaded: "
                          + "; ".join(str(p) for p in problems))
         if toolset.available:
+            docs = "docs/zh/toolkits.md" if config.marsho_lang == "zh-CN" else "docs/en/toolkits.md"
             logger.info("marsho: off until MARSHO_ENABLED_TOOLKITS names them: "
                         f"{', '.join(toolset.available)} (what each sends where: "
-                        "python -m nonebot_plugin_marsho tools, or docs/en/toolkits.md)")
+                        f"python -m nonebot_plugin_marsho tools, or {docs})")
         loaded = {toolkit.name for toolkit in toolset.toolkits}
         for name in sorted(set(config.marsho_enabled_toolkits) - loaded):
             logger.warning(f"marsho: MARSHO_ENABLED_TOOLKITS names {name!r}, which did not load")
