@@ -634,6 +634,19 @@ EN: dict[str, str] = {
     "form.actions.show": "whether my group tools are on here, and the last actions I was asked for",
     "form.actions.on": "turn my group tools (mute, unmute, kick, recall) on in this group",
     "form.actions.off": "turn them off in this group",
+    # --- settings that cannot work, as a chat is told (issue 24) ---
+    "setting.model_empty": "the model cannot be empty",
+    "setting.not_http": "{value} is not an http(s) URL",
+    "setting.chat_completions": "give the base URL without /chat/completions, e.g. https://api.openai.com/v1",
+    "setting.not_model": "{value} is not a model name",
+    "setting.name_empty": "the trigger word cannot be empty",
+    "setting.quiet_hours": "{value} is not hours such as 23:00-07:00 (HH:MM-HH:MM)",
+    "setting.time_zone": "{value} is not an IANA time zone such as Asia/Shanghai",
+    "setting.folder": "{value} is a folder; give the JSON file, e.g. {file}",
+    "setting.images_budget": (
+        "MARSHO_MAX_IMAGES={images} pictures take about {tokens} tokens, more than half of "
+        "MARSHO_HISTORY_TOKENS={budget}: lower the one or raise the other"
+    ),
 }
 
 ZH: dict[str, str] = {
@@ -1140,6 +1153,19 @@ ZH: dict[str, str] = {
     "form.actions.show": "本群是否开启了我的群管理工具，以及最近让我做的操作",
     "form.actions.on": "在本群开启我的群管理工具（禁言、解禁、踢人、撤回）",
     "form.actions.off": "在本群关闭它们",
+    # --- settings that cannot work, as a chat is told (issue 24) ---
+    "setting.model_empty": "模型名不能为空",
+    "setting.not_http": "{value} 不是 http(s) 网址",
+    "setting.chat_completions": "请填写不带 /chat/completions 的基础网址，例如 https://api.openai.com/v1",
+    "setting.not_model": "{value} 不是模型名",
+    "setting.name_empty": "触发词不能为空",
+    "setting.quiet_hours": "{value} 不是 23:00-07:00 这样的时段（HH:MM-HH:MM）",
+    "setting.time_zone": "{value} 不是 IANA 时区名，例如 Asia/Shanghai",
+    "setting.folder": "{value} 是一个文件夹；请填写 JSON 文件，例如 {file}",
+    "setting.images_budget": (
+        "MARSHO_MAX_IMAGES={images} 张图片约占 {tokens} 个 token，超过了 "
+        "MARSHO_HISTORY_TOKENS={budget} 的一半：请调低前者或调高后者"
+    ),
 }
 
 CATALOGUES: dict[Language, dict[str, str]] = {"zh-CN": ZH, "en": EN}
