@@ -145,20 +145,51 @@ def _print_mcp(path: Path, problems: list[str], manager: Any, wait: float,
     return errors, warnings
 
 
+def _builtin_store(app: Any) -> Any:
+    """The bot's database for the built-in toolkits, opened only if a tool is called."""
+    from nonebot_plugin_marsho.store.sql import SqlStore
+
+    try:
+        return SqlStore(app.database_url())
+    except Exception:  # a URL SQLAlchemy cannot read: the tools are listed all the same
+        return SqlStore("sqlite://")
+
+
 def _with_memory(app: Any, toolset: Any) -> Any:
     """The built-in memory tools added to `toolset` as the bot adds them (MARSHO_MEMORY), on the
     bot's database, which is opened only if a tool is called; returns that store, to close."""
     if not app.config.marsho_memory:
         return None
     from nonebot_plugin_marsho.store.memory import MemoryStore
-    from nonebot_plugin_marsho.store.sql import SqlStore
 
-    try:
-        store = SqlStore(app.database_url())
-    except Exception:  # a URL SQLAlchemy cannot read: the tools are listed all the same
-        store = SqlStore("sqlite://")
+    store = _builtin_store(app)
     app.add_memory(toolset, MemoryStore(store))
     return store
+
+
+def _with_builtins(app: Any, toolset: Any) -> list[Any]:
+    """Every built-in toolkit the bot adds at startup, added to `toolset` in the bot's order and
+    with its settings (chat/app.py's build_services): memory (MARSHO_MEMORY), group actions
+    (MARSHO_GROUP_ACTIONS), reminders; no reminder is sent and no group is read. Returns the
+    stores to close."""
+    from nonebot_plugin_marsho.agent.reminders import ReminderBook
+    from nonebot_plugin_marsho.agent.schedule import zone_named
+    from nonebot_plugin_marsho.chat.group_actions import GroupActions
+    from nonebot_plugin_marsho.store.reminders import ReminderStore
+
+    config = app.config
+    memory = _with_memory(app, toolset)
+    store = _builtin_store(app)
+    if config.marsho_group_actions:
+        actions = GroupActions(store, kick=config.marsho_group_actions_kick,
+                               per_hour=config.marsho_group_actions_per_hour)
+        app.add_builtin(toolset, actions.toolkit())
+    book = ReminderBook(ReminderStore(store), zone=zone_named(config.marsho_timezone),
+                        min_interval=config.marsho_reminder_min_interval,
+                        per_user=config.marsho_reminders_per_user,
+                        per_group=config.marsho_reminders_per_group)
+    app.add_builtin(toolset, book.toolkit())
+    return [store for store in (memory, store) if store is not None]
 
 
 async def command_tools(app: Any, wait: float = MCP_WAIT, schemas: bool = False) -> int:
@@ -167,7 +198,7 @@ async def command_tools(app: Any, wait: float = MCP_WAIT, schemas: bool = False)
     from nonebot_plugin_marsho.redaction import SECRETS
 
     toolset = app.load_toolset()
-    memory = _with_memory(app, toolset)
+    stores = _with_builtins(app, toolset)
     path, servers, problems = _mcp_servers(app)
     manager = await _start_mcp(app, servers, toolset, wait) if servers else None
     SECRETS.add(*held_secrets(app.config, toolset, manager))
@@ -180,8 +211,8 @@ async def command_tools(app: Any, wait: float = MCP_WAIT, schemas: bool = False)
     finally:
         if manager is not None:
             await manager.stop()
-        if memory is not None:
-            await memory.close()
+        for store in stores:
+            await store.close()
     return 1 if errors else 0
 
 

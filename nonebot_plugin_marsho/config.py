@@ -89,7 +89,7 @@ class FallbackEndpoint(BaseModel):
     @classmethod
     def _model_not_blank(cls, value: str) -> str:
         if not value.strip():
-            raise ValueError("the model cannot be empty")
+            raise SettingError("setting.model_empty")
         return value.strip()
 
     @property
@@ -98,15 +98,59 @@ class FallbackEndpoint(BaseModel):
         return [key for key in dict.fromkeys([self.api_key, *self.api_keys]) if key]
 
 
+class SettingError(ValueError):
+    """A value a validator refuses: its message in English (what pydantic and the log read) and
+    its catalogue key, so the chats are told in MARSHO_LANG (describe_validation_error)."""
+
+    def __init__(self, key: str, **params: Any) -> None:
+        super().__init__(i18n.text("en", key, **params))
+        self.key = key
+        self.params = params
+
+
+PYDANTIC_ZH: dict[str, str] = {
+    "bool_parsing": "应为 true 或 false",
+    "int_parsing": "应为整数",
+    "int_from_float": "应为整数，不能带小数",
+    "float_parsing": "应为数字",
+    "greater_than": "应大于 {gt}",
+    "greater_than_equal": "应大于等于 {ge}",
+    "less_than": "应小于 {lt}",
+    "less_than_equal": "应小于等于 {le}",
+    "literal_error": "应为以下之一：{expected}",
+    "string_type": "应为文本",
+    "string_too_long": "最多 {max_length} 个字符",
+    "too_long": "最多 {max_length} 项",
+    "list_type": "应为 JSON 列表",
+    "dict_type": "应为 JSON 对象",
+    "json_invalid": "不是有效的 JSON",
+    "missing": "缺少这个字段",
+    "extra_forbidden": "没有这个字段",
+}
+"""pydantic's messages of the kinds a `.env` value meets, in Chinese (the rest stay in English)."""
+
+
+def _message(item: Any, language: str) -> str:
+    """One validation error's message in `language`: a validator's own (SettingError), pydantic's
+    common ones in Chinese, else pydantic's English."""
+    context = item.get("ctx") or {}
+    error = context.get("error")
+    if isinstance(error, SettingError):
+        return i18n.text(language, error.key, **error.params)
+    if language == "zh-CN" and item["type"] in PYDANTIC_ZH:
+        # pydantic lists the choices as "'a', 'b' or 'c'"
+        values = {key: str(value).replace(", ", "、").replace(" or ", "、") for key, value in context.items()}
+        return PYDANTIC_ZH[item["type"]].format(**values)
+    return str(item["msg"]).removeprefix("Value error, ")
+
+
 def http_base_url(value: str) -> str:
     """An endpoint's base URL, or ValueError saying what is wrong with it."""
     value = value.strip().rstrip("/")
     if not value.startswith(("http://", "https://")):
-        raise ValueError(f"{value!r} is not an http(s) URL")
+        raise SettingError("setting.not_http", value=repr(value))
     if value.endswith("/chat/completions"):
-        raise ValueError(
-            "give the base URL without /chat/completions, e.g. https://api.openai.com/v1"
-        )
+        raise SettingError("setting.chat_completions")
     return value
 
 
@@ -930,7 +974,7 @@ class Config(BaseModel):
     def _model_name(cls, value: str) -> str:
         value = value.strip()
         if value and not re.fullmatch(r"[\w.:/@+-]{1,128}", value):
-            raise ValueError(f"{value!r} is not a model name")
+            raise SettingError("setting.not_model", value=repr(value))
         return value
 
     @field_validator("marsho_name")
@@ -938,7 +982,7 @@ class Config(BaseModel):
     def _name_not_blank(cls, value: str) -> str:
         value = value.strip()
         if not value:
-            raise ValueError("the trigger word cannot be empty")
+            raise SettingError("setting.name_empty")
         return value
 
     @field_validator("marsho_allowed_groups", "marsho_denied_groups", "marsho_allowed_users",
@@ -963,7 +1007,7 @@ class Config(BaseModel):
     def _quiet_hours(cls, value: str) -> str:
         value = value.strip()
         if value and QUIET_HOURS.fullmatch(value) is None:
-            raise ValueError(f"{value!r} is not hours such as 23:00-07:00 (HH:MM-HH:MM)")
+            raise SettingError("setting.quiet_hours", value=repr(value))
         return value
 
     @field_validator("marsho_aliases")
@@ -984,7 +1028,7 @@ class Config(BaseModel):
             try:
                 ZoneInfo(value)
             except (ZoneInfoNotFoundError, ValueError):
-                raise ValueError(f"{value!r} is not an IANA time zone such as Asia/Shanghai") from None
+                raise SettingError("setting.time_zone", value=repr(value)) from None
         return value
 
     @field_validator("marsho_base_url")
@@ -1014,7 +1058,7 @@ class Config(BaseModel):
     @classmethod
     def _praises_not_a_folder(cls, value: Path | None) -> Path | None:
         if value is not None and value.is_dir():
-            raise ValueError(f"{str(value)!r} is a folder; give the JSON file, e.g. {value / 'praises.json'}")
+            raise SettingError("setting.folder", value=repr(str(value)), file=value / "praises.json")
         return value
 
     @model_validator(mode="after")
@@ -1022,11 +1066,9 @@ class Config(BaseModel):
         from .agent.tokens import IMAGE_TOKENS
 
         if self.marsho_max_images * IMAGE_TOKENS > self.marsho_history_tokens // 2:
-            raise ValueError(
-                f"MARSHO_MAX_IMAGES={self.marsho_max_images} pictures take about "
-                f"{self.marsho_max_images * IMAGE_TOKENS} tokens, more than half of "
-                f"MARSHO_HISTORY_TOKENS={self.marsho_history_tokens}: lower the one or raise the other"
-            )
+            raise SettingError("setting.images_budget", images=self.marsho_max_images,
+                               tokens=self.marsho_max_images * IMAGE_TOKENS,
+                               budget=self.marsho_history_tokens)
         return self
 
     @property
@@ -1047,19 +1089,21 @@ def _where(loc: tuple[int | str, ...]) -> str:
 
 
 def describe_validation_error(error: ValidationError, language: str = "en") -> str:
-    """Turn pydantic's error into lines naming each bad `.env` key and what is wrong."""
+    """Turn pydantic's error into lines naming each bad `.env` key and what is wrong, in
+    `language` (its punctuation too: `：` and `；` in Chinese)."""
     lines = []
+    colon, semicolon = ("：", "；") if language == "zh-CN" else (": ", "; ")
     for item in error.errors():
-        message = item["msg"].removeprefix("Value error, ")
+        message = _message(item, language)
         if item["loc"] and item["loc"][0] in SECRET_SETTINGS:  # the value may hold keys
-            lines.append(f"{_where(item['loc'])}: {message}")
+            lines.append(f"{_where(item['loc'])}{colon}{message}")
         elif item["loc"] and item["loc"][0] == "marsho_model_quirks":
-            lines.append(f"{_where(item['loc'])}={item.get('input')!r}: {message}")
+            lines.append(f"{_where(item['loc'])}={item.get('input')!r}{colon}{message}")
         elif item["loc"]:
-            lines.append(f"{str(item['loc'][0]).upper()}={item.get('input')!r}: {message}")
+            lines.append(f"{str(item['loc'][0]).upper()}={item.get('input')!r}{colon}{message}")
         else:  # a rule between settings: the message names them
             lines.append(message)
-    return i18n.text(language, "config.invalid", problems="; ".join(lines))
+    return i18n.text(language, "config.invalid", problems=semicolon.join(lines))
 
 
 LEGACY_KEYS: dict[str, tuple[str, ...]] = {

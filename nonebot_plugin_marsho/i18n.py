@@ -654,6 +654,80 @@ EN: dict[str, str] = {
     ),
     "loops.resumed": "Done: I answer in this chat again.",
     "loops.not_paused": "I was not paused in this chat; I also forgot who I had taken for a bot here.",
+    # --- what each form of a command does (the commands pages; issue 24) ---
+    "form.reset.own": "forget your conversation here (in a group where each person has their own, yours)",
+    "form.reset.shared": (
+        "in a group whose conversation everyone shares (MARSHO_SESSION_SCOPE=group): forget it for the "
+        "whole group"
+    ),
+    "form.tools.list": (
+        "the toolkits and tools I can use, and MCP servers' states; superusers also read why one failed"
+    ),
+    "form.calls.last": "the tool calls of my last answer to you, with the results you may see",
+    "form.history.show": "how much of this conversation I keep (turns, messages, tokens), and its summary",
+    "form.nickname.show": "what I call you",
+    "form.nickname.set": "call you this, in every group and private chat of this platform",
+    "form.nickname.reset": "forget your nickname",
+    "form.memory.mine": (
+        "what I remember about you, each memory with its number (in a group: not what you told me in "
+        "private)"
+    ),
+    "form.memory.forget": "forget one of your memories by its number, or all that the listing here shows",
+    "form.memory.group": "what I remember about this group",
+    "form.memory.group_forget": "forget one of this group's memories, or all of them",
+    "form.memory.of": "someone's memories, by their user id on this platform; forget them as above",
+    "form.memory.other_group": "another group's memories, by its id; forget them as above",
+    "form.reminders.mine": "your reminders in this chat, each with its number",
+    "form.reminders.cancel": (
+        "cancel a reminder by its number: your own; group admins any of the group's; superusers any"
+    ),
+    "form.reminders.group": "every reminder of this group",
+    "form.reminders.all": "everyone's reminders, in every chat (in a private chat only)",
+    "form.context.show": "whether this group's recent chat goes to the model, and how much is kept",
+    "form.context.on": "send this group's recent chat to the model with each question",
+    "form.context.off": "stop sending it, and forget what was kept",
+    "form.forget.forget": "forget this group's recent chat",
+    "form.persona.show": "my persona in this group",
+    "form.persona.set": "give me this persona in this group (MARSHO_GROUP_PERSONA allows it)",
+    "form.persona.reset": "remove this group's persona",
+    "form.active.show": "whether and how I join this group's chat unasked: the chance, the keywords",
+    "form.active.chance": "join in unasked with this chance per message, up to MARSHO_ACTIVE_MAX",
+    "form.active.off": "never join in unasked here",
+    "form.active.keywords": "join in when a message holds one of these words",
+    "form.active.keywords_off": "no keywords",
+    "form.help.show": "this help",
+    "form.usage.yours": "how much you used: tokens, cache, cost, a chart (group admins: also the group's)",
+    "form.usage.all": "everyone's use, by model, group and user",
+    "form.model.show": "the model and its endpoint",
+    "form.model.switch": "switch to this model, kept across restarts",
+    "form.export.save": (
+        "save this conversation as JSON in the data folder (in a group, the path is told privately)"
+    ),
+    "form.status.show": "each endpoint and key: state, errors, latency, why one rests or fails",
+    "form.quota.show": "the daily token quotas and what was used today",
+    "form.quota.set": "set a user's or group's daily tokens, turn its quota off, or give it the default back",
+    "form.actions.show": "whether my group tools are on here, and the last actions I was asked for",
+    "form.actions.on": "turn my group tools (mute, unmute, kick, recall) on in this group",
+    "form.actions.off": "turn them off in this group",
+    "form.kb.list": "this chat's documents, with their numbers, sizes and when they were added",
+    "form.kb.add": "add the quoted file to this group's knowledge base",
+    "form.kb.add_own": "add the quoted file to your own knowledge base (this private chat)",
+    "form.kb.remove": "remove a document of this group's, and its passages",
+    "form.kb.remove_own": "remove one of your own documents, and its passages",
+    "form.resume.resume": "answer again in this chat after a pause for too many answers, and forget who was taken for a bot here",
+    # --- settings that cannot work, as a chat is told (issue 24) ---
+    "setting.model_empty": "the model cannot be empty",
+    "setting.not_http": "{value} is not an http(s) URL",
+    "setting.chat_completions": "give the base URL without /chat/completions, e.g. https://api.openai.com/v1",
+    "setting.not_model": "{value} is not a model name",
+    "setting.name_empty": "the trigger word cannot be empty",
+    "setting.quiet_hours": "{value} is not hours such as 23:00-07:00 (HH:MM-HH:MM)",
+    "setting.time_zone": "{value} is not an IANA time zone such as Asia/Shanghai",
+    "setting.folder": "{value} is a folder; give the JSON file, e.g. {file}",
+    "setting.images_budget": (
+        "MARSHO_MAX_IMAGES={images} pictures take about {tokens} tokens, more than half of "
+        "MARSHO_HISTORY_TOKENS={budget}: lower the one or raise the other"
+    ),
 }
 
 ZH: dict[str, str] = {
@@ -1187,6 +1261,71 @@ ZH: dict[str, str] = {
     ),
     "loops.resumed": "好了：我在这个聊天里恢复回答了。",
     "loops.not_paused": "我在这个聊天里并没有暂停；也已忘掉这里被我当成机器人的账号。",
+    # --- what each form of a command does (the commands pages; issue 24) ---
+    "form.reset.own": "忘掉你在这里的对话（群里每人各有一段对话时，忘掉你的那段）",
+    "form.reset.shared": "在全群共享一段对话的群里（MARSHO_SESSION_SCOPE=group）：为全群忘掉这段对话",
+    "form.tools.list": "我能用的工具包和工具，以及 MCP 服务器的状态；超级用户还能看到加载失败的原因",
+    "form.calls.last": "我上一个回答调用的工具，以及你能看到的结果",
+    "form.history.show": "这段对话我记住了多少（轮数、消息数、token 数），以及它的摘要",
+    "form.nickname.show": "我怎么称呼你",
+    "form.nickname.set": "以后这样称呼你（在这个平台的所有群聊和私聊中）",
+    "form.nickname.reset": "忘掉你的昵称",
+    "form.memory.mine": "我记得的关于你的事，每条都有编号（在群里不列出你私聊时告诉我的）",
+    "form.memory.forget": "按编号忘掉你的一条记忆，或忘掉这里列出的全部",
+    "form.memory.group": "我记得的关于本群的事",
+    "form.memory.group_forget": "忘掉本群的一条记忆，或全部",
+    "form.memory.of": "按这个平台上的用户 ID 查看某人的记忆；删除方法同上",
+    "form.memory.other_group": "按群号查看另一个群的记忆；删除方法同上",
+    "form.reminders.mine": "你在这个聊天里的提醒，每条都有编号",
+    "form.reminders.cancel": (
+        "按编号取消提醒：自己的都可以；群管理员可以取消本群的任何提醒；"
+        "超级用户可以取消任何提醒"
+    ),
+    "form.reminders.group": "本群的所有提醒",
+    "form.reminders.all": "所有人在所有聊天里的提醒（只在私聊中）",
+    "form.context.show": "本群最近的聊天是否发给模型，以及保留多少",
+    "form.context.on": "每次提问时把本群最近的聊天一起发给模型",
+    "form.context.off": "不再发送，并忘掉已保留的聊天",
+    "form.forget.forget": "忘掉本群最近的聊天",
+    "form.persona.show": "我在本群的人设",
+    "form.persona.set": "给我设定在本群的人设（需 MARSHO_GROUP_PERSONA 允许）",
+    "form.persona.reset": "去掉本群的人设",
+    "form.active.show": "我是否以及怎样不被呼叫也插话：概率和关键词",
+    "form.active.chance": "每条消息以这个概率插话，最高为 MARSHO_ACTIVE_MAX",
+    "form.active.off": "在本群不再主动插话",
+    "form.active.keywords": "消息里有这些词之一时插话",
+    "form.active.keywords_off": "取消关键词",
+    "form.help.show": "显示帮助",
+    "form.usage.yours": "你的用量：token、缓存、费用和图表（群管理员还能看到本群的）",
+    "form.usage.all": "所有人的用量，按模型、群和用户列出",
+    "form.model.show": "当前模型及其接口",
+    "form.model.switch": "切换到这个模型，重启后仍然有效",
+    "form.export.save": "把这段对话以 JSON 保存到数据目录（在群里，路径会私聊告诉你）",
+    "form.status.show": "每个接口和密钥的状态、错误、延迟，以及暂停或失败的原因",
+    "form.quota.show": "每日 token 配额和今天的用量",
+    "form.quota.set": "设置某个用户或群的每日 token 数、关闭它的配额，或恢复默认",
+    "form.actions.show": "本群是否开启了我的群管理工具，以及最近让我做的操作",
+    "form.actions.on": "在本群开启我的群管理工具（禁言、解禁、踢人、撤回）",
+    "form.actions.off": "在本群关闭它们",
+    "form.kb.list": "本聊天的资料：编号、大小和添加时间",
+    "form.kb.add": "把引用的文件加入本群的资料库",
+    "form.kb.add_own": "把引用的文件加入你自己的资料库（本私聊）",
+    "form.kb.remove": "删除本群的一份资料及其段落",
+    "form.kb.remove_own": "删除你自己的一份资料及其段落",
+    "form.resume.resume": "在本聊天因回答过多而暂停后恢复回答，并忘掉这里被当成机器人的人",
+    # --- settings that cannot work, as a chat is told (issue 24) ---
+    "setting.model_empty": "模型名不能为空",
+    "setting.not_http": "{value} 不是 http(s) 网址",
+    "setting.chat_completions": "请填写不带 /chat/completions 的基础网址，例如 https://api.openai.com/v1",
+    "setting.not_model": "{value} 不是模型名",
+    "setting.name_empty": "触发词不能为空",
+    "setting.quiet_hours": "{value} 不是 23:00-07:00 这样的时段（HH:MM-HH:MM）",
+    "setting.time_zone": "{value} 不是 IANA 时区名，例如 Asia/Shanghai",
+    "setting.folder": "{value} 是一个文件夹；请填写 JSON 文件，例如 {file}",
+    "setting.images_budget": (
+        "MARSHO_MAX_IMAGES={images} 张图片约占 {tokens} 个 token，超过了 "
+        "MARSHO_HISTORY_TOKENS={budget} 的一半：请调低前者或调高后者"
+    ),
 }
 
 CATALOGUES: dict[Language, dict[str, str]] = {"zh-CN": ZH, "en": EN}
@@ -1230,3 +1369,118 @@ class Texts:
     def join(self, items: Iterable[str]) -> str:
         """Items of a list in a sentence, with the language's separator."""
         return self("list.separator").join(items)
+
+
+# --- built-in tools' one line in Chinese, for listings (issue 24) ---
+
+TOOL_SUMMARIES: dict[Language, dict[str, str]] = {
+    "en": {},
+    "zh-CN": {
+        # arxiv__search
+        "Search arXiv for scientific papers (physics, mathematics, computer science and more).":
+            "在 arXiv 上搜索科学论文（物理、数学、计算机科学等）。",
+        # calculator__calculate
+        "Evaluate an arithmetic expression exactly; use it for any arithmetic instead of mental math.":
+            "精确计算算术表达式；任何算术都用它，不要心算。",
+        # clock__now
+        "Get the current date, weekday and time, with the Chinese lunar date (农历).":
+            "获取当前的日期、星期和时间，以及农历日期。",
+        # clock__to_lunar
+        "Convert a Gregorian (solar) date to the Chinese lunar date (农历).":
+            "把公历日期换算成农历日期。",
+        # clock__from_lunar
+        "Convert a Chinese lunar date (农历) to the Gregorian (solar) date.":
+            "把农历日期换算成公历日期。",
+        # dice__random_integer
+        "Draw random whole numbers between minimum and maximum, both included.":
+            "在最小值和最大值之间（含两端）随机抽取整数。",
+        # dice__choose
+        "Pick at random from a list of options, e.g. what to eat or who goes first.":
+            "从一组选项中随机挑选，比如吃什么、谁先来。",
+        # dice__roll
+        "Roll dice written in dice notation and show each die and the total.":
+            "按骰子记法掷骰子，列出每颗骰子的点数和总数。",
+        # exchange__convert
+        "Convert an amount of money from one currency to another at today's reference rate.":
+            "按今天的参考汇率把一笔钱从一种货币换算成另一种。",
+        # exchange__rates
+        "Get today's exchange rates of a base currency against other currencies.":
+            "获取某种基准货币对其他货币的今日汇率。",
+        # files__read
+        "Read a text file from the workspace folder.":
+            "读取工作目录中的一个文本文件。",
+        # files__write
+        "Write a text file in the workspace folder, creating it and its folders if needed.":
+            "在工作目录中写入一个文本文件，需要时创建文件和目录。",
+        # files__list
+        "List a folder of the workspace: its subfolders (ending in /) and files with their sizes.":
+            "列出工作目录中的一个文件夹：子文件夹（以 / 结尾）和文件及其大小。",
+        # files__move
+        "Move or rename a file or folder inside the workspace.":
+            "在工作目录内移动或重命名文件或文件夹。",
+        # files__delete
+        "Delete a file, or a folder, in the workspace (a link is removed, never what it points to).":
+            "删除工作目录中的文件或文件夹（链接只删除链接本身，不删除它指向的内容）。",
+        # holidays__public_holidays
+        "List a country's public holidays in a year (from Nager.Date, about 120 countries).":
+            "列出某个国家某一年的法定节假日（来自 Nager.Date，约 120 个国家）。",
+        # holidays__next_holidays
+        "List a country's upcoming public holidays within the next 365 days (from Nager.Date).":
+            "列出某个国家未来 365 天内的法定节假日（来自 Nager.Date）。",
+        # python__run
+        "Run a Python 3 snippet in a sandbox and return its exit status and printed output.":
+            "在沙箱中运行一段 Python 3 代码，返回退出状态和输出。",
+        # sqlite__query
+        "Run one read-only SQL statement on the bot owner's SQLite database; rows come back as a table.":
+            "在机器人主人的 SQLite 数据库上运行一条只读 SQL 语句，结果以表格返回。",
+        # units__convert
+        "Convert an amount from one unit to another.":
+            "把一个量从一种单位换算成另一种。",
+        # weather__now
+        "Get the current weather of a place, with today's high and low (from Open-Meteo).":
+            "获取某地的当前天气，以及今天的最高和最低气温（来自 Open-Meteo）。",
+        # weather__forecast
+        "Get the daily weather forecast of a place for the coming days (from Open-Meteo).":
+            "获取某地未来几天的每日天气预报（来自 Open-Meteo）。",
+        # web__fetch_page
+        "Fetch a public web page and return it as readable text.":
+            "获取一个公开网页，以可读的文本返回。",
+        # web__search
+        "Search the web: numbered results, each with its title, URL and a snippet.":
+            "搜索网络：带编号的结果，每条有标题、网址和摘要。",
+        # memory__remember
+        "Keep a lasting fact for later conversations.":
+            "记住一件长期有效的事，供以后的对话使用。",
+        # memory__recall
+        "Look up what you remember about the person asking (and the group).":
+            "查找关于提问者（以及本群）记住的事。",
+        # memory__forget
+        "Forget one memory, by the id memory__recall or memory__remember showed.":
+            "按 memory__recall 或 memory__remember 给出的编号忘掉一条记忆。",
+        # group__mute
+        "Mute (silence) a member of this group for some minutes.":
+            "把本群的一名成员禁言若干分钟。",
+        # group__unmute
+        "Lift a member's mute in this group.":
+            "解除本群一名成员的禁言。",
+        # group__kick
+        "Remove a member from this group (cannot be undone; they may ask to join again).":
+            "把一名成员移出本群（无法撤销；对方可以再申请加入）。",
+        # group__recall
+        "Recall (delete) a message in this group: the one the person asking quotes.":
+            "撤回（删除）本群的一条消息：提问者引用的那条。",
+        # reminders__add
+        "Set a reminder, or a question to answer later, in this chat.":
+            "在这个聊天里设一个提醒，或一个稍后回答的问题。",
+        # reminders__list
+        "List the reminders of the person asking in this chat, with their numbers.":
+            "列出提问者在这个聊天里的提醒及其编号。",
+        # reminders__cancel
+        "Cancel a reminder by its number (#12: 12).":
+            "按编号取消一个提醒（#12 即 12）。",
+    },
+}
+"""What `marsho.tools` shows for a built-in tool in a language other than English, by the first
+line of its English description (a tool whose description changed is listed in English until its
+line here follows; tests/test_i18n.py names it). The model always reads the English description,
+so the start of every request stays the same."""

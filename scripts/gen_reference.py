@@ -590,18 +590,21 @@ def settings_page(model: type[BaseModel], lang: Lang, sections: Sequence[Section
 
 WHO: dict[str, dict[Lang, str]] = {
     "member": {"en": "everyone", "zh": "所有人"},
-    "admin": {"en": "group admins and owners (and superusers)", "zh": "群管理员和群主（以及超级用户）"},
+    "admin": {"en": "group admins and owners, and superusers", "zh": "群管理员、群主和超级用户"},
     "superuser": {"en": "superusers", "zh": "超级用户"},
 }
 WHERE: dict[str, dict[Lang, str]] = {
     "anywhere": {"en": "any chat", "zh": "任何聊天"},
     "groups": {"en": "groups and channels only", "zh": "仅群聊和频道"},
+    "private": {"en": "private chats only", "zh": "仅私聊"},
 }
 COMMAND_WORDS: dict[str, dict[Lang, str]] = {
     "command": {"en": "Command", "zh": "命令"},
     "who": {"en": "Who", "zh": "谁能用"},
     "where": {"en": "Where", "zh": "在哪里用"},
     "aliases": {"en": "Also written", "zh": "也可以写作"},
+    "forms": {"en": "How to write it", "zh": "写法"},
+    "some": {"en": "some forms: {who}", "zh": "部分写法：{who}"},
     "always": {"en": "Answered even while the settings are wrong or the model is not ready.",
                "zh": "即使配置有误、模型还没准备好，也会回答。"},
 }
@@ -631,36 +634,75 @@ What `marsho.help` says first:
 CATALOGUE: dict[Lang, str] = {"en": "en", "zh": "zh-CN"}
 
 
+PLACEHOLDERS: dict[Lang, dict[str, str]] = {
+    "en": {},
+    "zh": {"<number>": "<编号>", "<user id>": "<用户 ID>", "<group id>": "<群号>", "<nickname>": "<昵称>",
+           "<text>": "<设定>", "<model>": "<模型名>", "<word>": "<词>", "<tokens|": "<token数|"},
+}
+"""A form's placeholders as the Chinese help writes them (`usage.*` of the zh-CN catalogue)."""
+
+
+def _who(command: Any, lang: Lang) -> str:
+    """Who may use a command: the least of its forms, and who may use the others."""
+    from nonebot_plugin_marsho.chat.commands.registry import RANK
+
+    whos = sorted({form.who for form in command.forms} or {command.who}, key=RANK.__getitem__)
+    shown = WHO[whos[0]][lang]
+    if len(whos) > 1:
+        some = COMMAND_WORDS["some"][lang].format(who=("; " if lang == "en" else "；").join(
+            WHO[who][lang] for who in whos[1:]))
+        shown += f" ({some})" if lang == "en" else f"（{some}）"
+    return shown
+
+
+def _form_line(full: str, form: Any, texts: dict[str, str], key: str, lang: Lang) -> str:
+    """One form: `- `marsho.memory group` — who; where: what it does`."""
+    args = form.args
+    for placeholder, said in PLACEHOLDERS[lang].items():
+        args = args.replace(placeholder, said)
+    written = f"{full} {args}".strip()
+    who = WHO[form.who][lang]
+    if form.where != "anywhere":
+        who += ("; " if lang == "en" else "；") + WHERE[form.where][lang]
+    return f"- `{written}` — {who}{': ' if lang == 'en' else '：'}{texts[key]}"
+
+
 def commands_page(lang: Lang) -> str:
-    """docs/<lang>/reference/commands.md: every command of the registry, in the help's order."""
+    """docs/<lang>/reference/commands.md: every command of the registry, in the help's order,
+    each form with who may use it and what it does."""
     from nonebot_plugin_marsho import i18n
     from nonebot_plugin_marsho.chat.commands import REGISTRY
+    from nonebot_plugin_marsho.chat.render import usage_text
     from nonebot_plugin_marsho.config import Config
 
     config = Config()
     texts = i18n.CATALOGUES[CATALOGUE[lang]]  # type: ignore[index]
-    fill = {"name": config.marsho_name, "names": ", ".join(config.trigger_names)}
+    fill = {"name": config.marsho_name}
     words = {key: value[lang] for key, value in COMMAND_WORDS.items()}
-    lines = [prose(COMMANDS_INTRO[lang]), "```text"]
-    lines += [texts[f"usage.{key}"].format(**fill) for key in ("ask", "triggers", "at", "quote")]
+    header = usage_text(i18n.Texts(CATALOGUE[lang]), config.trigger_names, config.marsho_at, ())  # type: ignore[arg-type]
+    lines = [prose(COMMANDS_INTRO[lang]), "```text", header]
     lines += ["```", "", f"| {words['command']} | {words['who']} | {words['where']} |", "| --- | --- | --- |"]
     commands = REGISTRY.all()
     for command in commands:
         full = f"{config.marsho_name}.{command.name}"
         anchor = full.replace(".", "")
-        lines.append(f"| [{full}](#{anchor}) | {WHO[command.who][lang]} | {WHERE[command.where][lang]} |")
+        lines.append(f"| [{full}](#{anchor}) | {_who(command, lang)} | {WHERE[command.where][lang]} |")
     lines += ["", f"<!-- {WORDS['generated']['en']} -->", ""]
     sep = ": " if lang == "en" else "："
     for command in commands:
-        lines += [f"## {config.marsho_name}.{command.name}", "", "```text",
-                  texts[command.help_key].format(**fill), "```", "",
-                  f"- {words['who']}{sep}{WHO[command.who][lang]}",
+        full = f"{config.marsho_name}.{command.name}"
+        lines += [f"## {full}", "", "```text", texts[command.help_key].format(**fill), "```", "",
+                  f"- {words['who']}{sep}{_who(command, lang)}",
                   f"- {words['where']}{sep}{WHERE[command.where][lang]}"]
         if command.aliases:
             aliases = ", ".join(f"`{config.marsho_name}.{alias}`" for alias in command.aliases)
             lines.append(f"- {words['aliases']}{sep}{aliases}")
         if not command.needs_model:
             lines.append(f"- {words['always']}")
+        if command.forms:
+            lines += ["", f"{words['forms']}{sep.strip()}", ""]
+            lines += [_form_line(full, form, texts, f"form.{command.name}.{form.key}", lang)
+                      for form in command.forms]
         lines.append("")
     lines += ["---", "", WORDS["generated"][lang]]
     return "\n".join(lines) + "\n"

@@ -259,11 +259,14 @@ def runs(
     missing_mcp = make_project(tmp_path_factory.mktemp("missing-mcp-bot"), [good_toolset],
                                MARSHO_MCP_FILE=str(mcp_project / "no-such-mcp.json"))
     broken_mcp = make_project(tmp_path_factory.mktemp("broken-mcp-bot"), [good_toolset])
+    group_actions = make_project(tmp_path_factory.mktemp("group-actions-bot"), [good_toolset],
+                                 MARSHO_GROUP_ACTIONS="true")
     write(broken_mcp / "data" / "nonebot_plugin_marsho" / "mcp.json",
           '{"mcpServers": {"a": {"command": "x"},}')
     commands: dict[str, tuple[Path, list[str]]] = {
         "tools": (project, ["tools"]),
         "tools-broken": (broken_project, ["tools"]),
+        "tools-group-actions": (group_actions, ["tools"]),
         "call-add": (project, ["call", "calc__add", '{"a": 2, "b": 40}']),
         "call-vault": (project, ["call", "calc__vault"]),
         **{f"call-{key}": (project, ["call", *args]) for key, (args, _) in CALL_ERRORS.items()},
@@ -295,6 +298,20 @@ def test_tools_lists_good_toolkits_and_exits_0(runs: Runs, good_toolset: Path) -
     # the test's two toolkits plus every built-in one that is on by default
     assert re.search(r"^\d+ toolkits, \d+ tools, 0 errors", out, re.MULTILINE)
     assert SECRET not in out + done.stderr
+
+
+def test_tools_lists_the_built_in_toolkits_the_bot_adds_at_startup(runs: Runs) -> None:
+    # memory, reminders and (MARSHO_GROUP_ACTIONS) group are added by the bot as it starts, not
+    # loaded from a folder: marsho.tools lists them, and so must the CLI
+    out = runs["tools"].stdout
+    assert "✓ memory  (built-in)" in out
+    assert "✓ reminders  (built-in)" in out
+    assert "reminders__add" in out
+    assert "✓ group  (built-in)" not in out  # MARSHO_GROUP_ACTIONS is off by default
+    done = runs["tools-group-actions"]
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "✓ group  (built-in)" in done.stdout
+    assert "group__mute" in done.stdout and "group__kick" not in done.stdout  # MARSHO_GROUP_ACTIONS_KICK
 
 
 def test_tools_names_the_file_and_problem_of_each_broken_toolkit_and_exits_1(

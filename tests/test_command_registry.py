@@ -184,3 +184,64 @@ async def test_a_command_that_fails_gets_the_failures_reply(app: App, plugin_eng
     detail = EN_TEXTS("error.internal", error="RuntimeError: a bug")
     await exchange(app, (group_message("marsho.broken"), brief),
                    (group_message("marsho.broken", user_id=int(SUPERUSER_ID)), detail))
+
+
+# who may use each form: declared once (Command.forms), held by the handlers
+
+
+FORM_EXAMPLES: dict[tuple[str, str], tuple[str, str]] = {
+    # (command, form): (the text after the command's name, "group" or "private")
+    ("reset", "own"): ("", "private"), ("reset", "shared"): ("", "group"),
+    ("tools", "list"): ("", "private"), ("calls", "last"): ("", "private"),
+    ("history", "show"): ("", "private"), ("help", "show"): ("", "private"),
+    ("nickname", "show"): ("", "private"), ("nickname", "set"): ("Kitty", "private"),
+    ("nickname", "reset"): ("reset", "private"),
+    ("memory", "mine"): ("", "private"), ("memory", "forget"): ("forget all", "private"),
+    ("memory", "group"): ("group", "group"), ("memory", "group_forget"): ("group forget all", "group"),
+    ("memory", "of"): ("of 77003", "private"), ("memory", "other_group"): ("group 77004", "private"),
+    ("reminders", "mine"): ("", "private"), ("reminders", "cancel"): ("cancel 1", "private"),
+    ("reminders", "group"): ("group", "group"), ("reminders", "all"): ("all", "private"),
+    ("context", "show"): ("", "group"), ("context", "on"): ("on", "group"), ("context", "off"): ("off", "group"),
+    ("forget", "forget"): ("", "group"),
+    ("persona", "show"): ("", "group"), ("persona", "set"): ("a cat", "group"),
+    ("persona", "reset"): ("reset", "group"),
+    ("active", "show"): ("", "group"), ("active", "chance"): ("0.1", "group"), ("active", "off"): ("off", "group"),
+    ("active", "keywords"): ("keywords cat", "group"), ("active", "keywords_off"): ("keywords off", "group"),
+    ("usage", "yours"): ("", "private"), ("usage", "all"): ("all", "private"),
+    ("kb", "list"): ("", "private"), ("kb", "add"): ("add", "group"), ("kb", "add_own"): ("add", "private"),
+    ("kb", "remove"): ("remove 1", "group"), ("kb", "remove_own"): ("remove 1", "private"),
+}
+"""Every form of the commands anyone may call (the others are refused before their handler)."""
+
+
+def _context(app, command: Command, text: str, place: str, role: str) -> CommandContext:
+    from nonebot_plugin_marsho.chat.where import Where
+    from nonebot_plugin_marsho.store.session import session_key
+
+    # ids of this test's own: what the forms change (memories, a group's settings) is nobody else's
+    group = place == "group"
+    where = Where("OneBot V11", "group" if group else "private", "77002" if group else "77001", "77001")
+    key = session_key(where.platform, group_id=where.group_id, user_id=where.user_id, scope="group")
+    return CommandContext(app=app, bot=None, event=None, where=where, role=role, key=key,  # type: ignore[arg-type]
+                          shared=group, text=text, commands=REGISTRY, services=app.services)
+
+
+def test_every_form_of_the_commands_anyone_may_call_has_an_example() -> None:
+    forms = {(c.name, f.key) for c in REGISTRY.all() if c.who == "member" for f in c.forms}
+    assert forms == set(FORM_EXAMPLES)
+
+
+@pytest.mark.parametrize(("name", "key"), list(FORM_EXAMPLES), ids="-".join)  # type: ignore[arg-type]
+async def test_each_form_refuses_exactly_those_its_declaration_leaves_out(
+    marsho, plugin_engine, name: str, key: str
+) -> None:
+    command = REGISTRY.get(name)
+    assert command is not None
+    form = command.form(key)
+    text, place = FORM_EXAMPLES[(name, key)]
+    refusal = command.refused(_context(marsho, command, text, place, "member"), key)
+    assert (refusal is None) == (form.who == "member")
+    for role in ("member", "admin", "superuser"):
+        context = _context(marsho, command, text, place, role)
+        reply = (await command.answer(context)).text
+        assert (reply == refusal) == (not form.allows(role)), (role, reply)  # type: ignore[arg-type]

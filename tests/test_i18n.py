@@ -18,6 +18,7 @@ from nonebug import App
 from pydantic import ValidationError
 
 from nonebot_plugin_marsho import i18n
+from nonebot_plugin_marsho.chat.commands import REGISTRY
 from nonebot_plugin_marsho.chat.fairuse import seconds_text
 from nonebot_plugin_marsho.chat.render import error_text, usage_text
 from nonebot_plugin_marsho.config import Config, describe_validation_error
@@ -29,11 +30,11 @@ from tests.onebot import group_message, onebot_bot, private_message, reply_call
 
 PACKAGE = Path(__file__).resolve().parent.parent / "nonebot_plugin_marsho"
 
-CALL = r"""(?<!def )(?<!class )(?:\b(?:t|texts|self|ServerStatus|plural)\(\s*|\btext\(\s*(?:[\w.]+|"[^"]*")\s*,\s*|\b(?:code|hint)=)"""
+CALL = r"""(?<!def )(?<!class )(?:\b(?:t|texts|self|ServerStatus|SettingError|plural)\(\s*|\btext\(\s*(?:[\w.]+|"[^"]*")\s*,\s*|\b(?:code|hint)=)"""
 """Where a key is named: a call of the texts, whatever holds them (`t = app.texts` then
 `t("key")`; `app.texts("key")`, `delivery.texts(...)`; `self("key")` in Texts itself; a count's
 `t.plural("key", n)`), the key after the language in `text(language, "key")`, an MCP server's
-`ServerStatus("key")`, or an error's `code=`/`hint=`."""
+`ServerStatus("key")`, a refused setting's `SettingError("key")`, or an error's `code=`/`hint=`."""
 LITERAL_CALL = re.compile(CALL + r"""(["'])([^"'\\]+)\1\s*[,)]""")
 """`t("key")`, `app.texts('key', name=...)`, `MarshoError(code="key", hint="key")`: a key spelled out."""
 ANY_CALL = re.compile(CALL + r"""([^,)]+)""")
@@ -61,6 +62,12 @@ DYNAMIC_KEYS: dict[str, list[str]] = {
     "reason": [f"brief.{k}" for k in (
         "key", "busy", "timeout", "down", "failed", "unusable", "too_large", "database", "config",
         "toolkits", "budget", "internal")],
+    # chat/commands/registry.py Command.refused: a form's own refusal, else the common one
+    "form.refusal or common": sorted({form.refusal for command in REGISTRY.all() for form in command.forms
+                                      if form.refusal} | {"command.superusers", "command.admins"}),
+    # scripts/gen_reference.py: what each form does, on the commands pages
+    'f"form.{command.name}.{form.key}"': [f"form.{command.name}.{form.key}" for command in REGISTRY.all()
+                                          for form in command.forms],
 }
 
 
@@ -100,8 +107,9 @@ def dynamic_calls() -> dict[str, set[str]]:
             argument = match.group(1).strip()
             # exceptions.py passes its own `code=code, hint=hint` on (and formats `code` and
             # `self.hint`), Texts formats any `key`; render.py's error_text translates any
-            # error's code, each of which this scan finds where it is raised
-            passed_on = ("code", "hint", "self.hint", "key", "error.code", "error.hint")
+            # error's code, each of which this scan finds where it is raised (config.py's
+            # `error.key`: a SettingError's, found where it is raised)
+            passed_on = ("code", "hint", "self.hint", "key", "error.code", "error.hint", "error.key")
             if not re.fullmatch(r"""(["'])[^"'\\]+\1""", argument) and argument not in passed_on:
                 found.setdefault(argument, set()).add(name)
     return found
@@ -360,3 +368,87 @@ async def test_english_is_back_after_the_chinese_tests(
         ctx.should_call_api(*reply_call(event, "This conversation was already empty."),
                             result={"message_id": 1})
     assert usage_text(marsho.texts, ["marsho"], False).startswith("Ask me anything: marsho <question>")
+
+
+# the built-in tools in Chinese (marsho.tools); the model reads them in English
+
+
+CJK = re.compile(r"[\u3400-\u9fff]")
+
+
+def every_built_in_tool(marsho) -> list:
+    """Every tool of every built-in toolkit: the folders' (all enabled), memory, group, reminders."""
+    from nonebot_plugin_marsho.__main__ import _with_builtins
+    from nonebot_plugin_marsho.tools import BUILTIN_TOOLSET, load_toolset
+    from nonebot_plugin_marsho.tools.loader import ToolsetSource
+
+    folders = sorted(path.name for path in BUILTIN_TOOLSET.iterdir() if (path / "__init__.py").is_file())
+    with configured(marsho_group_actions=True, marsho_group_actions_kick=True) as app:
+        toolset = load_toolset([ToolsetSource(BUILTIN_TOOLSET, "built-in")], (), enabled=folders)
+        _with_builtins(app, toolset)
+    return [tool for toolkit in toolset.toolkits for tool in toolkit.tools]
+
+
+def test_every_built_in_tool_has_its_line_in_chinese(marsho) -> None:
+    tools = every_built_in_tool(marsho)
+    assert len(tools) >= 30
+    untranslated = [tool.name for tool in tools if not CJK.search(tool.summary_in("zh-CN"))]
+    assert untranslated == [], "add the first line of each one's description to i18n.TOOL_SUMMARIES"
+    assert all(tool.summary_in("en") == tool.summary for tool in tools)
+    stale = set(i18n.TOOL_SUMMARIES["zh-CN"]) - {tool.summary for tool in tools}
+    assert stale == set(), "no built-in tool's description starts so any more"
+
+
+def test_a_listing_in_chinese_leaves_what_the_model_reads_alone(marsho, plugin_engine) -> None:
+    toolset = plugin_engine.toolset
+    before = toolset.schemas()
+    listed = toolset.listed_in("zh-CN")
+    roll = listed.tools["dice__roll"]
+    assert roll.summary == "按骰子记法掷骰子，列出每颗骰子的点数和总数。"
+    assert toolset.schemas() == before
+    assert toolset.tools["dice__roll"].summary.startswith("Roll dice")
+
+
+async def test_marsho_tools_lists_the_built_in_tools_in_chinese(app: App, plugin_engine, chinese: None) -> None:
+    from nonebot_plugin_marsho.chat.app import running
+    from nonebot_plugin_marsho.chat.render import tools_text
+    from tests.test_persona import exchange
+
+    mcp = running.get().mcp
+    listing = tools_text(Texts("zh-CN"), plugin_engine.toolset.listed_in("zh-CN"),
+                         mcp.status() if mcp else None, owner=False)
+    assert "  - dice__roll: 按骰子记法掷骰子，列出每颗骰子的点数和总数。" in listing.split("\n")
+    await exchange(app, (private_message("marsho.tools"), listing))
+
+
+# Chinese texts: no English sentence, no ASCII comma inside them
+
+
+CJK_COMMA = re.compile(r"[\u3400-\u9fff\uff00-\uffef\u3000-\u303f][,;] *[\u3400-\u9fff]")
+"""An ASCII comma or semicolon between Chinese characters: Chinese takes `，` and `；`."""
+
+
+def test_no_chinese_text_has_an_ascii_comma_between_chinese_characters() -> None:
+    assert CJK_COMMA.search("次请求, 每") is not None  # what it catches
+    found = {key: value for key, value in ZH.items() if CJK_COMMA.search(value)}
+    found |= {english: line for english, line in i18n.TOOL_SUMMARIES["zh-CN"].items() if CJK_COMMA.search(line)}
+    assert found == {}
+
+
+@pytest.mark.parametrize(("settings", "english", "chinese"), [
+    ({"marsho_base_url": "https://api.example.com/v1/chat/completions"}, "give the base URL without",
+     "请填写不带 /chat/completions 的基础网址"),
+    ({"marsho_timezone": "Mars/Base"}, "is not an IANA time zone", "不是 IANA 时区名"),
+    ({"marsho_timeout": "soon"}, "Input should be a valid number", "应为数字"),
+    ({"marsho_session_scope": "x"}, "Input should be 'group', 'user_in_group' or 'user'",
+     "应为以下之一：'group'、'user_in_group'、'user'"),
+    ({"marsho_max_images": 16, "marsho_history_tokens": 1000}, "lower the one or raise the other",
+     "请调低前者或调高后者"),
+])
+def test_a_bad_setting_is_described_in_the_chats_language(settings: dict, english: str, chinese: str) -> None:
+    with pytest.raises(ValidationError) as caught:
+        Config.model_validate(settings)
+    assert english in describe_validation_error(caught.value, "en")
+    said = describe_validation_error(caught.value, "zh-CN")
+    assert chinese in said and english not in said
+    assert not re.search(r"[A-Za-z]+ [a-z]+ [a-z]+", re.sub(r"'[^']*'|https?://\S+|MARSHO_\w+", "", said)), said

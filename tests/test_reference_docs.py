@@ -184,3 +184,44 @@ def test_the_plugin_never_imports_the_generator() -> None:
             names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else (
                 [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
             assert not any(name.split(".")[0] == "scripts" for name in names), f"{path} imports scripts/"
+
+
+def _commands_page(lang: str) -> str:
+    return (ROOT / "docs" / lang / "reference" / "commands.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize(("lang", "catalogue"), [("zh", "zh-CN"), ("en", "en")])
+def test_the_commands_pages_quote_the_help_as_the_bot_says_it(lang: str, catalogue: str) -> None:
+    from nonebot_plugin_marsho.chat.render import usage_text
+    from nonebot_plugin_marsho.i18n import Texts
+
+    config = Config()  # the default settings: no @ line (MARSHO_AT), the list separator of the language
+    header = usage_text(Texts(catalogue), config.trigger_names, config.marsho_at, ())  # type: ignore[arg-type]
+    assert f"```text\n{header}\n```" in _commands_page(lang)
+    assert Texts(catalogue)("usage.at") not in _commands_page(lang)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("lang", "admins", "superusers"), [
+    ("zh", "群管理员、群主和超级用户", "超级用户"), ("en", "group admins and owners, and superusers", "superusers"),
+])
+def test_each_form_of_each_command_is_listed_with_who_may_use_it(lang: str, admins: str, superusers: str) -> None:
+    page = _commands_page(lang)
+    for form in ["`marsho.forget`", "`marsho.context on`", "`marsho.active keywords off`",
+                 "`marsho.persona reset`", "`marsho.memory group forget "]:
+        assert re.search(f"^- {re.escape(form)}.* — {admins}", page, re.MULTILINE), form
+    for form in ["`marsho.memory of ", "`marsho.reminders all`", "`marsho.usage all`", "`marsho.quota user|group "]:
+        assert re.search(f"^- {re.escape(form)}.* — {superusers}", page, re.MULTILINE), form
+    assert f"| [marsho.forget](#marshoforget) | {admins} |" in page  # nobody else may use it
+    # marsho.reset: everyone's own conversation, the admins' of a shared one
+    assert len(re.findall(r"^- `marsho\.reset` — ", page, re.MULTILINE)) == 2
+
+
+def test_every_form_says_what_it_does_in_both_languages() -> None:
+    from nonebot_plugin_marsho.chat.commands import REGISTRY
+    from nonebot_plugin_marsho.i18n import CATALOGUES
+
+    for command in REGISTRY.all():
+        assert command.forms, command.name
+        for form in command.forms:
+            for catalogue in CATALOGUES.values():
+                assert catalogue.get(f"form.{command.name}.{form.key}"), (command.name, form.key)

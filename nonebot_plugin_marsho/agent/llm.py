@@ -20,13 +20,19 @@ if TYPE_CHECKING:
 __all__ = ["Completion", "Fallback", "Gate", "LLMClient", "ModelSettings", "Route", "ToolMode",
            "build_model", "split_reasoning"]
 
+DEFAULT_TIMEOUT = 60.0
+"""Seconds one request may take when `LLMClient(...)` is given no `timeout`: MARSHO_TIMEOUT's
+default (tests/test_library_client.py keeps the two the same)."""
+
 
 class LLMClient:
     """Talks to one OpenAI-compatible endpoint, and to its fallbacks when it fails; make it inside
     the running loop and reuse it. `LLMClient(base_url=..., model=..., ...)` takes the fields of
-    ModelSettings; `build_model(settings)` is the same from a ModelSettings."""
+    ModelSettings (`timeout` defaults to DEFAULT_TIMEOUT); `build_model(settings)` is the same
+    from a ModelSettings."""
 
     def __init__(self, *, gate: Gate | None = None, meter: Meter | None = None, **settings: Any) -> None:
+        settings.setdefault("timeout", DEFAULT_TIMEOUT)
         self._adopt(ModelSettings(**settings), gate=gate, meter=meter)
 
     @classmethod

@@ -32,9 +32,9 @@ from ..agent.praises import PraisesFile
 from ..agent.reminders import REMINDER_TOOLS
 from ..agent.reminders import TOOLKIT as REMINDERS_TOOLKIT
 from ..agent.summary import Summarizer
-from ..config import Config
+from ..config import Config, language_alias
 from ..exceptions import NotReadyError, StoreError
-from ..i18n import Texts
+from ..i18n import LANGUAGES, Language, Texts
 from ..redaction import SECRETS, logger
 from ..store.memory import MemoryStore
 from ..store.sql import SqlStore
@@ -51,7 +51,7 @@ from .group_actions import GroupActions
 from .models import chat_model, judge_model, summary_model
 from .outgoing import Delivery
 from .reminders import Reminders, start_reminders
-from .render import error_text
+from .render import brief_text, error_text
 from .targets import TargetBook
 
 if TYPE_CHECKING:
@@ -138,6 +138,17 @@ def stage(name: str) -> Iterator[None]:
         raise StageFailed(name) from error
 
 
+def language_on_its_own(default: Language) -> Language:
+    """MARSHO_LANG read apart from the other settings (as config.read_config reads it for its
+    complaint): what a bot whose other settings are broken still speaks; `default` when it is
+    broken too."""
+    try:
+        value = language_alias(getattr(get_driver().config, "marsho_lang", default))
+    except ValueError:  # NoneBot not initialised
+        return default
+    return value if value in LANGUAGES else default
+
+
 @dataclass
 class Marsho:
     """Everything the handlers use, built from one Config; nothing else in the plugin holds state.
@@ -200,7 +211,10 @@ class Marsho:
 
     def __post_init__(self) -> None:
         config = self.config
-        self.texts = Texts(config.marsho_lang)
+        # a broken setting leaves the config at its defaults: the chats are still told in the
+        # language the owner chose, when that setting is fine
+        language = language_on_its_own(config.marsho_lang) if self.config_error else config.marsho_lang
+        self.texts = Texts(language)
         self.problem = self.problem or self.texts("problem.starting")
         praises = config.marsho_praises_file or self.data_dir / "praises.json"
         self.prompt = Prompt(
@@ -324,9 +338,10 @@ class Marsho:
             logger.error(f"marsho: toolkit {name or '(toolset folder)'} not loaded: "
                          + "; ".join(str(p) for p in problems))
         if toolset.available:
+            docs = "docs/zh/toolkits.md" if config.marsho_lang == "zh-CN" else "docs/en/toolkits.md"
             logger.info("marsho: off until MARSHO_ENABLED_TOOLKITS names them: "
                         f"{', '.join(toolset.available)} (what each sends where: "
-                        "python -m nonebot_plugin_marsho tools, or docs/en/toolkits.md)")
+                        f"python -m nonebot_plugin_marsho tools, or {docs})")
         loaded = {toolkit.name for toolkit in toolset.toolkits}
         for name in sorted(set(config.marsho_enabled_toolkits) - loaded):
             logger.warning(f"marsho: MARSHO_ENABLED_TOOLKITS names {name!r}, which did not load")
@@ -377,7 +392,9 @@ class Marsho:
             self.problem = t("problem.config", error=self.config_error)
             self.problem_brief = "brief.config"
             logger.error(f"marsho: {self.config_error}. Fix .env and restart; until then marsho answers "
-                         "every chat with this message.")
+                         f"every question and command ({config.marsho_name}.help aside) with this "
+                         f"message for superusers, and for everyone else with: "
+                         f"{brief_text(t, 'brief.config')}")
             return
         if config.marsho_praises_file and not config.marsho_praises_file.is_file():
             logger.error(f"marsho: MARSHO_PRAISES_FILE={config.marsho_praises_file} does not exist")

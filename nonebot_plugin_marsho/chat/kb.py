@@ -159,20 +159,19 @@ async def kb_command(context: CommandContext) -> str:
     """The reply to `marsho.kb [add|remove <number>]`."""
     app, t, name = context.app, context.t, context.name
     knowledge = context.services.knowledge if context.services is not None else app.knowledge
+    words = unicodedata.normalize("NFKC", context.text).split()
+    first = words[0].casefold() if words else ""
+    adding, removing = first in ADD_WORDS and len(words) == 1, first in REMOVE_WORDS and len(words) == 2
+    if (adding or removing) and context.where.shared and not context.admin:  # the forms' rule
+        return t("kb.admins", command=f"{name}.kb add") if adding else t("kb.remove_admins")
     if knowledge is None:
         return t("kb.off")
-    words = unicodedata.normalize("NFKC", context.text).split()
     owner = group_key(context.where)
     if not words:
         return await _listing(t, knowledge, owner, name)
-    first = words[0].casefold()
-    if first in ADD_WORDS and len(words) == 1:
-        if context.where.shared and not context.admin:
-            return t("kb.admins", command=f"{name}.kb add")
+    if adding:
         return await _add(context, knowledge, owner)
-    if first in REMOVE_WORDS and len(words) == 2:
-        if context.where.shared and not context.admin:
-            return t("kb.remove_admins")
+    if removing:
         return await _remove(t, knowledge, owner, name, words[1])
     return t("kb.bad", name=name)
 
@@ -191,7 +190,7 @@ async def _listing(t: Texts, knowledge: KnowledgeBase, owner: str, name: str) ->
 
 async def _add(context: CommandContext, knowledge: KnowledgeBase, owner: str) -> str:
     app, t, name, config = context.app, context.t, context.name, context.app.config
-    files = await shared_files(context.bot, context.event)
+    files = await shared_files(context.bot, context.event) if context.event is not None else []
     if not files:
         return t("kb.no_file", name=name)
     shared = files[0]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -94,6 +95,13 @@ class Tool:
         """The first line of the description, for listings."""
         lines = self.description.strip().splitlines()
         return lines[0] if lines else ""
+
+    def summary_in(self, language: str) -> str:
+        """The summary in `language` for listings, where i18n's TOOL_SUMMARIES has it (the
+        built-in tools'); the model always reads `description`."""
+        from ..i18n import TOOL_SUMMARIES
+
+        return TOOL_SUMMARIES.get(language, {}).get(self.summary, self.summary)  # type: ignore[call-overload]
 
     @property
     def is_async(self) -> bool:
@@ -234,6 +242,17 @@ class Toolset:
     def warnings(self) -> list[LoadProblem]:
         """Problems that were repaired; the toolkit loaded."""
         return [p for p in self.problems if p.severity == "warning"]
+
+    def listed_in(self, language: str) -> Toolset:
+        """A copy for a listing (`marsho.tools`) whose tools read their summary in `language`;
+        the toolset itself, which the model's requests come from, is left as it is."""
+        toolkits = [dataclasses.replace(kit, tools=[
+            dataclasses.replace(tool, description=tool.summary_in(language)) for tool in kit.tools])
+            for kit in self.toolkits]
+        listed = dataclasses.replace(self, toolkits=toolkits, tools={})
+        for kit in toolkits:
+            listed.tools.update((tool.name, tool) for tool in kit.tools)
+        return listed
 
     def failed_toolkits(self) -> dict[str, list[LoadProblem]]:
         """Toolkits that did not load, each with its errors."""

@@ -6,19 +6,33 @@ lists them.
 A new command: a module (or a family's module) declares it, e.g. in `commands/reminders.py`
 
     async def reminders_command(context: CommandContext) -> str | Answer: ...
-    REMINDERS = Command("reminders", reminders_command, who="member", where="anywhere")
+    REMINDERS = Command("reminders", reminders_command, who="member", where="anywhere", forms=(
+        Form("mine"), Form("group", "group", who="admin", where="groups")))
 
-then it takes its place in `REGISTRY` below, and `usage.reminders` goes into both catalogues of
-i18n.py. chat/matchers.py reads the command words, checks who may use it, and calls it.
+(each `Form` is one way to write it, with who may; the handler checks the asker with
+`REMINDERS.refused(context, "group")`, and `form.reminders.<key>` in both catalogues says what
+it does on the commands pages), then it takes its place in `REGISTRY` below, and
+`usage.reminders` goes into both catalogues of i18n.py. chat/matchers.py reads the command
+words, checks who may use it, and calls it.
 """
 
 from __future__ import annotations
 
 from . import actions, bill, documents, group, guide, loops, owner, people, reminders, session, tools
-from .registry import Answer, Command, CommandContext, DuplicateCommandError, Handler, Place, Registry, Who
+from .registry import (
+    Answer,
+    Command,
+    CommandContext,
+    DuplicateCommandError,
+    Form,
+    Handler,
+    Place,
+    Registry,
+    Who,
+)
 
-__all__ = ["REGISTRY", "Answer", "Command", "CommandContext", "DuplicateCommandError", "Handler", "Place",
-           "Registry", "Who"]
+__all__ = ["REGISTRY", "Answer", "Command", "CommandContext", "DuplicateCommandError", "Form", "Handler",
+           "Place", "Registry", "Who"]
 
 REGISTRY = Registry([
     session.RESET, tools.TOOLS, session.CALLS, session.HISTORY, people.NICKNAME, people.MEMORY,

@@ -9,7 +9,7 @@ from datetime import datetime
 from ...store.group_actions import GroupActionLog, LoggedAction
 from ...store.sql import SqlStore
 from ..observe import group_key
-from .registry import Command, CommandContext
+from .registry import Command, CommandContext, Form
 from .words import OFF_WORDS, ON_WORDS
 
 LISTED = 20
@@ -62,4 +62,5 @@ def _line(context: CommandContext, entry: LoggedAction) -> str:
              outcome=outcome)
 
 
-ACTIONS = Command("actions", actions_command, who="admin", where="groups")
+ACTIONS = Command("actions", actions_command, who="admin", where="groups", forms=(
+    Form("show", who="admin"), Form("on", "on", who="admin"), Form("off", "off", who="admin")))

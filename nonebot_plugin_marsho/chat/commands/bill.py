@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..bill import quota_command as quota_reply
 from ..bill import usage_report
-from .registry import Answer, Command, CommandContext
+from .registry import Answer, Command, CommandContext, Form
 
 
 async def usage_command(context: CommandContext) -> Answer:
@@ -21,5 +21,7 @@ async def quota_command(context: CommandContext) -> str:
     return await quota_reply(app.meter, context.t, app.config, context.where, context.role, context.text)
 
 
-USAGE = Command("usage", usage_command)
-QUOTA = Command("quota", quota_command, who="superuser")
+# `all` is checked in chat/bill.py's usage_report; tests/test_command_registry.py holds it to this
+USAGE = Command("usage", usage_command, forms=(Form("yours"), Form("all", "all", who="superuser")))
+QUOTA = Command("quota", quota_command, who="superuser", forms=(
+    Form("show", who="superuser"), Form("set", "user|group <id> <tokens|off|default>", who="superuser")))

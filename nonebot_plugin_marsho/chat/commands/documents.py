@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..kb import kb_command as kb_reply
-from .registry import Command, CommandContext
+from .registry import Command, CommandContext, Form
 
 
 async def kb_command(context: CommandContext) -> str:
@@ -12,4 +12,10 @@ async def kb_command(context: CommandContext) -> str:
     return await kb_reply(context)
 
 
-KB = Command("kb", kb_command)
+KB = Command("kb", kb_command, forms=(
+    Form("list"),
+    Form("add", "add", who="admin", where="groups", refusal="kb.admins"),
+    Form("add_own", "add", where="private"),
+    Form("remove", "remove <number>", who="admin", where="groups", refusal="kb.remove_admins"),
+    Form("remove_own", "remove <number>", where="private"),
+))

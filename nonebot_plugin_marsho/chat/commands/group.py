@@ -8,7 +8,7 @@ from ..active import ActiveReplies, parse_keywords
 from ..fairuse import seconds_text
 from ..observe import group_key
 from ..render import error_text
-from .registry import Command, CommandContext
+from .registry import Command, CommandContext, Form
 from .words import KEYWORD_WORDS, OFF_WORDS, ON_WORDS, RESET_WORDS
 
 
@@ -21,9 +21,11 @@ async def persona_command(context: CommandContext) -> str:
     if not text:
         persona = await personas.get(group)
         return t("persona.show", persona=persona) if persona else t("persona.unset", name=context.name)
-    if not context.admin:
-        return t("persona.admins")
-    if text.casefold() in RESET_WORDS:
+    resets = text.casefold() in RESET_WORDS
+    refused = PERSONA.refused(context, "reset" if resets else "set")
+    if refused is not None:
+        return refused
+    if resets:
         await personas.set(group, None)
         return t("persona.cleared")
     try:
@@ -37,8 +39,9 @@ async def persona_command(context: CommandContext) -> str:
 async def forget_command(context: CommandContext) -> str:
     """`marsho.forget`: admins empty the group's recent chat."""
     t, log = context.t, context.app.chat_log
-    if not context.admin:
-        return t("forget.admins")
+    refused = FORGET.refused(context, "forget")
+    if refused is not None:
+        return refused
     forgotten = await log.forget(group_key(context.where))
     return t("forget.done", messages_text=t.plural("count.messages", forgotten))
 
@@ -60,8 +63,9 @@ async def context_command(context: CommandContext) -> str:
     word = text.casefold()
     if word not in ON_WORDS + OFF_WORDS:
         return t("context.bad_value", name=name)
-    if not context.admin:
-        return t("context.admins")
+    refused = CONTEXT.refused(context, "on" if word in ON_WORDS else "off")
+    if refused is not None:
+        return refused
     if word in ON_WORDS:
         await log.set_on(group, True)
         return t("context.on", count=count, ttl=ttl, name=name)
@@ -83,8 +87,9 @@ async def active_command(context: CommandContext) -> str:
         return await _active_keywords(context, active, group, words.strip())
     word = text.casefold()
     if word in OFF_WORDS and word != "0":
-        if not context.admin:
-            return t("active.admins")
+        refused = ACTIVE.refused(context, "off")
+        if refused is not None:
+            return refused
         await active.choose(group, off=True)
         return t("active.off")
     return await _active_chance(context, active, group, word)
@@ -108,9 +113,11 @@ async def _active_keywords(context: CommandContext, active: ActiveReplies, group
     t = context.t
     if not words:
         return t("active.bad_value", name=context.name)
-    if not context.admin:
-        return t("active.admins")
-    if words.casefold() in OFF_WORDS + RESET_WORDS:
+    off = words.casefold() in OFF_WORDS + RESET_WORDS
+    refused = ACTIVE.refused(context, "keywords_off" if off else "keywords")
+    if refused is not None:
+        return refused
+    if off:
         await active.choose(group, keywords=())
         return t("active.keywords_off")
     chosen = parse_keywords(words)
@@ -124,8 +131,9 @@ async def _active_chance(context: CommandContext, active: ActiveReplies, group: 
     chance = _chance(word)
     if chance is None:
         return t("active.bad_value", name=context.name)
-    if not context.admin:
-        return t("active.admins")
+    refused = ACTIVE.refused(context, "chance")
+    if refused is not None:
+        return refused
     if chance > active.ceiling:
         return t("active.over_max", max=f"{active.ceiling:g}")
     await active.choose(group, chance=chance)
@@ -141,7 +149,16 @@ def _chance(word: str) -> float | None:
     return chance if 0 <= chance <= 1 else None
 
 
-CONTEXT = Command("context", context_command, where="groups")
-FORGET = Command("forget", forget_command, where="groups")
-PERSONA = Command("persona", persona_command, where="groups")
-ACTIVE = Command("active", active_command, where="groups")
+CONTEXT = Command("context", context_command, where="groups", forms=(
+    Form("show"), Form("on", "on", who="admin", refusal="context.admins"),
+    Form("off", "off", who="admin", refusal="context.admins")))
+FORGET = Command("forget", forget_command, where="groups", forms=(
+    Form("forget", who="admin", refusal="forget.admins"),))
+PERSONA = Command("persona", persona_command, where="groups", forms=(
+    Form("show"), Form("set", "<text>", who="admin", refusal="persona.admins"),
+    Form("reset", "reset", who="admin", refusal="persona.admins")))
+ACTIVE = Command("active", active_command, where="groups", forms=(
+    Form("show"), Form("chance", "<0..1>", who="admin", refusal="active.admins"),
+    Form("off", "off", who="admin", refusal="active.admins"),
+    Form("keywords", "keywords <word> ...", who="admin", refusal="active.admins"),
+    Form("keywords_off", "keywords off", who="admin", refusal="active.admins")))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..render import usage_text
-from .registry import Command, CommandContext
+from .registry import Command, CommandContext, Form
 
 
 async def help_command(context: CommandContext) -> str:
@@ -12,4 +12,4 @@ async def help_command(context: CommandContext) -> str:
     return usage_text(context.t, config.trigger_names, config.marsho_at, context.commands.names())
 
 
-HELP = Command("help", help_command, needs_model=False)
+HELP = Command("help", help_command, needs_model=False, forms=(Form("show"),))

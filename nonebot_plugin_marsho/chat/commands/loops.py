@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..loops import chat_of, guard_of
-from .registry import Command, CommandContext
+from .registry import Command, CommandContext, Form
 
 
 async def resume_command(context: CommandContext) -> str:
@@ -14,4 +14,5 @@ async def resume_command(context: CommandContext) -> str:
     return context.t("loops.resumed") if paused else context.t("loops.not_paused")
 
 
-RESUME = Command("resume", resume_command, who="superuser", needs_model=False)
+RESUME = Command("resume", resume_command, who="superuser", needs_model=False, forms=(
+    Form("resume", who="superuser"),))

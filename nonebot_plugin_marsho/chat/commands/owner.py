@@ -7,7 +7,7 @@ import re
 from ...agent.engine import Engine
 from ..app import Marsho
 from ..render import status_text
-from .registry import Command, CommandContext
+from .registry import Command, CommandContext, Form
 
 
 async def switch_model(app: Marsho, engine: Engine, name: str) -> str:
@@ -36,5 +36,6 @@ async def status_command(context: CommandContext) -> str:
     return status_text(context.t, engine.llm.status(), summaries)
 
 
-MODEL = Command("model", model_command, who="superuser")
-STATUS = Command("status", status_command, who="superuser")
+MODEL = Command("model", model_command, who="superuser", forms=(
+    Form("show", who="superuser"), Form("switch", "<model>", who="superuser")))
+STATUS = Command("status", status_command, who="superuser", forms=(Form("show", who="superuser"),))

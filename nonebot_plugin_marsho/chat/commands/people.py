@@ -5,7 +5,7 @@ from __future__ import annotations
 from ...agent.persona import NicknameError, check_nickname
 from ..memory import memory_command as memory_reply
 from ..render import error_text
-from .registry import Command, CommandContext
+from .registry import Command, CommandContext, Form
 from .words import RESET_WORDS
 
 
@@ -33,5 +33,13 @@ async def memory_command(context: CommandContext) -> str:
     return await memory_reply(context.app, context.where, context.role, context.text)
 
 
-NICKNAME = Command("nickname", nickname_command)
-MEMORY = Command("memory", memory_command)
+NICKNAME = Command("nickname", nickname_command, forms=(
+    Form("show"), Form("set", "<nickname>"), Form("reset", "reset")))
+# who may is checked in chat/memory.py; tests/test_command_registry.py holds it to these forms
+MEMORY = Command("memory", memory_command, forms=(
+    Form("mine"), Form("forget", "forget <number>|all"),
+    Form("group", "group", where="groups"),
+    Form("group_forget", "group forget <number>|all", who="admin", where="groups", refusal="memory.admins"),
+    Form("of", "of <user id> [forget <number>|all]", who="superuser", refusal="memory.superusers_only"),
+    Form("other_group", "group <group id> [forget <number>|all]", who="superuser",
+         refusal="memory.superusers_only")))

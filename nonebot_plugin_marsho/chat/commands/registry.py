@@ -86,6 +86,30 @@ class CommandContext:
 Handler = Callable[[CommandContext], Awaitable["str | Answer"]]
 """A command's work: the context in, the reply out."""
 
+RANK: dict[Who, int] = {"member": 0, "admin": 1, "superuser": 2}
+"""Who outranks whom: a group's admins may do what members may, superusers what admins may."""
+ROLE_RANK: dict[Role, int] = {"member": 0, "admin": 1, "owner": 1, "superuser": 2}
+
+
+@dataclass(frozen=True)
+class Form:
+    """One way to write a command: what follows its name, who may use it so and where, and what
+    it does (the catalogue's `form.<command>.<key>`, in both languages). The handler checks the
+    asker with `Command.refused`, and the commands pages list the forms, so the two agree."""
+
+    key: str
+    args: str = ""
+    """What follows the command's name, as the reference writes it: `forget <number>|all`."""
+    who: Who = "member"
+    where: Literal["anywhere", "groups", "private"] = "anywhere"
+    refusal: str = ""
+    """The catalogue key of what an asker who may not use it reads (given `name` and `command`);
+    "" for the common one (`command.admins`, `command.superusers`)."""
+
+    def allows(self, role: Role) -> bool:
+        """Whether someone of `role` may use it."""
+        return ROLE_RANK[role] >= RANK[self.who]
+
 
 @dataclass(frozen=True)
 class Command:
@@ -100,10 +124,18 @@ class Command:
     needs_model: bool = True
     """Answered only once the settings are valid and the model is ready; False for what must work
     even then (`marsho.help`)."""
+    forms: tuple[Form, ...] = ()
+    """Every way to write it, with who may (at least `who`); the commands pages list them."""
 
     def __post_init__(self) -> None:
         if not callable(self.handler):
             raise TypeError(f"marsho.{self.name} is declared without a handler")
+        keys = [form.key for form in self.forms]
+        if len(keys) != len(set(keys)):
+            raise ValueError(f"marsho.{self.name} declares a form twice: {keys}")
+        lower = [form.key for form in self.forms if RANK[form.who] < RANK[self.who]]
+        if lower:
+            raise ValueError(f"marsho.{self.name} is for {self.who}s only, but its forms {lower} say less")
         for word in self.words:
             if not WORD.fullmatch(word) or word in NOT_COMMANDS:
                 not_words = " or ".join(sorted(NOT_COMMANDS))
@@ -130,6 +162,23 @@ class Command:
         if self.who == "admin" and not context.admin:
             return t("command.admins", command=command)
         return None
+
+    def form(self, key: str) -> Form:
+        """The form declared as `key` (KeyError if none is)."""
+        for form in self.forms:
+            if form.key == key:
+                return form
+        raise KeyError(f"marsho.{self.name} declares no form {key!r}")
+
+    def refused(self, context: CommandContext, key: str) -> str | None:
+        """Why the asker may not use the form `key`, as they read it; None if they may."""
+        form = self.form(key)
+        if form.allows(context.role):
+            return None
+        written = " ".join(word for word in form.args.split() if word.isalpha())  # `all`, `group`
+        command = f"{context.name}.{self.name}" + (f" {written}" if written else "")
+        common = "command.superusers" if form.who == "superuser" else "command.admins"
+        return context.t(form.refusal or common, name=context.name, command=command)
 
     async def answer(self, context: CommandContext) -> Answer:
         """The reply: the refusal, or what the handler says."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 from ...agent.reminders import Asker, ReminderBook
 from ...store.reminders import Reminder, Scope
 from ..reminders import time_text
-from .registry import Command, CommandContext
+from .registry import Command, CommandContext, Form
 
 SHOWN = 30
 """Reminders one listing shows at most."""
@@ -39,12 +39,14 @@ async def reminders_command(context: CommandContext) -> str:
     if word == "group":
         if not asker.in_group:
             return t("group.only", command=f"{name}.reminders group")
-        if not asker.group_admin:
-            return t("reminders.admins_only", name=name)
+        refused = REMINDERS.refused(context, "group")
+        if refused is not None:
+            return refused
         return await _listing(context, book, asker, "chat")
     if word == "all":
-        if not asker.superuser:
-            return t("command.superusers", command=f"{name}.reminders all")
+        refused = REMINDERS.refused(context, "all")
+        if refused is not None:
+            return refused
         if asker.in_group:  # everyone's private reminders are not for a group to read
             return t("reminders.all_private", name=name)
         return await _listing(context, book, asker, "all")
@@ -101,4 +103,7 @@ async def _cancel(context: CommandContext, book: ReminderBook, asker: Asker, num
     return t("reminders.cancelled", id=reminder.id, body=reminder.body)
 
 
-REMINDERS = Command("reminders", reminders_command)
+REMINDERS = Command("reminders", reminders_command, forms=(
+    Form("mine"), Form("cancel", "cancel <number>"),
+    Form("group", "group", who="admin", where="groups", refusal="reminders.admins_only"),
+    Form("all", "all", who="superuser", where="private")))

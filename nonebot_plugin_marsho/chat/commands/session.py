@@ -17,7 +17,7 @@ from ...store.session import session_key
 from ...tools.model import ToolContext
 from ..app import Marsho
 from ..render import calls_text, history_text
-from .registry import Command, CommandContext
+from .registry import Command, CommandContext, Form
 
 MAX_EXPORT_CHARS = 3000
 
@@ -25,8 +25,9 @@ MAX_EXPORT_CHARS = 3000
 async def reset_command(context: CommandContext) -> str:
     """`marsho.reset`: forget the conversation (a group's shared one: its admins only)."""
     t = context.t
-    if context.shared and context.role == "member":
-        return t("reset.shared")
+    refused = RESET.refused(context, "shared" if context.shared else "own")
+    if refused is not None:
+        return refused
     dropped = await context.engine.reset(context.key)
     return t("reset.done", turns_text=t.plural("count.turns", dropped)) if dropped else t("reset.empty")
 
@@ -103,7 +104,8 @@ async def _tell_privately(context: CommandContext, text: str) -> bool:
     return True
 
 
-RESET = Command("reset", reset_command)
-CALLS = Command("calls", calls_command)
-HISTORY = Command("history", history_command)
-EXPORT = Command("export", export_command, who="superuser")
+RESET = Command("reset", reset_command, forms=(
+    Form("own"), Form("shared", who="admin", where="groups", refusal="reset.shared")))
+CALLS = Command("calls", calls_command, forms=(Form("last"),))
+HISTORY = Command("history", history_command, forms=(Form("show"),))
+EXPORT = Command("export", export_command, who="superuser", forms=(Form("save", who="superuser"),))
