@@ -30,6 +30,7 @@ from nonebot_plugin_marsho.config import Config
 from tests.conftest import SUPERUSER_ID, configured
 from tests.fake_openai import FakeOpenAI, text
 from tests.onebot import group_message, onebot_bot, reply_call
+from tests.speakers import label
 
 ANSWER = "Marsho thinks the lighthouse keeper had a cat called Biscuit."
 CHAT = "OneBot V11:group:1"
@@ -348,7 +349,7 @@ async def test_superusers_are_never_taken_for_bots_nor_paused(
             event = group_message(f"marsho hi{MARKER}", user_id=int(SUPERUSER_ID))
             ctx.receive_event(bot, event)
             ctx.should_call_api(*reply_call(event, f"answer {n}"), result={"message_id": n})
-    assert [r["messages"][-1]["content"] for r in fake.requests] == [f"user{SUPERUSER_ID}: hi"] * 4
+    assert [r["messages"][-1]["content"] for r in fake.requests] == [f"{label(f'user{SUPERUSER_ID}', SUPERUSER_ID)}: hi"] * 4
 
 
 async def test_a_member_whose_message_carries_the_marker_is_not_answered(
