@@ -248,3 +248,14 @@ async def test_group_actions_are_off_by_default(endpoint: FakeOpenAI, tmp_path: 
             assert chat.group_actions() == []
     assert offered(endpoint.requests[0]) == []
     assert question(endpoint.requests[0]) == f"user{ADMIN}: mute  for 10 minutes"  # as it always read
+
+
+@pytest.mark.parametrize("spelled", ["0" + str(SUPERUSER), "".join(chr(0xFF10 + int(d)) for d in str(SUPERUSER))],
+                         ids=["leading-zero", "fullwidth"])
+async def test_a_superuser_spelled_otherwise_is_never_muted(endpoint: FakeOpenAI, sim: OneBotSim,
+                                                            spelled: str) -> None:
+    group = new_group(sim, bot_role="owner")
+    endpoint.responder = calling("group__mute", user_id=spelled, minutes=10)
+    _, reply = await sim.ask(mute(SUPERUSER), group_id=group, user_id=OWNER, role="owner")
+    assert done_in(sim, group) == []
+    assert ("one of my superusers" if spelled.isascii() else "is not a QQ id") in reply.text, reply.text

@@ -210,3 +210,53 @@ async def test_telegram_recalls_the_message_the_question_replies_to(store: SqlSt
     assert bot.acted() == [("delete_message", {"chat_id": int(GROUP), "message_id": 31})]
     other = await GroupActions(store).run(context(bot, role="member", event=event), "recall", "32")
     assert other.status == "error" and "replies to" in other.content
+
+
+SPELLED_OTHERWISE = {"leading-zero": "0999", "two-zeros": "00999", "spaces": " 999 "}
+NOT_ASCII = {"arabic-indic": "\u0669\u0669\u0669", "fullwidth": "\uff19\uff19\uff19", "superscript": "\u00b2"}
+
+
+@pytest.mark.parametrize("spelled", SPELLED_OTHERWISE.values(), ids=SPELLED_OTHERWISE.keys())
+async def test_a_superuser_spelled_with_leading_zeros_is_still_a_superuser(store: SqlStore, spelled: str) -> None:
+    bot = RecordingBot(roles={BOT_ID: "owner"})
+    result = await GroupActions(store).run(context(bot, role="owner"), "mute", spelled, minutes=10)
+    assert result.status == "error" and result.content.startswith("999 is one of my superusers"), result.content
+    assert bot.acted() == []
+    [logged] = await GroupActionLog(store).recent(f"OneBot V11:group:{GROUP}", limit=5)
+    assert logged.target == "999"
+
+
+@pytest.mark.parametrize("spelled", NOT_ASCII.values(), ids=NOT_ASCII.keys())
+async def test_digits_other_than_ascii_are_no_id_and_nothing_is_called(store: SqlStore, spelled: str) -> None:
+    bot = RecordingBot(roles={BOT_ID: "owner"})
+    result = await GroupActions(store).run(context(bot, role="owner"), "mute", spelled, minutes=10)
+    assert result.status == "error"
+    assert result.content == (f"{spelled!r} is not a QQ id: a QQ id is a positive whole number in ASCII "
+                              "digits 0-9, like 12345, without leading zeros (the number in a mention's "
+                              "(id:...)). Nothing was done.")
+    assert bot.calls == []
+
+
+@pytest.mark.parametrize("spelled", ["0", "000", "-7", "+7", "7.0", "1" * 20, "9" * 5000, ""])
+async def test_what_is_no_positive_whole_number_is_no_user_id(store: SqlStore, spelled: str) -> None:
+    bot = RecordingBot(roles={BOT_ID: "owner"})
+    result = await GroupActions(store).run(context(bot, role="owner"), "kick", spelled)
+    assert result.status == "error" and "is not a QQ id" in result.content and len(result.content) < 300
+    assert bot.calls == []
+
+
+async def test_the_bot_spelled_with_a_leading_zero_is_still_the_bot(store: SqlStore) -> None:
+    bot = RecordingBot(roles={BOT_ID: "member"})
+    result = await GroupActions(store).run(context(bot, role="owner"), "mute", "0" + BOT_ID, minutes=10)
+    assert result.content == "I cannot mute myself: nothing was done."
+    assert bot.calls == []
+
+
+async def test_one_spelling_for_the_checks_the_log_and_the_call(store: SqlStore) -> None:
+    bot = RecordingBot(roles={BOT_ID: "admin", "7": "member"})
+    result = await GroupActions(store).run(context(bot), "mute", "007", minutes=1)
+    assert result.content == "Muted 7 for 1 minute."
+    assert ("get_group_member_info", {"group_id": 5001, "user_id": 7, "no_cache": True}) in bot.calls
+    assert bot.acted() == [("set_group_ban", {"group_id": 5001, "user_id": 7, "duration": 60})]
+    [logged] = await GroupActionLog(store).recent(f"OneBot V11:group:{GROUP}", limit=5)
+    assert logged.target == "7"

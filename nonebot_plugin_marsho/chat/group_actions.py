@@ -47,6 +47,16 @@ reaches marsho within this."""
 OFFERED_IN = "marsho_offered_in"
 """The attribute of a tool's function that says where the tool is offered (ChatToolContext)."""
 HOUR = 3600.0
+MAX_ID_DIGITS = 19
+"""The most digits of a platform id: QQ and Telegram ids are 64-bit integers."""
+
+
+class BadId(ValueError):
+    """An argument that is no id of the platform: `reason` names what one looks like."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
 class Refused(Exception):
@@ -57,14 +67,43 @@ class Refused(Exception):
         self.reason = reason
 
 
+def canonical_number(value: str, *, negative: bool = False) -> str | None:
+    """`value` as a platform writes a whole-number id (ASCII digits, no leading zero; below
+    zero only with `negative`), or None when it is not one: "010099" is "10099", while "²",
+    "１" or "١" are no id at all (Python's int() would read the last two as 1)."""
+    digits = value.strip()
+    sign = "-" if negative and digits.startswith("-") else ""
+    digits = digits[len(sign):].lstrip("0")
+    if not digits.isascii() or not digits.isdigit() or len(digits) > MAX_ID_DIGITS:
+        return None
+    return sign + digits if int(digits) < 2**63 else None
+
+
 class GroupPlatform:
     """One adapter's group calls; ids as the platform writes them."""
 
     name = ""
+    word = ""
+    """What the platform's user ids are called ("a QQ id")."""
+    negative_message_ids = False
+    """Whether message ids may be below zero (go-cqhttp's and Lagrange's are hashes)."""
 
-    def check_id(self, value: str) -> str | None:
-        """Why `value` cannot be a user or message id here; None when it can."""
-        return None
+    def user_id(self, value: str) -> str:
+        """The user id `value` in the platform's one spelling; BadId when it is not one."""
+        found = canonical_number(value)
+        if found is None:
+            raise BadId(f"{_shown(value)} is not {self.word}: {self.word} is a positive whole number in "
+                        "ASCII digits 0-9, like 12345, without leading zeros (the number in a mention's "
+                        "(id:...))")
+        return found
+
+    def message_id(self, value: str) -> str:
+        """The message id `value` in the platform's one spelling; BadId when it is not one."""
+        found = canonical_number(value, negative=self.negative_message_ids)
+        if found is None:
+            raise BadId(f"{_shown(value)} is not a message id here: a message id is a whole number in "
+                        "ASCII digits 0-9, like 12345 (the one given with the quoted message)")
+        return found
 
     async def role(self, bot: Bot, group_id: str, user_id: str) -> GroupRole:
         raise NotImplementedError
@@ -100,9 +139,8 @@ class OneBotV11(GroupPlatform):
     """OneBot v11 (NapCat, LLOneBot, Lagrange...): set_group_ban, set_group_kick, delete_msg."""
 
     name = "OneBot V11"
-
-    def check_id(self, value: str) -> str | None:
-        return None if value.isdigit() and len(value) < 20 else f"{value!r} is not a QQ id (digits only)"
+    word = "a QQ id"
+    negative_message_ids = True
 
     async def role(self, bot: Bot, group_id: str, user_id: str) -> GroupRole:
         data = await _call(bot, "get_group_member_info", group_id=int(group_id), user_id=int(user_id),
@@ -149,11 +187,7 @@ class Telegram(GroupPlatform):
     sender is read off the message the question replies to."""
 
     name = "Telegram"
-
-    def check_id(self, value: str) -> str | None:
-        if value.isdigit() and len(value) < 20:
-            return None
-        return f"{value!r} is not a Telegram id (digits only)"
+    word = "a Telegram id"
 
     async def role(self, bot: Bot, group_id: str, user_id: str) -> GroupRole:
         member = await _call(bot, "get_chat_member", chat_id=int(group_id), user_id=int(user_id))
@@ -193,11 +227,20 @@ PLATFORMS: dict[str, GroupPlatform] = {platform.name: platform for platform in (
 
 
 def is_superuser(bot: Bot, user_id: str) -> bool:
-    """Whether `user_id` is in SUPERUSERS, as NoneBot's own check reads it (bare, or prefixed
-    with the adapter's first word: `onebot:123`)."""
-    superusers = bot.config.superusers
-    prefix = bot.adapter.get_name().split(maxsplit=1)[0].lower()
-    return user_id in superusers or f"{prefix}:{user_id}" in superusers
+    """Whether `user_id` (in the platform's spelling) is in SUPERUSERS, as NoneBot's own check
+    reads it (bare, or prefixed with the adapter's first word: `onebot:123`), an entry written
+    with leading zeros being the same person."""
+    prefix = bot.adapter.get_name().split(maxsplit=1)[0].lower() + ":"
+    for entry in bot.config.superusers:
+        bare = entry.removeprefix(prefix)
+        if bare == user_id or canonical_number(bare) == user_id:
+            return True
+    return False
+
+
+def _shown(value: str) -> str:
+    """An argument quoted in a result, cut short (the model may have been talked into anything)."""
+    return repr(value if len(value) <= 40 else value[:40] + "…")
 
 
 def shows_ids(actions: GroupActions | None, bot: Bot, event: Event) -> bool:
@@ -330,9 +373,13 @@ class GroupActions:
         if await self.turned_off(context.chat_key):
             return ToolResponse.error("This group's admins turned group actions off here "
                                       "(marsho.actions on turns them on again); nothing was done.")
-        problem = (minutes_problem(minutes) if action == "mute" else None) or platform.check_id(subject)
+        problem = minutes_problem(minutes) if action == "mute" else None
         if problem is not None:
-            return ToolResponse.error(problem if problem.endswith(".") else f"{problem}. Nothing was done.")
+            return ToolResponse.error(problem)
+        try:  # one spelling for every check, the log and the call: "010099" is 10099
+            subject = platform.message_id(subject) if action == "recall" else platform.user_id(subject)
+        except BadId as bad:
+            return ToolResponse.error(f"{bad.reason}. Nothing was done.")
         try:
             return await self._run(context, platform, action, subject, minutes)
         except StoreError as error:
@@ -342,7 +389,7 @@ class GroupActions:
     async def _run(self, context: ToolContext, platform: GroupPlatform, action: Action, subject: str,
                    minutes: int) -> ToolResponse:
         bot, group = context.bot, str(context.group_id)
-        self_id = str(bot.self_id)
+        self_id = canonical_number(str(bot.self_id)) or str(bot.self_id)
         target_id = subject
         if action == "recall":
             try:
