@@ -259,3 +259,26 @@ async def test_a_superuser_spelled_otherwise_is_never_muted(endpoint: FakeOpenAI
     _, reply = await sim.ask(mute(SUPERUSER), group_id=group, user_id=OWNER, role="owner")
     assert done_in(sim, group) == []
     assert ("one of my superusers" if spelled.isascii() else "is not a QQ id") in reply.text, reply.text
+
+
+async def test_a_message_of_another_group_is_not_recalled_by_its_id(endpoint: FakeOpenAI, sim: OneBotSim) -> None:
+    here, there = new_group(sim), new_group(sim)
+    sim.roles[there][ADMIN] = "member"
+    elsewhere = await sim.group_message("said in another group", group_id=there, user_id=OTHER)
+    endpoint.responder = calling("group__recall", message_id=str(elsewhere["message_id"]))
+    _, reply = await sim.ask("marsho recall that message", group_id=here, user_id=ADMIN, role="admin")
+    assert [a for a in sim.group_actions() if a.action == "delete_msg"
+            and a.params["message_id"] == elsewhere["message_id"]] == []
+    assert "only a message known to be this group's is recalled" in reply.text, reply.text
+
+
+async def test_the_bots_private_answer_is_not_recalled_from_a_group(endpoint: FakeOpenAI, sim: OneBotSim) -> None:
+    group = new_group(sim)
+    endpoint.push(text("your private answer"))
+    _, private = await sim.ask("marsho a private question", private=True, user_id=OTHER)
+    message_id = private.response["data"]["message_id"]
+    endpoint.reset()
+    endpoint.responder = calling("group__recall", message_id=str(message_id))
+    _, reply = await sim.ask(f"marsho recall message {message_id}", group_id=group, user_id=ADMIN, role="admin")
+    assert [a for a in sim.group_actions() if a.params.get("message_id") == message_id] == []
+    assert f"Message {message_id} is a private message, not one of this group" in reply.text, reply.text

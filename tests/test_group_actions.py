@@ -34,15 +34,19 @@ class Refusal(ActionFailed):
 
 class RecordingBot(Bot):
     """A bot of the adapter named `adapter` answering get_group_member_info from `roles` and
-    get_msg from `senders`; every call recorded; `refuse` makes the acting calls fail."""
+    get_msg from `senders` (and `found_in`); every call recorded; `refuse` makes the acting calls
+    fail."""
 
     def __init__(self, adapter: str = "OneBot V11", roles: dict[str, str] | None = None,
-                 senders: dict[str, str] | None = None, refuse: str = "") -> None:
+                 senders: dict[str, str] | None = None, refuse: str = "",
+                 found_in: dict[str, Any] | None = None) -> None:
         stub = SimpleNamespace(get_name=lambda: adapter, config=SimpleNamespace(superusers={"onebot:999"}))
         super().__init__(stub, BOT_ID)  # type: ignore[arg-type]
         self.roles = roles or {}
         self.senders = senders or {}
         self.refuse = refuse
+        self.found_in = found_in or {}
+        """What get_msg says of a message's chat (default: group GROUP, as NapCat and go-cqhttp say)."""
         self.calls: list[tuple[str, dict[str, Any]]] = []
 
     async def send(self, event: Any, message: Any, **kwargs: Any) -> Any:
@@ -56,7 +60,8 @@ class RecordingBot(Bot):
             role = self.roles.get(str(data["user_id"]), "member")
             return {"status": TELEGRAM_STATUS.get(role, role), "user": {"id": data["user_id"]}}
         if api == "get_msg":
-            return {"sender": {"user_id": int(self.senders[str(data["message_id"])])}}
+            where = self.found_in.get(str(data["message_id"]), {"message_type": "group", "group_id": int(GROUP)})
+            return {**where, "sender": {"user_id": int(self.senders[str(data["message_id"])])}}
         if self.refuse:
             raise Refusal(self.refuse)
         return None
@@ -260,3 +265,35 @@ async def test_one_spelling_for_the_checks_the_log_and_the_call(store: SqlStore)
     assert bot.acted() == [("set_group_ban", {"group_id": 5001, "user_id": 7, "duration": 60})]
     [logged] = await GroupActionLog(store).recent(f"OneBot V11:group:{GROUP}", limit=5)
     assert logged.target == "7"
+
+
+async def test_a_members_own_message_of_this_group_is_recalled(store: SqlStore) -> None:
+    bot = RecordingBot(roles={BOT_ID: "admin"}, senders={"88": "1"})
+    result = await GroupActions(store).run(context(bot, role="member"), "recall", "088")
+    assert result.content == "Recalled message 88 (sent by 1)."
+    assert bot.acted() == [("delete_msg", {"message_id": 88})]
+
+
+@pytest.mark.parametrize(("found_in", "why"), [
+    ({"message_type": "group", "group_id": 6002}, "Message 88 was not sent in this group"),
+    ({"message_type": "private"}, "Message 88 is a private message, not one of this group"),
+    ({"message_type": "group"}, "The platform does not say which chat message 88 was sent in"),
+    ({}, "The platform does not say which chat message 88 was sent in"),
+], ids=["another-group", "private", "group-unnamed", "nothing-said"])
+async def test_a_message_not_known_to_be_this_groups_is_not_recalled(
+        store: SqlStore, found_in: dict[str, Any], why: str) -> None:
+    bot = RecordingBot(roles={BOT_ID: "owner"}, senders={"88": "7"}, found_in={"88": found_in})
+    result = await GroupActions(store).run(context(bot, role="owner"), "recall", "88")
+    assert result.status == "error" and result.content.startswith(why), result.content
+    assert result.content.endswith("Nothing was done.")
+    assert bot.acted() == []
+    [logged] = await GroupActionLog(store).recent(f"OneBot V11:group:{GROUP}", limit=5)
+    assert logged.outcome == "denied"
+
+
+async def test_the_quoted_message_is_this_groups_though_get_msg_does_not_name_it(store: SqlStore) -> None:
+    bot = RecordingBot(roles={BOT_ID: "admin"}, senders={"-88": "1"}, found_in={"-88": {"message_type": "group"}})
+    question = SimpleNamespace(reply=SimpleNamespace(message_id=-88))
+    result = await GroupActions(store).run(context(bot, role="member", event=question), "recall", "-88")
+    assert result.content == "Recalled message -88 (sent by 1)."
+    assert bot.acted() == [("delete_msg", {"message_id": -88})]

@@ -67,6 +67,10 @@ class Refused(Exception):
         self.reason = reason
 
 
+class Elsewhere(Refused):
+    """The message is not known to be the group's: the rules refuse it, the platform was not wrong."""
+
+
 def canonical_number(value: str, *, negative: bool = False) -> str | None:
     """`value` as a platform writes a whole-number id (ASCII digits, no leading zero; below
     zero only with `negative`), or None when it is not one: "010099" is "10099", while "²",
@@ -149,12 +153,24 @@ class OneBotV11(GroupPlatform):
         return role if role in ("owner", "admin") else "member"
 
     async def sender_of(self, bot: Bot, event: Event, group_id: str, message_id: str) -> str:
+        """The sender of a message positively known to be this group's: get_msg names the group,
+        or the question quotes it (a quote is of the same chat; NapCat and go-cqhttp name the
+        group, the simulator and some implementations give only `message_type`). A message of
+        another group, or a private one (whose get_msg never names a group), is not recalled."""
         data = await _call(bot, "get_msg", message_id=int(message_id))
         if not isinstance(data, dict):
             raise Refused(f"get_msg gave nothing for message {message_id}")
-        found_in = data.get("group_id")
-        if found_in is not None and str(found_in) != group_id:
-            raise Refused(f"message {message_id} was not sent in this group")
+        kind, found_in = data.get("message_type"), data.get("group_id")
+        if kind is not None and kind != "group":
+            raise Elsewhere(f"Message {message_id} is a {kind} message, not one of this group: only this "
+                            "group's messages are recalled here")
+        if found_in is not None and canonical_number(str(found_in)) != group_id:
+            raise Elsewhere(f"Message {message_id} was not sent in this group: only this group's messages "
+                            "are recalled here")
+        if found_in is None and not _quotes(event, message_id):
+            raise Elsewhere(f"The platform does not say which chat message {message_id} was sent in, and "
+                            "the question does not quote it: only a message known to be this group's is "
+                            "recalled. Quote the message and ask again")
         sender = data.get("sender") or {}
         user_id = sender.get("user_id") if isinstance(sender, dict) else None
         if user_id is None:
@@ -236,6 +252,14 @@ def is_superuser(bot: Bot, user_id: str) -> bool:
         if bare == user_id or canonical_number(bare) == user_id:
             return True
     return False
+
+
+def _quotes(event: Event | None, message_id: str) -> bool:
+    """Whether the question `event` quotes message `message_id` (OneBot v11's `event.reply`,
+    which the adapter fills from the reply segment the platform sent)."""
+    reply = getattr(event, "reply", None)
+    quoted = getattr(reply, "message_id", None)
+    return quoted is not None and canonical_number(str(quoted), negative=True) == message_id
 
 
 def _shown(value: str) -> str:
@@ -394,6 +418,9 @@ class GroupActions:
         if action == "recall":
             try:
                 target_id = await platform.sender_of(bot, context.event, group, subject)
+            except Elsewhere as elsewhere:
+                return await self._ended(context, action, subject, subject, "denied",
+                                         f"{elsewhere.reason}. Nothing was done.")
             except Refused as refused:
                 return await self._ended(context, action, subject, subject, "failed",
                                          f"Could not find message {subject} here ({refused.reason}); "
