@@ -282,3 +282,15 @@ async def test_the_bots_private_answer_is_not_recalled_from_a_group(endpoint: Fa
     _, reply = await sim.ask(f"marsho recall message {message_id}", group_id=group, user_id=ADMIN, role="admin")
     assert [a for a in sim.group_actions() if a.params.get("message_id") == message_id] == []
     assert f"Message {message_id} is a private message, not one of this group" in reply.text, reply.text
+
+
+async def test_parallel_mutes_of_one_answer_stay_within_the_hourly_bound(endpoint: FakeOpenAI, sim: OneBotSim) -> None:
+    group = new_group(sim)
+    asker, victims = 10620, list(range(10621, 10627))
+    sim.roles[group][asker] = "admin"
+    endpoint.push(tool_calls(*[("group__mute", {"user_id": str(v), "minutes": 1}, f"p{v}") for v in victims]),
+                  text("done"))
+    await sim.ask("marsho mute all of them", group_id=group, user_id=asker, role="admin")
+    assert len([a for a in done_in(sim, group) if a.action == "set_group_ban"]) == PER_HOUR
+    results = [m["content"] for m in endpoint.requests[-1]["messages"] if m["role"] == "tool"]
+    assert sum(f"MARSHO_GROUP_ACTIONS_PER_HOUR={PER_HOUR}" in r for r in results) == len(victims) - PER_HOUR

@@ -5,6 +5,7 @@ action logged)."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -19,6 +20,7 @@ from nonebot_plugin_marsho.config import Config
 from nonebot_plugin_marsho.store.group_actions import GroupActionLog
 from nonebot_plugin_marsho.store.sql import SqlStore
 from nonebot_plugin_marsho.tools.model import Toolset
+from tests.test_group_context import postgres, store_url  # noqa: F401 - fixtures
 
 GROUP, BOT_ID = "5001", "42"
 ACTS = ("set_group_ban", "set_group_kick", "delete_msg", "restrict_chat_member", "ban_chat_member",
@@ -297,3 +299,96 @@ async def test_the_quoted_message_is_this_groups_though_get_msg_does_not_name_it
     result = await GroupActions(store).run(context(bot, role="member", event=question), "recall", "-88")
     assert result.content == "Recalled message -88 (sent by 1)."
     assert bot.acted() == [("delete_msg", {"message_id": -88})]
+
+
+@pytest.fixture
+async def file_store(tmp_path: Path) -> Any:
+    """A database in a file, as the bot's: its connections are apart (the in-memory one shares one
+    connection, whose reads end the other tasks' transactions)."""
+    sql = SqlStore(f"sqlite+aiosqlite:///{tmp_path / 'marsho.db'}")
+    await sql.start()
+    yield sql
+    await sql.close()
+
+
+class SlowBot(RecordingBot):
+    """A RecordingBot whose acting calls wait for `go`, as a platform's round trip takes a while."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.go = asyncio.Event()
+        self.waiting = 0
+
+    async def call_api(self, api: str, **data: Any) -> Any:
+        if api in ACTS:
+            self.waiting += 1
+            await self.go.wait()
+        return await super().call_api(api, **data)
+
+
+async def _in_parallel(bot: SlowBot, calls: list[Any]) -> list[Any]:
+    """Run the calls at once, as a model's parallel tool calls run; let the acting ones through
+    once every call has either ended or reached the platform."""
+    tasks = [asyncio.ensure_future(call) for call in calls]
+    for _ in range(2000):
+        if bot.waiting + sum(task.done() for task in tasks) == len(tasks):
+            break
+        await asyncio.sleep(0.005)
+    bot.go.set()
+    return list(await asyncio.gather(*tasks))
+
+
+async def test_parallel_calls_of_one_answer_stay_within_the_hourly_bound(file_store: SqlStore) -> None:
+    store = file_store
+    bot = SlowBot(roles={BOT_ID: "admin"})
+    actions = GroupActions(store, per_hour=3)
+    results = await _in_parallel(bot, [actions.run(context(bot), "mute", str(victim), minutes=1)
+                                       for victim in range(70, 76)])
+    assert len(bot.acted()) == 3
+    assert sorted(result.status for result in results) == ["error"] * 3 + ["success"] * 3
+    assert all("MARSHO_GROUP_ACTIONS_PER_HOUR=3" in r.content for r in results if r.status == "error")
+    logged = await GroupActionLog(store).recent(f"OneBot V11:group:{GROUP}", limit=10)
+    assert sorted(entry.outcome for entry in logged) == ["denied"] * 3 + ["done"] * 3
+
+
+async def test_two_processes_on_one_database_stay_within_the_hourly_bound(store_url: str) -> None:  # noqa: F811
+    stores = [SqlStore(store_url), SqlStore(store_url)]  # two bot processes: a lock each
+    try:
+        for sql in stores:
+            await sql.start()
+        bot = SlowBot(roles={BOT_ID: "admin"})
+        first, second = (GroupActions(sql, per_hour=3) for sql in stores)
+        results = await _in_parallel(bot, [actions.run(context(bot), "mute", str(victim), minutes=1)
+                                           for victim in range(80, 86) for actions in (first, second)])
+    finally:
+        for sql in stores:
+            await sql.close()
+    assert 1 <= len(bot.acted()) <= 3
+    assert sum(result.status == "success" for result in results) == len(bot.acted())
+
+
+async def test_an_action_under_way_is_listed_and_counted(file_store: SqlStore) -> None:
+    store = file_store
+    bot = SlowBot(roles={BOT_ID: "admin"})
+    actions = GroupActions(store, per_hour=1)
+    under_way = asyncio.ensure_future(actions.run(context(bot), "mute", "7", minutes=1))
+    for _ in range(2000):
+        if bot.waiting:
+            break
+        await asyncio.sleep(0.005)
+    [pending] = await GroupActionLog(store).recent(f"OneBot V11:group:{GROUP}", limit=5)
+    assert pending.outcome == "pending"
+    refused = await actions.run(context(bot), "mute", "8", minutes=1)
+    assert "MARSHO_GROUP_ACTIONS_PER_HOUR=1" in refused.content
+    bot.go.set()
+    assert (await under_way).status == "success"
+    logged = await GroupActionLog(store).recent(f"OneBot V11:group:{GROUP}", limit=5)
+    assert [(entry.target, entry.outcome) for entry in logged] == [("8", "denied"), ("7", "done")]
+
+
+async def test_a_failed_action_gives_its_slot_back(store: SqlStore) -> None:
+    bot = RecordingBot(roles={BOT_ID: "admin"}, refuse="NO_PERMISSION")
+    actions = GroupActions(store, per_hour=1)
+    assert "The platform refused" in (await actions.run(context(bot), "mute", "7", minutes=1)).content
+    bot.refuse = ""
+    assert (await actions.run(context(bot), "mute", "7", minutes=1)).status == "success"

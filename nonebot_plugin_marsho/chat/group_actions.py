@@ -12,6 +12,7 @@ and turns the tools off or on in their group.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from typing import Any
@@ -299,6 +300,8 @@ class GroupActions:
         self.off: set[str] = set()
         """The groups (keys) whose admins turned the tools off, as this process last read them."""
         self._roles: dict[tuple[str, ...], tuple[float, GroupRole]] = {}
+        self._slots = asyncio.Lock()
+        """Held while a slot of the hourly bound is taken: parallel calls of one answer take turns."""
 
     async def load(self) -> None:
         """Read which groups turned the tools off."""
@@ -447,13 +450,16 @@ class GroupActions:
         why = refusal(action, asker, target, me)
         if why is not None:
             return await self._ended(context, action, target_id, detail, "denied", why)
+        row, over = await self._reserve(context, action, target_id, detail)
+        if over is not None:
+            return self._told(context, action, target_id, "denied", over)
         try:
             await self._act(platform, bot, group, action, subject, minutes)
         except Refused as refused:
             return await self._ended(context, action, target_id, detail, "failed",
-                                     f"The platform refused: {refused.reason}. Nothing was done.")
+                                     f"The platform refused: {refused.reason}. Nothing was done.", row=row)
         done = _done(action, target_id, subject, minutes)
-        return await self._ended(context, action, target_id, detail, "done", done)
+        return await self._ended(context, action, target_id, detail, "done", done, row=row)
 
     async def _act(self, platform: GroupPlatform, bot: Bot, group: str, action: Action, subject: str,
                    minutes: int) -> None:
@@ -475,13 +481,30 @@ class GroupActions:
         (self.off.add if off else self.off.discard)(group_key)
         return off
 
-    async def _over_limit(self, context: ToolContext) -> str | None:
-        done = await self.log.done_since(_person(context), self.now() - HOUR)
+    async def _over_limit(self, context: ToolContext, *, mine: int = 0) -> str | None:
+        """Why the asker may have no more actions this hour (done or under way, `mine` of them
+        this call's own), None while they may."""
+        done = await self.log.done_since(_person(context), self.now() - HOUR) - mine
         if done >= self.per_hour:
             return (f"The person asking has had {done} group actions done in the last hour, the most "
                     f"allowed (MARSHO_GROUP_ACTIONS_PER_HOUR={self.per_hour}); nothing was done. "
                     "Try again later, or ask an admin to do it.")
         return None
+
+    async def _reserve(self, context: ToolContext, action: Action, target: str,
+                       detail: str) -> tuple[int, str | None]:
+        """Take a slot of the asker's hourly bound before acting: the pending row first, then the
+        count that includes it, so that parallel calls (in this process they take turns; across
+        processes the later count sees both rows) never act past the bound. The row, and why
+        not when over the bound (the row then denied)."""
+        async with self._slots:
+            row = await self.log.add(LoggedAction(
+                at=self.now(), group_key=context.chat_key, asker=_person(context), action=action,
+                target=target, detail=detail, outcome="pending"))
+            over = await self._over_limit(context, mine=1)
+            if over is not None:
+                await self.log.settle(row, "denied", over)
+        return row, over
 
     async def _role(self, platform: GroupPlatform, bot: Bot, group: str, user_id: str) -> GroupRole:
         """The member's role as the platform says, asked at most once per ROLES_TTL."""
@@ -496,11 +519,26 @@ class GroupActions:
         return role
 
     async def _ended(self, context: ToolContext, action: Action, target: str, detail: str, outcome: str,
-                     sentence: str) -> ToolResponse:
-        """Log how an action ended, and the result for the model."""
-        await self.log.add(LoggedAction(at=self.now(), group_key=context.chat_key, asker=_person(context),
-                                        action=action, target=target, detail=detail, outcome=outcome,
-                                        reason="" if outcome == "done" else sentence))
+                     sentence: str, *, row: int | None = None) -> ToolResponse:
+        """Log how an action ended (settling its pending `row`, when it took one), and the result
+        for the model."""
+        reason = "" if outcome == "done" else sentence
+        try:
+            if row is not None:
+                await self.log.settle(row, outcome, reason)
+            else:
+                await self.log.add(LoggedAction(at=self.now(), group_key=context.chat_key,
+                                                asker=_person(context), action=action, target=target,
+                                                detail=detail, outcome=outcome, reason=reason))
+        except StoreError as error:
+            if outcome != "done":
+                raise
+            # done on the platform: say so; the row stays pending, which still counts this hour
+            logger.warning(f"marsho: group__{action} in {context.chat_key} was done but not logged: {error}")
+        return self._told(context, action, target, outcome, sentence)
+
+    def _told(self, context: ToolContext, action: Action, target: str, outcome: str,
+              sentence: str) -> ToolResponse:
         logger.info(f"marsho: group__{action} asked by {context.user_id} in {context.chat_key} "
                     f"on {target}: {outcome}")
         return ToolResponse.success(sentence) if outcome == "done" else ToolResponse.error(sentence)
