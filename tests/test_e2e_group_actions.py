@@ -294,3 +294,30 @@ async def test_parallel_mutes_of_one_answer_stay_within_the_hourly_bound(endpoin
     assert len([a for a in done_in(sim, group) if a.action == "set_group_ban"]) == PER_HOUR
     results = [m["content"] for m in endpoint.requests[-1]["messages"] if m["role"] == "tool"]
     assert sum(f"MARSHO_GROUP_ACTIONS_PER_HOUR={PER_HOUR}" in r for r in results) == len(victims) - PER_HOUR
+
+
+async def test_a_scheduled_question_is_offered_the_group_tools_only_where_they_are_on(
+        endpoint: FakeOpenAI, sim: OneBotSim) -> None:
+    """A reminder's turn (chat/reminders.py) is built apart from a message's: the same offering."""
+    group, person = new_group(sim), 10630
+
+    async def scheduled(ask: Callable[[], Any], *, where: Callable[[Any], bool]) -> dict[str, Any]:
+        endpoint.reset()
+        endpoint.push(tool_calls(("reminders__add", {"when": "PT2S", "prompt": "anything new?"}, f"r{next(_calls)}")),
+                      text("Set."), text("Nothing new."))
+        await ask()
+        answer = await sim.wait_send(timeout=60, where=lambda a: "Nothing new." in a.text and where(a))
+        assert answer is not None
+        [asked] = [body for body in endpoint.requests if "anything new?" in question(body)]
+        return asked
+
+    private = await scheduled(lambda: sim.ask("marsho ask me later", private=True, user_id=person),
+                              where=lambda a: a.params.get("user_id") == person)
+    assert offered(private) == [] and "reminders__add" in str(private.get("tools"))
+    on = await scheduled(lambda: sim.ask("marsho ask me later", group_id=group, user_id=ADMIN, role="admin"),
+                         where=lambda a: a.params.get("group_id") == group)
+    assert offered(on) == ["group__kick", "group__mute", "group__recall", "group__unmute"]
+    await sim.ask("marsho.actions off", group_id=group, user_id=ADMIN, role="admin")
+    off = await scheduled(lambda: sim.ask("marsho ask me later", group_id=group, user_id=ADMIN, role="admin"),
+                          where=lambda a: a.params.get("group_id") == group)
+    assert offered(off) == [] and "reminders__add" in str(off.get("tools"))

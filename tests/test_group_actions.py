@@ -15,11 +15,11 @@ from nonebot.adapters import Bot
 from nonebot.exception import ActionFailed
 
 from nonebot_plugin_marsho.chat.app import Marsho
-from nonebot_plugin_marsho.chat.group_actions import ChatToolContext, GroupActions, shows_ids
+from nonebot_plugin_marsho.chat.group_actions import GroupActions, shows_ids
 from nonebot_plugin_marsho.config import Config
 from nonebot_plugin_marsho.store.group_actions import GroupActionLog
 from nonebot_plugin_marsho.store.sql import SqlStore
-from nonebot_plugin_marsho.tools.model import Toolset
+from nonebot_plugin_marsho.tools.model import ToolContext, Toolset
 from tests.test_group_context import postgres, store_url  # noqa: F401 - fixtures
 
 GROUP, BOT_ID = "5001", "42"
@@ -73,9 +73,9 @@ class RecordingBot(Bot):
 
 
 def context(bot: Bot, user_id: str = "1", role: str = "admin", group: str | None = GROUP,
-            event: Any = None) -> ChatToolContext:
+            event: Any = None) -> ToolContext:
     platform = bot.adapter.get_name()
-    return ChatToolContext(session_key="k", user_id=user_id, group_id=group, role=role,  # type: ignore[arg-type]
+    return ToolContext(session_key="k", user_id=user_id, group_id=group, role=role,  # type: ignore[arg-type]
                            bot=bot, event=event, platform=platform,
                            chat_key=f"{platform}:group:{group}" if group else f"{platform}:private:1")
 

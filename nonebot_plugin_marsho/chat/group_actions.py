@@ -34,19 +34,17 @@ from ..exceptions import StoreError
 from ..redaction import logger
 from ..store.group_actions import GroupActionLog, LoggedAction
 from ..store.sql import SqlStore
-from ..tools.model import Tool, ToolContext, Toolkit, ToolResponse
+from ..tools.model import ToolContext, Toolkit, ToolResponse
 from ..tools.schema import function_tool
 from .where import looks_private
 
-__all__ = ["GROUP_TOOLS", "PLATFORMS", "SETTING", "TOOLKIT", "ChatToolContext", "GroupActions", "OneBotV11"]
+__all__ = ["GROUP_TOOLS", "PLATFORMS", "SETTING", "TOOLKIT", "GroupActions", "OneBotV11"]
 
 SETTING = "group_actions"
 """The group setting (marsho_group_settings) a group's admins turn off with `marsho.actions off`."""
 ROLES_TTL = 60.0
 """Seconds a role the platform gave (the target's, the bot's own) is trusted: a role taken away
 reaches marsho within this."""
-OFFERED_IN = "marsho_offered_in"
-"""The attribute of a tool's function that says where the tool is offered (ChatToolContext)."""
 HOUR = 3600.0
 MAX_ID_DIGITS = 19
 """The most digits of a platform id: QQ and Telegram ids are 64-bit integers."""
@@ -275,18 +273,6 @@ def shows_ids(actions: GroupActions | None, bot: Bot, event: Event) -> bool:
     return actions is not None and bot.adapter.get_name() in PLATFORMS and not looks_private(event)
 
 
-class ChatToolContext(ToolContext):
-    """The ToolContext of a chat's turn: a tool whose function says where it is offered
-    (`marsho_offered_in`: the group tools) is offered, and runs, only there; the others as
-    any ToolContext decides."""
-
-    def may_use(self, tool: Tool) -> bool:
-        offered: Callable[[ToolContext], bool] | None = getattr(tool.func, OFFERED_IN, None)
-        if offered is not None and not offered(self):
-            return False
-        return super().may_use(tool)
-
-
 class GroupActions:
     """The group tools on one database, with MARSHO_GROUP_ACTIONS_KICK and _PER_HOUR."""
 
@@ -381,10 +367,10 @@ class GroupActions:
         if self.kick:
             functions.append((kick, "kick"))
         functions.append((recall, "recall"))
-        tools = []
-        for function, name in functions:
-            setattr(function, OFFERED_IN, self.offered)
-            tools.append(function_tool(function, name=f"{TOOLKIT}__{name}", toolkit=TOOLKIT))
+        tools = [function_tool(function, name=f"{TOOLKIT}__{name}", toolkit=TOOLKIT)
+                 for function, name in functions]
+        for tool in tools:  # any ToolContext (a message's turn, a reminder's) offers them only there
+            tool.offered = self.offered
         return Toolkit(name=TOOLKIT, source="built-in", tools=tools,
                        sends="mutes, kicks and recalls in the group, as its admins could")
 
