@@ -392,3 +392,13 @@ async def test_a_failed_action_gives_its_slot_back(store: SqlStore) -> None:
     assert "The platform refused" in (await actions.run(context(bot), "mute", "7", minutes=1)).content
     bot.refuse = ""
     assert (await actions.run(context(bot), "mute", "7", minutes=1)).status == "success"
+
+
+async def test_a_message_the_platform_will_not_place_is_refused_naming_the_authority_first(store: SqlStore) -> None:
+    unplaced = {"88": {"message_type": "group"}, "89": {"message_type": "group"}}
+    bot = RecordingBot(roles={BOT_ID: "admin"}, senders={"88": "7", "89": "1"}, found_in=unplaced)
+    anothers = await GroupActions(store).run(context(bot, role="member"), "recall", "88")
+    assert "only someone above them" in anothers.content and "can recall a message of 7" in anothers.content
+    own = await GroupActions(store).run(context(bot, role="member"), "recall", "89")
+    assert own.content.startswith("The platform does not say which chat message 89 was sent in")
+    assert bot.acted() == []

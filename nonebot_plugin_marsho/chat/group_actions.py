@@ -70,6 +70,15 @@ class Elsewhere(Refused):
     """The message is not known to be the group's: the rules refuse it, the platform was not wrong."""
 
 
+class Unplaced(Elsewhere):
+    """The platform names the message's sender but not its chat: refused, though the asker's
+    authority over `sender` is told first when it does not reach either."""
+
+    def __init__(self, reason: str, *, sender: str) -> None:
+        super().__init__(reason)
+        self.sender = sender
+
+
 def canonical_number(value: str, *, negative: bool = False) -> str | None:
     """`value` as a platform writes a whole-number id (ASCII digits, no leading zero; below
     zero only with `negative`), or None when it is not one: "010099" is "10099", while "²",
@@ -166,15 +175,16 @@ class OneBotV11(GroupPlatform):
         if found_in is not None and canonical_number(str(found_in)) != group_id:
             raise Elsewhere(f"Message {message_id} was not sent in this group: only this group's messages "
                             "are recalled here")
-        if found_in is None and not _quotes(event, message_id):
-            raise Elsewhere(f"The platform does not say which chat message {message_id} was sent in, and "
-                            "the question does not quote it: only a message known to be this group's is "
-                            "recalled. Quote the message and ask again")
         sender = data.get("sender") or {}
         user_id = sender.get("user_id") if isinstance(sender, dict) else None
-        if user_id is None:
+        found = canonical_number(str(user_id)) if user_id is not None else None
+        if found is None:
             raise Refused(f"get_msg does not say who sent message {message_id}")
-        return str(user_id)
+        if found_in is None and not _quotes(event, message_id):
+            raise Unplaced(f"The platform does not say which chat message {message_id} was sent in, and "
+                           "the question does not quote it: only a message known to be this group's is "
+                           "recalled. Quote the message and ask again", sender=found)
+        return found
 
     async def mute(self, bot: Bot, group_id: str, user_id: str, seconds: int) -> None:
         await _call(bot, "set_group_ban", group_id=int(group_id), user_id=int(user_id), duration=seconds)
@@ -403,17 +413,12 @@ class GroupActions:
                    minutes: int) -> ToolResponse:
         bot, group = context.bot, str(context.group_id)
         self_id = canonical_number(str(bot.self_id)) or str(bot.self_id)
-        target_id = subject
+        target_id, unplaced = subject, None
         if action == "recall":
-            try:
-                target_id = await platform.sender_of(bot, context.event, group, subject)
-            except Elsewhere as elsewhere:
-                return await self._ended(context, action, subject, subject, "denied",
-                                         f"{elsewhere.reason}. Nothing was done.")
-            except Refused as refused:
-                return await self._ended(context, action, subject, subject, "failed",
-                                         f"Could not find message {subject} here ({refused.reason}); "
-                                         "nothing was done.")
+            found = await self._sender(context, platform, subject)
+            if isinstance(found, ToolResponse):
+                return found
+            target_id, unplaced = found
         detail = subject if action == "recall" else (str(minutes) if action == "mute" else "")
         target = Party(target_id, superuser=is_superuser(bot, target_id), is_bot=target_id == self_id)
         own = action == "recall" and target_id == context.user_id
@@ -433,7 +438,7 @@ class GroupActions:
             return await self._ended(context, action, target_id, detail, "failed",
                                      f"{target_id} is not a member of this group, or the platform would "
                                      f"not say ({refused.reason}); nothing was done.")
-        why = refusal(action, asker, target, me)
+        why = refusal(action, asker, target, me) or unplaced
         if why is not None:
             return await self._ended(context, action, target_id, detail, "denied", why)
         row, over = await self._reserve(context, action, target_id, detail)
@@ -446,6 +451,23 @@ class GroupActions:
                                      f"The platform refused: {refused.reason}. Nothing was done.", row=row)
         done = _done(action, target_id, subject, minutes)
         return await self._ended(context, action, target_id, detail, "done", done, row=row)
+
+    async def _sender(self, context: ToolContext, platform: GroupPlatform,
+                      message_id: str) -> tuple[str, str | None] | ToolResponse:
+        """Who sent the message to recall, and why it is not recalled from here whatever the
+        roles (None: it may be); the ended result when it cannot be recalled at all."""
+        group = str(context.group_id)
+        try:
+            return await platform.sender_of(context.bot, context.event, group, message_id), None
+        except Unplaced as unplaced:
+            return unplaced.sender, f"{unplaced.reason}. Nothing was done."
+        except Elsewhere as elsewhere:
+            return await self._ended(context, "recall", message_id, message_id, "denied",
+                                     f"{elsewhere.reason}. Nothing was done.")
+        except Refused as refused:
+            return await self._ended(context, "recall", message_id, message_id, "failed",
+                                     f"Could not find message {message_id} here ({refused.reason}); "
+                                     "nothing was done.")
 
     async def _act(self, platform: GroupPlatform, bot: Bot, group: str, action: Action, subject: str,
                    minutes: int) -> None:
