@@ -46,6 +46,9 @@ ROLES_TTL = 60.0
 """Seconds a role the platform gave (the target's, the bot's own) is trusted: a role taken away
 reaches marsho within this."""
 HOUR = 3600.0
+NOT_OFFERED = ("the group tools work only in group chats, on a platform that has them, where the group's "
+               "admins have not turned them off (marsho.actions)")
+"""Why a group tool called elsewhere (a private chat) does nothing."""
 MAX_ID_DIGITS = 19
 """The most digits of a platform id: QQ and Telegram ids are 64-bit integers."""
 
@@ -381,6 +384,7 @@ class GroupActions:
                  for function, name in functions]
         for tool in tools:  # any ToolContext (a message's turn, a reminder's) offers them only there
             tool.offered = self.offered
+            tool.not_offered = NOT_OFFERED
         return Toolkit(name=TOOLKIT, source="built-in", tools=tools,
                        sends="mutes, kicks and recalls in the group, as its admins could")
 

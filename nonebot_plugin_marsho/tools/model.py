@@ -92,6 +92,9 @@ class Tool:
     """Where the tool is offered, decided per turn from its ToolContext (the group tools: in a
     group, on a platform that has the calls, that has not turned them off); None: wherever its
     permission allows. Where it is not offered it is neither shown to the model nor run."""
+    not_offered: str = ""
+    """Why a call where the tool is not offered does nothing, for its result ("the group tools
+    work only in group chats ..."); empty: a general sentence."""
 
     @property
     def summary(self) -> str:
