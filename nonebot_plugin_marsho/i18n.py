@@ -714,7 +714,9 @@ EN: dict[str, str] = {
     "form.kb.add_own": "add the quoted file to your own knowledge base (this private chat)",
     "form.kb.remove": "remove a document of this group's, and its passages",
     "form.kb.remove_own": "remove one of your own documents, and its passages",
-    "form.resume.resume": "answer again in this chat after a pause for too many answers, and forget who was taken for a bot here",
+    "form.resume.resume": (
+        "answer again in this chat after a pause for too many answers, and forget who was taken for a bot here"
+    ),
     # --- settings that cannot work, as a chat is told (issue 24) ---
     "setting.model_empty": "the model cannot be empty",
     "setting.not_http": "{value} is not an http(s) URL",
@@ -728,6 +730,8 @@ EN: dict[str, str] = {
         "MARSHO_MAX_IMAGES={images} pictures take about {tokens} tokens, more than half of "
         "MARSHO_HISTORY_TOKENS={budget}: lower the one or raise the other"
     ),
+    # --- group actions, fixed after the outside attacks (issue 28) ---
+    "actions.outcome_pending": "under way",
 }
 
 ZH: dict[str, str] = {
@@ -1326,6 +1330,8 @@ ZH: dict[str, str] = {
         "MARSHO_MAX_IMAGES={images} 张图片约占 {tokens} 个 token，超过了 "
         "MARSHO_HISTORY_TOKENS={budget} 的一半：请调低前者或调高后者"
     ),
+    # --- group actions, fixed after the outside attacks (issue 28) ---
+    "actions.outcome_pending": "进行中",
 }
 
 CATALOGUES: dict[Language, dict[str, str]] = {"zh-CN": ZH, "en": EN}

@@ -249,3 +249,76 @@ async def test_group_actions_are_off_by_default(endpoint: FakeOpenAI, tmp_path: 
             assert chat.group_actions() == []
     assert offered(endpoint.requests[0]) == []
     assert question(endpoint.requests[0]) == f"{label(f'user{ADMIN}', ADMIN)}: mute  for 10 minutes"  # as it always read
+
+
+@pytest.mark.parametrize("spelled", ["0" + str(SUPERUSER), "".join(chr(0xFF10 + int(d)) for d in str(SUPERUSER))],
+                         ids=["leading-zero", "fullwidth"])
+async def test_a_superuser_spelled_otherwise_is_never_muted(endpoint: FakeOpenAI, sim: OneBotSim,
+                                                            spelled: str) -> None:
+    group = new_group(sim, bot_role="owner")
+    endpoint.responder = calling("group__mute", user_id=spelled, minutes=10)
+    _, reply = await sim.ask(mute(SUPERUSER), group_id=group, user_id=OWNER, role="owner")
+    assert done_in(sim, group) == []
+    assert ("one of my superusers" if spelled.isascii() else "is not a QQ id") in reply.text, reply.text
+
+
+async def test_a_message_of_another_group_is_not_recalled_by_its_id(endpoint: FakeOpenAI, sim: OneBotSim) -> None:
+    here, there = new_group(sim), new_group(sim)
+    sim.roles[there][ADMIN] = "member"
+    elsewhere = await sim.group_message("said in another group", group_id=there, user_id=OTHER)
+    endpoint.responder = calling("group__recall", message_id=str(elsewhere["message_id"]))
+    _, reply = await sim.ask("marsho recall that message", group_id=here, user_id=ADMIN, role="admin")
+    assert [a for a in sim.group_actions() if a.action == "delete_msg"
+            and a.params["message_id"] == elsewhere["message_id"]] == []
+    assert "only a message known to be this group's is recalled" in reply.text, reply.text
+
+
+async def test_the_bots_private_answer_is_not_recalled_from_a_group(endpoint: FakeOpenAI, sim: OneBotSim) -> None:
+    group = new_group(sim)
+    endpoint.push(text("your private answer"))
+    _, private = await sim.ask("marsho a private question", private=True, user_id=OTHER)
+    message_id = private.response["data"]["message_id"]
+    endpoint.reset()
+    endpoint.responder = calling("group__recall", message_id=str(message_id))
+    _, reply = await sim.ask(f"marsho recall message {message_id}", group_id=group, user_id=ADMIN, role="admin")
+    assert [a for a in sim.group_actions() if a.params.get("message_id") == message_id] == []
+    assert f"Message {message_id} is a private message, not one of this group" in reply.text, reply.text
+
+
+async def test_parallel_mutes_of_one_answer_stay_within_the_hourly_bound(endpoint: FakeOpenAI, sim: OneBotSim) -> None:
+    group = new_group(sim)
+    asker, victims = 10620, list(range(10621, 10627))
+    sim.roles[group][asker] = "admin"
+    endpoint.push(tool_calls(*[("group__mute", {"user_id": str(v), "minutes": 1}, f"p{v}") for v in victims]),
+                  text("done"))
+    await sim.ask("marsho mute all of them", group_id=group, user_id=asker, role="admin")
+    assert len([a for a in done_in(sim, group) if a.action == "set_group_ban"]) == PER_HOUR
+    results = [m["content"] for m in endpoint.requests[-1]["messages"] if m["role"] == "tool"]
+    assert sum(f"MARSHO_GROUP_ACTIONS_PER_HOUR={PER_HOUR}" in r for r in results) == len(victims) - PER_HOUR
+
+
+async def test_a_scheduled_question_is_offered_the_group_tools_only_where_they_are_on(
+        endpoint: FakeOpenAI, sim: OneBotSim) -> None:
+    """A reminder's turn (chat/reminders.py) is built apart from a message's: the same offering."""
+    group, person = new_group(sim), 10630
+
+    async def scheduled(ask: Callable[[], Any], *, where: Callable[[Any], bool]) -> dict[str, Any]:
+        endpoint.reset()
+        endpoint.push(tool_calls(("reminders__add", {"when": "PT2S", "prompt": "anything new?"}, f"r{next(_calls)}")),
+                      text("Set."), text("Nothing new."))
+        await ask()
+        answer = await sim.wait_send(timeout=60, where=lambda a: "Nothing new." in a.text and where(a))
+        assert answer is not None
+        [asked] = [body for body in endpoint.requests if "anything new?" in question(body)]
+        return asked
+
+    private = await scheduled(lambda: sim.ask("marsho ask me later", private=True, user_id=person),
+                              where=lambda a: a.params.get("user_id") == person)
+    assert offered(private) == [] and "reminders__add" in str(private.get("tools"))
+    on = await scheduled(lambda: sim.ask("marsho ask me later", group_id=group, user_id=ADMIN, role="admin"),
+                         where=lambda a: a.params.get("group_id") == group)
+    assert offered(on) == ["group__kick", "group__mute", "group__recall", "group__unmute"]
+    await sim.ask("marsho.actions off", group_id=group, user_id=ADMIN, role="admin")
+    off = await scheduled(lambda: sim.ask("marsho ask me later", group_id=group, user_id=ADMIN, role="admin"),
+                          where=lambda a: a.params.get("group_id") == group)
+    assert offered(off) == [] and "reminders__add" in str(off.get("tools"))

@@ -19,7 +19,7 @@ from ..tools.model import Role, ToolContext
 from .app import Marsho
 from .bill import limits_of, quota_text
 from .debounce import Joined, merged
-from .group_actions import ChatToolContext, shows_ids
+from .group_actions import shows_ids
 from .incoming import Limits, Question, read_question, sees_pictures
 from .matchers import Request, _announcer, reserved_names, user_key
 from .observe import group_key
@@ -150,7 +150,7 @@ def _nothing_asked(app: Marsho, engine: Engine, question: Question) -> list[str]
 def _tool_context(bot: Bot, event: Event, where: Where, key: str, role: Role, *,
                   personal: bool) -> ToolContext:
     """Who asks, and where, for the tools and the memories."""
-    return ChatToolContext(session_key=key, user_id=where.user_id, group_id=where.group_id, role=role,
+    return ToolContext(session_key=key, user_id=where.user_id, group_id=where.group_id, role=role,
                        bot=bot, event=event, platform=where.platform,
                        chat_key=session_key(where.platform, group_id=where.group_id, user_id=where.user_id,
                                             channel=where.kind == "channel"),

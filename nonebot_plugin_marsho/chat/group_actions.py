@@ -12,6 +12,7 @@ and turns the tools off or on in their group.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from typing import Any
@@ -33,20 +34,31 @@ from ..exceptions import StoreError
 from ..redaction import logger
 from ..store.group_actions import GroupActionLog, LoggedAction
 from ..store.sql import SqlStore
-from ..tools.model import Tool, ToolContext, Toolkit, ToolResponse
+from ..tools.model import ToolContext, Toolkit, ToolResponse
 from ..tools.schema import function_tool
 from .where import looks_private
 
-__all__ = ["GROUP_TOOLS", "PLATFORMS", "SETTING", "TOOLKIT", "ChatToolContext", "GroupActions", "OneBotV11"]
+__all__ = ["GROUP_TOOLS", "PLATFORMS", "SETTING", "TOOLKIT", "GroupActions", "OneBotV11"]
 
 SETTING = "group_actions"
 """The group setting (marsho_group_settings) a group's admins turn off with `marsho.actions off`."""
 ROLES_TTL = 60.0
 """Seconds a role the platform gave (the target's, the bot's own) is trusted: a role taken away
 reaches marsho within this."""
-OFFERED_IN = "marsho_offered_in"
-"""The attribute of a tool's function that says where the tool is offered (ChatToolContext)."""
 HOUR = 3600.0
+NOT_OFFERED = ("the group tools work only in group chats, on a platform that has them, where the group's "
+               "admins have not turned them off (marsho.actions)")
+"""Why a group tool called elsewhere (a private chat) does nothing."""
+MAX_ID_DIGITS = 19
+"""The most digits of a platform id: QQ and Telegram ids are 64-bit integers."""
+
+
+class BadId(ValueError):
+    """An argument that is no id of the platform: `reason` names what one looks like."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
 class Refused(Exception):
@@ -57,14 +69,56 @@ class Refused(Exception):
         self.reason = reason
 
 
+class Elsewhere(Refused):
+    """The message is not known to be the group's: the rules refuse it, the platform was not wrong."""
+
+
+class Unplaced(Elsewhere):
+    """The platform names the message's sender but not its chat: refused, though the asker's
+    authority over `sender` is told first when it does not reach either."""
+
+    def __init__(self, reason: str, *, sender: str) -> None:
+        super().__init__(reason)
+        self.sender = sender
+
+
+def canonical_number(value: str, *, negative: bool = False) -> str | None:
+    """`value` as a platform writes a whole-number id (ASCII digits, no leading zero; below
+    zero only with `negative`), or None when it is not one: "010099" is "10099", while "²",
+    "１" or "١" are no id at all (Python's int() would read the last two as 1)."""
+    digits = value.strip()
+    sign = "-" if negative and digits.startswith("-") else ""
+    digits = digits[len(sign):].lstrip("0")
+    if not digits.isascii() or not digits.isdigit() or len(digits) > MAX_ID_DIGITS:
+        return None
+    return sign + digits if int(digits) < 2**63 else None
+
+
 class GroupPlatform:
     """One adapter's group calls; ids as the platform writes them."""
 
     name = ""
+    word = ""
+    """What the platform's user ids are called ("a QQ id")."""
+    negative_message_ids = False
+    """Whether message ids may be below zero (go-cqhttp's and Lagrange's are hashes)."""
 
-    def check_id(self, value: str) -> str | None:
-        """Why `value` cannot be a user or message id here; None when it can."""
-        return None
+    def user_id(self, value: str) -> str:
+        """The user id `value` in the platform's one spelling; BadId when it is not one."""
+        found = canonical_number(value)
+        if found is None:
+            raise BadId(f"{_shown(value)} is not {self.word}: {self.word} is a positive whole number in "
+                        "ASCII digits 0-9, like 12345, without leading zeros (the number in a mention's "
+                        "(id:...))")
+        return found
+
+    def message_id(self, value: str) -> str:
+        """The message id `value` in the platform's one spelling; BadId when it is not one."""
+        found = canonical_number(value, negative=self.negative_message_ids)
+        if found is None:
+            raise BadId(f"{_shown(value)} is not a message id here: a message id is a whole number in "
+                        "ASCII digits 0-9, like 12345 (the one given with the quoted message)")
+        return found
 
     async def role(self, bot: Bot, group_id: str, user_id: str) -> GroupRole:
         raise NotImplementedError
@@ -100,9 +154,8 @@ class OneBotV11(GroupPlatform):
     """OneBot v11 (NapCat, LLOneBot, Lagrange...): set_group_ban, set_group_kick, delete_msg."""
 
     name = "OneBot V11"
-
-    def check_id(self, value: str) -> str | None:
-        return None if value.isdigit() and len(value) < 20 else f"{value!r} is not a QQ id (digits only)"
+    word = "a QQ id"
+    negative_message_ids = True
 
     async def role(self, bot: Bot, group_id: str, user_id: str) -> GroupRole:
         data = await _call(bot, "get_group_member_info", group_id=int(group_id), user_id=int(user_id),
@@ -111,17 +164,30 @@ class OneBotV11(GroupPlatform):
         return role if role in ("owner", "admin") else "member"
 
     async def sender_of(self, bot: Bot, event: Event, group_id: str, message_id: str) -> str:
+        """The sender of a message positively known to be this group's: get_msg names the group,
+        or the question quotes it (a quote is of the same chat; NapCat and go-cqhttp name the
+        group, the simulator and some implementations give only `message_type`). A message of
+        another group, or a private one (whose get_msg never names a group), is not recalled."""
         data = await _call(bot, "get_msg", message_id=int(message_id))
         if not isinstance(data, dict):
             raise Refused(f"get_msg gave nothing for message {message_id}")
-        found_in = data.get("group_id")
-        if found_in is not None and str(found_in) != group_id:
-            raise Refused(f"message {message_id} was not sent in this group")
+        kind, found_in = data.get("message_type"), data.get("group_id")
+        if kind is not None and kind != "group":
+            raise Elsewhere(f"Message {message_id} is a {kind} message, not one of this group: only this "
+                            "group's messages are recalled here")
+        if found_in is not None and canonical_number(str(found_in)) != group_id:
+            raise Elsewhere(f"Message {message_id} was not sent in this group: only this group's messages "
+                            "are recalled here")
         sender = data.get("sender") or {}
         user_id = sender.get("user_id") if isinstance(sender, dict) else None
-        if user_id is None:
+        found = canonical_number(str(user_id)) if user_id is not None else None
+        if found is None:
             raise Refused(f"get_msg does not say who sent message {message_id}")
-        return str(user_id)
+        if found_in is None and not _quotes(event, message_id):
+            raise Unplaced(f"The platform does not say which chat message {message_id} was sent in, and "
+                           "the question does not quote it: only a message known to be this group's is "
+                           "recalled. Quote the message and ask again", sender=found)
+        return found
 
     async def mute(self, bot: Bot, group_id: str, user_id: str, seconds: int) -> None:
         await _call(bot, "set_group_ban", group_id=int(group_id), user_id=int(user_id), duration=seconds)
@@ -149,11 +215,7 @@ class Telegram(GroupPlatform):
     sender is read off the message the question replies to."""
 
     name = "Telegram"
-
-    def check_id(self, value: str) -> str | None:
-        if value.isdigit() and len(value) < 20:
-            return None
-        return f"{value!r} is not a Telegram id (digits only)"
+    word = "a Telegram id"
 
     async def role(self, bot: Bot, group_id: str, user_id: str) -> GroupRole:
         member = await _call(bot, "get_chat_member", chat_id=int(group_id), user_id=int(user_id))
@@ -193,11 +255,28 @@ PLATFORMS: dict[str, GroupPlatform] = {platform.name: platform for platform in (
 
 
 def is_superuser(bot: Bot, user_id: str) -> bool:
-    """Whether `user_id` is in SUPERUSERS, as NoneBot's own check reads it (bare, or prefixed
-    with the adapter's first word: `onebot:123`)."""
-    superusers = bot.config.superusers
-    prefix = bot.adapter.get_name().split(maxsplit=1)[0].lower()
-    return user_id in superusers or f"{prefix}:{user_id}" in superusers
+    """Whether `user_id` (in the platform's spelling) is in SUPERUSERS, as NoneBot's own check
+    reads it (bare, or prefixed with the adapter's first word: `onebot:123`), an entry written
+    with leading zeros being the same person."""
+    prefix = bot.adapter.get_name().split(maxsplit=1)[0].lower() + ":"
+    for entry in bot.config.superusers:
+        bare = entry.removeprefix(prefix)
+        if bare == user_id or canonical_number(bare) == user_id:
+            return True
+    return False
+
+
+def _quotes(event: Event | None, message_id: str) -> bool:
+    """Whether the question `event` quotes message `message_id` (OneBot v11's `event.reply`,
+    which the adapter fills from the reply segment the platform sent)."""
+    reply = getattr(event, "reply", None)
+    quoted = getattr(reply, "message_id", None)
+    return quoted is not None and canonical_number(str(quoted), negative=True) == message_id
+
+
+def _shown(value: str) -> str:
+    """An argument quoted in a result, cut short (the model may have been talked into anything)."""
+    return repr(value if len(value) <= 40 else value[:40] + "…")
 
 
 def shows_ids(actions: GroupActions | None, bot: Bot, event: Event) -> bool:
@@ -205,18 +284,6 @@ def shows_ids(actions: GroupActions | None, bot: Bot, event: Event) -> bool:
     it quotes: where the group tools may be offered (a group, a platform that has them, the tools
     on), so that everywhere else questions read as they always did."""
     return actions is not None and bot.adapter.get_name() in PLATFORMS and not looks_private(event)
-
-
-class ChatToolContext(ToolContext):
-    """The ToolContext of a chat's turn: a tool whose function says where it is offered
-    (`marsho_offered_in`: the group tools) is offered, and runs, only there; the others as
-    any ToolContext decides."""
-
-    def may_use(self, tool: Tool) -> bool:
-        offered: Callable[[ToolContext], bool] | None = getattr(tool.func, OFFERED_IN, None)
-        if offered is not None and not offered(self):
-            return False
-        return super().may_use(tool)
 
 
 class GroupActions:
@@ -232,6 +299,8 @@ class GroupActions:
         self.off: set[str] = set()
         """The groups (keys) whose admins turned the tools off, as this process last read them."""
         self._roles: dict[tuple[str, ...], tuple[float, GroupRole]] = {}
+        self._slots = asyncio.Lock()
+        """Held while a slot of the hourly bound is taken: parallel calls of one answer take turns."""
 
     async def load(self) -> None:
         """Read which groups turned the tools off."""
@@ -311,10 +380,11 @@ class GroupActions:
         if self.kick:
             functions.append((kick, "kick"))
         functions.append((recall, "recall"))
-        tools = []
-        for function, name in functions:
-            setattr(function, OFFERED_IN, self.offered)
-            tools.append(function_tool(function, name=f"{TOOLKIT}__{name}", toolkit=TOOLKIT))
+        tools = [function_tool(function, name=f"{TOOLKIT}__{name}", toolkit=TOOLKIT)
+                 for function, name in functions]
+        for tool in tools:  # any ToolContext (a message's turn, a reminder's) offers them only there
+            tool.offered = self.offered
+            tool.not_offered = NOT_OFFERED
         return Toolkit(name=TOOLKIT, source="built-in", tools=tools,
                        sends="mutes, kicks and recalls in the group, as its admins could")
 
@@ -330,9 +400,13 @@ class GroupActions:
         if await self.turned_off(context.chat_key):
             return ToolResponse.error("This group's admins turned group actions off here "
                                       "(marsho.actions on turns them on again); nothing was done.")
-        problem = (minutes_problem(minutes) if action == "mute" else None) or platform.check_id(subject)
+        problem = minutes_problem(minutes) if action == "mute" else None
         if problem is not None:
-            return ToolResponse.error(problem if problem.endswith(".") else f"{problem}. Nothing was done.")
+            return ToolResponse.error(problem)
+        try:  # one spelling for every check, the log and the call: "010099" is 10099
+            subject = platform.message_id(subject) if action == "recall" else platform.user_id(subject)
+        except BadId as bad:
+            return ToolResponse.error(f"{bad.reason}. Nothing was done.")
         try:
             return await self._run(context, platform, action, subject, minutes)
         except StoreError as error:
@@ -342,15 +416,13 @@ class GroupActions:
     async def _run(self, context: ToolContext, platform: GroupPlatform, action: Action, subject: str,
                    minutes: int) -> ToolResponse:
         bot, group = context.bot, str(context.group_id)
-        self_id = str(bot.self_id)
-        target_id = subject
+        self_id = canonical_number(str(bot.self_id)) or str(bot.self_id)
+        target_id, unplaced = subject, None
         if action == "recall":
-            try:
-                target_id = await platform.sender_of(bot, context.event, group, subject)
-            except Refused as refused:
-                return await self._ended(context, action, subject, subject, "failed",
-                                         f"Could not find message {subject} here ({refused.reason}); "
-                                         "nothing was done.")
+            found = await self._sender(context, platform, subject)
+            if isinstance(found, ToolResponse):
+                return found
+            target_id, unplaced = found
         detail = subject if action == "recall" else (str(minutes) if action == "mute" else "")
         target = Party(target_id, superuser=is_superuser(bot, target_id), is_bot=target_id == self_id)
         own = action == "recall" and target_id == context.user_id
@@ -370,16 +442,36 @@ class GroupActions:
             return await self._ended(context, action, target_id, detail, "failed",
                                      f"{target_id} is not a member of this group, or the platform would "
                                      f"not say ({refused.reason}); nothing was done.")
-        why = refusal(action, asker, target, me)
+        why = refusal(action, asker, target, me) or unplaced
         if why is not None:
             return await self._ended(context, action, target_id, detail, "denied", why)
+        row, over = await self._reserve(context, action, target_id, detail)
+        if over is not None:
+            return self._told(context, action, target_id, "denied", over)
         try:
             await self._act(platform, bot, group, action, subject, minutes)
         except Refused as refused:
             return await self._ended(context, action, target_id, detail, "failed",
-                                     f"The platform refused: {refused.reason}. Nothing was done.")
+                                     f"The platform refused: {refused.reason}. Nothing was done.", row=row)
         done = _done(action, target_id, subject, minutes)
-        return await self._ended(context, action, target_id, detail, "done", done)
+        return await self._ended(context, action, target_id, detail, "done", done, row=row)
+
+    async def _sender(self, context: ToolContext, platform: GroupPlatform,
+                      message_id: str) -> tuple[str, str | None] | ToolResponse:
+        """Who sent the message to recall, and why it is not recalled from here whatever the
+        roles (None: it may be); the ended result when it cannot be recalled at all."""
+        group = str(context.group_id)
+        try:
+            return await platform.sender_of(context.bot, context.event, group, message_id), None
+        except Unplaced as unplaced:
+            return unplaced.sender, f"{unplaced.reason}. Nothing was done."
+        except Elsewhere as elsewhere:
+            return await self._ended(context, "recall", message_id, message_id, "denied",
+                                     f"{elsewhere.reason}. Nothing was done.")
+        except Refused as refused:
+            return await self._ended(context, "recall", message_id, message_id, "failed",
+                                     f"Could not find message {message_id} here ({refused.reason}); "
+                                     "nothing was done.")
 
     async def _act(self, platform: GroupPlatform, bot: Bot, group: str, action: Action, subject: str,
                    minutes: int) -> None:
@@ -401,13 +493,30 @@ class GroupActions:
         (self.off.add if off else self.off.discard)(group_key)
         return off
 
-    async def _over_limit(self, context: ToolContext) -> str | None:
-        done = await self.log.done_since(_person(context), self.now() - HOUR)
+    async def _over_limit(self, context: ToolContext, *, mine: int = 0) -> str | None:
+        """Why the asker may have no more actions this hour (done or under way, `mine` of them
+        this call's own), None while they may."""
+        done = await self.log.done_since(_person(context), self.now() - HOUR) - mine
         if done >= self.per_hour:
             return (f"The person asking has had {done} group actions done in the last hour, the most "
                     f"allowed (MARSHO_GROUP_ACTIONS_PER_HOUR={self.per_hour}); nothing was done. "
                     "Try again later, or ask an admin to do it.")
         return None
+
+    async def _reserve(self, context: ToolContext, action: Action, target: str,
+                       detail: str) -> tuple[int, str | None]:
+        """Take a slot of the asker's hourly bound before acting: the pending row first, then the
+        count that includes it, so that parallel calls (in this process they take turns; across
+        processes the later count sees both rows) never act past the bound. The row, and why
+        not when over the bound (the row then denied)."""
+        async with self._slots:
+            row = await self.log.add(LoggedAction(
+                at=self.now(), group_key=context.chat_key, asker=_person(context), action=action,
+                target=target, detail=detail, outcome="pending"))
+            over = await self._over_limit(context, mine=1)
+            if over is not None:
+                await self.log.settle(row, "denied", over)
+        return row, over
 
     async def _role(self, platform: GroupPlatform, bot: Bot, group: str, user_id: str) -> GroupRole:
         """The member's role as the platform says, asked at most once per ROLES_TTL."""
@@ -422,11 +531,26 @@ class GroupActions:
         return role
 
     async def _ended(self, context: ToolContext, action: Action, target: str, detail: str, outcome: str,
-                     sentence: str) -> ToolResponse:
-        """Log how an action ended, and the result for the model."""
-        await self.log.add(LoggedAction(at=self.now(), group_key=context.chat_key, asker=_person(context),
-                                        action=action, target=target, detail=detail, outcome=outcome,
-                                        reason="" if outcome == "done" else sentence))
+                     sentence: str, *, row: int | None = None) -> ToolResponse:
+        """Log how an action ended (settling its pending `row`, when it took one), and the result
+        for the model."""
+        reason = "" if outcome == "done" else sentence
+        try:
+            if row is not None:
+                await self.log.settle(row, outcome, reason)
+            else:
+                await self.log.add(LoggedAction(at=self.now(), group_key=context.chat_key,
+                                                asker=_person(context), action=action, target=target,
+                                                detail=detail, outcome=outcome, reason=reason))
+        except StoreError as error:
+            if outcome != "done":
+                raise
+            # done on the platform: say so; the row stays pending, which still counts this hour
+            logger.warning(f"marsho: group__{action} in {context.chat_key} was done but not logged: {error}")
+        return self._told(context, action, target, outcome, sentence)
+
+    def _told(self, context: ToolContext, action: Action, target: str, outcome: str,
+              sentence: str) -> ToolResponse:
         logger.info(f"marsho: group__{action} asked by {context.user_id} in {context.chat_key} "
                     f"on {target}: {outcome}")
         return ToolResponse.success(sentence) if outcome == "done" else ToolResponse.error(sentence)

@@ -89,6 +89,13 @@ class Tool:
     keeps_result: bool = True
     """False: what the tool returned is for the turn that called it only; stored history keeps a
     placeholder (memory__recall: a shared conversation's next asker may not see those memories)."""
+    offered: Callable[[ToolContext], bool] | None = field(default=None, repr=False, compare=False)
+    """Where the tool is offered, decided per turn from its ToolContext (the group tools: in a
+    group, on a platform that has the calls, that has not turned them off); None: wherever its
+    permission allows. Where it is not offered it is neither shown to the model nor run."""
+    not_offered: str = ""
+    """Why a call where the tool is not offered does nothing, for its result ("the group tools
+    work only in group chats ..."); empty: a general sentence."""
 
     @property
     def summary(self) -> str:
@@ -168,7 +175,9 @@ class ToolContext:
     person is then remembered or recalled (memory)."""
 
     def may_use(self, tool: Tool) -> bool:
-        """True when the asker's role reaches the tool's permission."""
+        """True when the tool is offered here and the asker's role reaches its permission."""
+        if tool.offered is not None and not tool.offered(self):
+            return False
         return _ROLE_RANK.get(self.role, 0) >= _PERMISSION_RANK.get(tool.permission, 2)
 
 

@@ -51,7 +51,7 @@ def _line(context: CommandContext, entry: LoggedAction) -> str:
     elif entry.action == "recall":
         detail = t("actions.message", message_id=entry.detail)
     outcomes = {"done": t("actions.outcome_done"), "denied": t("actions.outcome_denied"),
-                "failed": t("actions.outcome_failed")}
+                "failed": t("actions.outcome_failed"), "pending": t("actions.outcome_pending")}
     outcome = outcomes.get(entry.outcome, entry.outcome)
     if entry.reason:
         outcome = f"{outcome} ({entry.reason})"
