@@ -715,7 +715,8 @@ EN: dict[str, str] = {
     "form.kb.remove": "remove a document of this group's, and its passages",
     "form.kb.remove_own": "remove one of your own documents, and its passages",
     "form.resume.resume": (
-        "answer again in this chat after a pause for too many answers, and forget who was taken for a bot here"
+        "answer again in this chat after a pause for too many answers, and forget who was taken for a "
+        "bot here"
     ),
     # --- settings that cannot work, as a chat is told (issue 24) ---
     "setting.model_empty": "the model cannot be empty",
