@@ -65,3 +65,19 @@ def test_a_plain_tool_context_offers_the_group_tools_only_where_they_are_on(stor
     assert toolset.schemas(_plain(bot, None)) == []
     actions.off.add(f"OneBot V11:group:{GROUP}")
     assert toolset.schemas(_plain(bot, GROUP)) == []
+
+
+async def test_a_group_tool_called_in_a_private_chat_says_it_works_only_in_groups(
+        store: SqlStore) -> None:  # noqa: F811
+    toolset = Toolset()
+    for tool in GroupActions(store).toolkit().tools:
+        toolset.tools[tool.name] = tool
+    runner = ToolRunner(toolset)
+    try:
+        [result] = await runner.run([ToolCall("c1", "group__mute", '{"user_id": "7", "minutes": 1}')],
+                                    _plain(RecordingBot(), None))
+    finally:
+        runner.close()
+    assert result.status == "denied"
+    assert result.content.startswith(
+        "Error: group__mute is not available here: the group tools work only in group chats"), result.content

@@ -477,6 +477,11 @@ class ToolRunner:
                 f"Error: there is no tool named {call.name!r}. Available tools: "
                 f"{', '.join(usable) or 'none'}."
             ), ()
+        if tool.offered is not None and not tool.offered(asker):  # not offered in this chat
+            return "denied", (
+                f"Error: {tool.name} is not available here: "
+                f"{tool.not_offered or 'it is not offered in this chat'}. Nothing was done; do not retry."
+            ), ()
         if not asker.may_use(tool):  # checked in code again, whatever the model was shown
             return "denied", (
                 f"Error: {tool.name} may only be used by {_WHO[tool.permission]}, and the person "
