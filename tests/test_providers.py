@@ -524,7 +524,7 @@ def test_status_text_names_states_errors_and_latency(fake: FakeOpenAI) -> None:
         EndpointStatus("primary", "http://a/v1", "m", "ok", 0, 1, {}, None, [])]) + ","
     assert status_text(Texts("zh-CN"), [
         EndpointStatus("primary", "http://a/v1", "m", "resting", 3, 1, {"rate": 1}, None, [])
-    ]).splitlines()[1] == "主服务：m（http://a/v1）：休息中，还有 3 秒；1 次请求, 错误：限流 1"
+    ]).splitlines()[1] == "主服务：m（http://a/v1）：休息中，还有 3 秒；1 次请求，错误：限流 1"
     assert [
         "fallback 1: b at http://b/v1: skipped after repeated failures for 25 s; 3 requests, "
         "errors: refused connection 3",

@@ -250,7 +250,7 @@ def status_text(t: Texts, endpoints: Sequence[EndpointStatus], summaries: Summar
                 [f"{kinds.get(kind, kind)} {count}" for kind, count in sorted(errors.items())])))
         if latency is not None:
             parts.append(t("status.latency", p50=f"{latency[0]:.2f}", p95=f"{latency[1]:.2f}"))
-        return ", ".join(parts)
+        return ("，" if t.language == "zh-CN" else ", ").join(parts)  # a Chinese sentence takes ，
 
     def endpoint_line(name: str, endpoint: EndpointStatus) -> str:
         shown = state(endpoint.state, endpoint.seconds_left, endpoint.trial_in, endpoint.trying)
