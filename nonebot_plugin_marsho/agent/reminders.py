@@ -124,20 +124,20 @@ def retry_at(reminder: Reminder, now: float) -> float | None:
 
 
 def next_time(reminder: Reminder, now: float) -> float | None:
-    """A repeating reminder's first time after `now` (those missed skipped); None for one that
-    fires once, or whose repeat no longer reads."""
+    """A repeating reminder's first time after `now` (those missed skipped at once, never one
+    by one: a few date computations however long the bot was down); None for one that fires
+    once, or whose repeat no longer reads or runs past the year 9999."""
     if not reminder.every:
         return None
     from .schedule import zone_named
 
     zone = zone_named(reminder.zone)
     try:
-        repeat = parse_every(reminder.every, zone, _at(reminder.scheduled_at, zone), min_interval=0)
-    except ScheduleError as error:
+        repeat = Repeat.read(reminder.every)
+        return repeat.next_after(_at(reminder.scheduled_at, zone), _at(now, zone), zone).timestamp()
+    except (ScheduleError, OverflowError, ValueError) as error:
         logger.warning(f"marsho: reminder #{reminder.id}: its repeat {reminder.every!r} stopped: {error}")
         return None
-    assert repeat is not None
-    return repeat.next_after(_at(reminder.scheduled_at, zone), _at(now, zone), zone).timestamp()
 
 
 def _at(seconds: float, zone: tzinfo) -> datetime:

@@ -17,8 +17,10 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 MAX_AHEAD_DAYS = 3660
 """How far ahead a reminder may be set (about ten years)."""
-MAX_SKIPPED = 100_000
-"""Occurrences of a repeat skipped at most to reach the next one after a long stop."""
+MAX_STEPS = 64
+"""Periods a calendar repeat's estimated count is corrected by at most (the estimate from the
+mean length of a month or a year is off by one or two): the next time after a long stop is a
+few date computations, never one per missed occurrence."""
 CRON_SAMPLES = 60
 """Consecutive times of a cron expression its shortest interval is measured over."""
 DURATION = re.compile(r"^[+]?P(?!$)(\d+Y)?(\d+M)?(\d+W)?(\d+D)?(T(?=\d)(\d+H)?(\d+M)?(\d+(\.\d+)?S)?)?$")
@@ -151,6 +153,20 @@ class Repeat:
     interval: float
     """Its shortest gap, in seconds."""
 
+    @classmethod
+    def read(cls, expression: str) -> Repeat:
+        """A stored repeat, read again without measuring its interval (0): the loop's next
+        times. ScheduleError when it no longer reads."""
+        said = " ".join(expression.split())
+        if len(said.split(" ")) == 5:
+            from croniter import croniter
+
+            if not croniter.is_valid(said):
+                raise ScheduleError(f"`every` {said!r} is not a valid cron expression.")
+            return cls(said, cron=True, interval=0.0)
+        _duration(said, "every")
+        return cls(said.upper(), cron=False, interval=0.0)
+
     def after(self, moment: datetime, zone: tzinfo) -> datetime:
         """The occurrence following `moment` (aware), in `zone`."""
         local = moment.astimezone(zone)
@@ -162,34 +178,65 @@ class Repeat:
             if following.replace(tzinfo=None) == local.replace(tzinfo=None):  # the hour that repeats
                 following = times.get_next(datetime).astimezone(zone)  # fires once, as cron does
             return following
-        duration = _duration(self.expression, "every")
-        calendar, elapsed = _split(duration)
-        wall = _resolve(local.replace(tzinfo=None) + calendar, zone) if calendar is not None else local
-        return (wall.astimezone(timezone.utc) + elapsed).astimezone(zone)
+        return self.occurrence(local, 1, zone)
+
+    def occurrence(self, anchor: datetime, count: int, zone: tzinfo) -> datetime:
+        """A duration's `count`-th occurrence after `anchor`: the calendar part (years, months,
+        days) added `count` times to the anchor's wall time in `zone` (a day of the month that
+        month lacks clamped to its last day, a skipped wall time moved past the gap: this
+        occurrence only), then the elapsed part (hours and less) `count` times, exactly.
+        OverflowError past the year 9999."""
+        years, months, days, elapsed = _parts(_duration(self.expression, "every"))
+        local = anchor.astimezone(zone)
+        if years or months or days:
+            wall = _resolve(_add_calendar(local.replace(tzinfo=None), count * (12 * years + months),
+                                          count * days), zone)
+        else:
+            wall = local
+        return (wall.astimezone(timezone.utc) + count * elapsed).astimezone(zone)
 
     def next_after(self, moment: datetime, now: datetime, zone: tzinfo) -> datetime:
-        """The first occurrence after `now`, counting from `moment` (skipping those missed)."""
-        following = self.after(moment, zone)
-        for _ in range(MAX_SKIPPED):
-            if following.timestamp() > now.timestamp():
-                return following
-            following = self.after(following, zone)
-        return self.after(now, zone)
+        """The first occurrence after `now` (and after `moment`), counting from `moment`:
+        cron's next time after `now` directly; a duration's count of periods worked out by
+        arithmetic (the missed ones skipped at once, never one by one). OverflowError past
+        the year 9999."""
+        after = max(moment.timestamp(), now.timestamp())
+        if self.cron:
+            return self.after(datetime.fromtimestamp(after, timezone.utc), zone)
+        years, months, days, elapsed = _parts(_duration(self.expression, "every"))
+        mean = (years * 365.2425 + months * 30.436875 + days) * 86400 + elapsed.total_seconds()
+        count = max(1, int((after - moment.timestamp()) // mean))
+        for _ in range(MAX_STEPS):
+            if count > 1 and self.occurrence(moment, count - 1, zone).timestamp() > after:
+                count -= 1
+            elif self.occurrence(moment, count, zone).timestamp() <= after:
+                count += 1
+            else:
+                return self.occurrence(moment, count, zone)
+        raise ScheduleError(f"`every` {self.expression!r}: its next time was not found within "
+                            f"{MAX_STEPS} steps.")
 
 
-def _split(duration: Any) -> tuple[Any | None, timedelta]:
-    """(the calendar part: years, months, weeks, days, None when there is none; the elapsed
-    part: hours and less)."""
+def _parts(duration: Any) -> tuple[int, int, int, timedelta]:
+    """(years, months, days: the calendar part; the elapsed part: hours and less)."""
     import isodate
 
     base = duration.tdelta if isinstance(duration, isodate.Duration) else duration
     years, months = (duration.years, duration.months) if isinstance(duration, isodate.Duration) else (0, 0)
-    elapsed = timedelta(seconds=base.seconds, microseconds=base.microseconds)
-    if not (years or months or base.days):
-        return None, elapsed
-    if years or months:
-        return isodate.Duration(years=years, months=months, days=base.days), elapsed
-    return timedelta(days=base.days), elapsed
+    return int(years), int(months), base.days, timedelta(seconds=base.seconds, microseconds=base.microseconds)
+
+
+def _add_calendar(local: datetime, months: int, days: int) -> datetime:
+    """A naive wall time `months` months (the day clamped to the month's last) and `days` days
+    later. OverflowError past the year 9999."""
+    import calendar
+
+    total = local.month - 1 + months
+    year, month = local.year + total // 12, total % 12 + 1
+    if not 1 <= year <= 9999:
+        raise OverflowError(f"year {year} is out of range")
+    day = min(local.day, calendar.monthrange(year, month)[1])
+    return local.replace(year=year, month=month, day=day) + timedelta(days=days)
 
 
 def _resolve(local: datetime, zone: tzinfo) -> datetime:
@@ -211,12 +258,11 @@ def parse_every(every: str, zone: tzinfo, start: datetime, *, min_interval: floa
     if len(fields) == 5:
         repeat = _cron(said, zone, start)
     elif said.upper().startswith(("P", "+P")):
-        duration = _duration(said, "every")
-        calendar, elapsed = _split(duration)
+        years, months, days, elapsed = _parts(_duration(said, "every"))
         first = Repeat(said.upper(), cron=False, interval=0.0)
         interval = first.after(start, zone).timestamp() - start.timestamp()
         repeat = Repeat(said.upper(), cron=False, interval=interval)
-        if interval <= 0 or (calendar is None and not elapsed):
+        if interval <= 0 or not (years or months or days or elapsed):
             raise ScheduleError(f"`every` {said!r} is zero: give a positive duration such as P1D.")
     else:
         raise ScheduleError(f"`every` {said!r} is neither an ISO 8601 duration (P1D, PT1H, P1W) nor a "

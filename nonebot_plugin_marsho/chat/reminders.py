@@ -180,7 +180,7 @@ class Scheduler:
             await self._failed(reminder, f"{type(error).__name__}: {error}", now)
             return
         try:
-            await self.store.finish(reminder, next_at=next_time(reminder, self.clock()))
+            await self.store.finish(reminder, next_at=await next_time_off_loop(reminder, self.clock()))
         except MarshoError as error:  # left claimed: never sent twice (recovered as stale)
             logger.error(f"marsho: reminder #{reminder.id} sent, not marked: {error}")
 
@@ -208,11 +208,19 @@ class Scheduler:
         """Claims a process left unmarked (it died sending): never sent again; a repeat goes on
         to its next time, a single one is paused, saying so."""
         for reminder in await self.store.stale(now - STALE_CLAIM):
-            following = next_time(reminder, now)
+            following = await next_time_off_loop(reminder, now)
             if following is not None:
                 await self.store.finish(reminder, next_at=following)
             else:
                 await self.store.failed(reminder, problem=self.texts("reminders.interrupted"), retry_at=None)
+
+
+async def next_time_off_loop(reminder: Reminder, now: float) -> float | None:
+    """agent/reminders.next_time in a worker thread: a few date computations, but croniter's
+    search for a rare date (29 February) must not hold up the bot's other chats."""
+    if not reminder.every:
+        return None
+    return await asyncio.to_thread(next_time, reminder, now)
 
 
 # saying a reminder
@@ -303,7 +311,7 @@ class Courier:
             raise Undeliverable(t("reminders.why_not_ready"))
         late = now - reminder.scheduled_at
         if what == "missed":
-            following = next_time(reminder, now)
+            following = await next_time_off_loop(reminder, now)
             due, ago = time_text(t, reminder.scheduled_at, reminder.zone), late_text(t, late)
             notice = t("reminders.missed", id=reminder.id, due=due, late=ago, body=reminder.body)
             if following is not None:
