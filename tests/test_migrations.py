@@ -366,6 +366,7 @@ APPLIED = [
     "applied migration 0005 (chat targets)",
     "applied migration 0006 (group actions)",
     "applied migration 0007 (reminders)",
+    "applied migration 0008 (reminder first time)",
 ]
 """What the store logs as it applies each of this code's revisions."""
 

@@ -7,14 +7,19 @@ that name the value and the bound.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
 
 from nonebot_plugin_marsho.agent.reminders import next_time
-from nonebot_plugin_marsho.store.reminders import Reminder
+from nonebot_plugin_marsho.chat.reminders import Scheduler
+from nonebot_plugin_marsho.i18n import Texts
+from nonebot_plugin_marsho.store.reminders import Reminder, ReminderStore
+from nonebot_plugin_marsho.store.sql import SqlStore
 
 NEW_YORK = ZoneInfo("America/New_York")
 PLATFORM = "OneBot V11"
@@ -86,3 +91,66 @@ def test_a_repeat_never_goes_back_to_a_time_before_the_one_it_just_fired() -> No
     clock_behind = (fired - timedelta(minutes=3)).timestamp()  # another process's clock
     assert next_time(repeating("P1D", fired), clock_behind) == at(2026, 3, 3, 8, 0).timestamp()
     assert next_time(repeating("0 8 * * *", fired), clock_behind) == at(2026, 3, 3, 8, 0).timestamp()
+
+
+# repeats counted from their first time
+
+
+def fired_times(every: str, first: datetime, count: int) -> list[str]:
+    """The times a repeat fires, as the loop marks them: each next time worked out just after
+    the one before fired."""
+    reminder = repeating(every, first, first_at=first.timestamp())
+    said = [first.strftime("%m-%d %H:%M")]
+    for _ in range(count - 1):
+        following = next_time(reminder, reminder.scheduled_at + 1)
+        assert following is not None
+        reminder = replace(reminder, scheduled_at=following, due_at=following)
+        said.append(datetime.fromtimestamp(following, NEW_YORK).strftime("%m-%d %H:%M"))
+    return said
+
+
+def test_every_day_at_2_30_comes_back_to_2_30_after_the_night_that_skips_it() -> None:
+    said = fired_times("P1D", at(2027, 3, 13, 2, 30), 4)
+    assert said == ["03-13 02:30", "03-14 03:30", "03-15 02:30", "03-16 02:30"]
+
+
+def test_every_month_from_the_31st_comes_back_to_the_31st() -> None:
+    said = fired_times("P1M", at(2027, 1, 31, 9, 0), 4)
+    assert said == ["01-31 09:00", "02-28 09:00", "03-31 09:00", "04-30 09:00"]
+
+
+def test_every_year_from_the_29th_of_february_comes_back_to_it() -> None:
+    said = fired_times("P1Y", at(2028, 2, 29, 9, 0), 5)
+    assert [time[:5] for time in said] == ["02-29", "02-28", "02-28", "02-28", "02-29"]
+
+
+def test_hours_count_elapsed_time_from_the_first_time_across_the_clock_change() -> None:
+    said = fired_times("PT12H", at(2027, 3, 13, 20, 0), 3)
+    assert said == ["03-13 20:00", "03-14 09:00", "03-14 21:00"]  # 12 hours each, one skipped
+
+
+async def test_the_store_keeps_a_repeats_first_time_as_it_fires(tmp_path: Path) -> None:
+    sql = SqlStore(f"sqlite+aiosqlite:///{tmp_path / 'marsho.db'}")
+    try:
+        await sql.start()
+        store = ReminderStore(sql)
+        first = at(2027, 1, 31, 9, 0).timestamp()
+        added = await store.add(replace(repeating("P1M", at(2027, 1, 31, 9, 0)), id=0))
+        assert added.first_at == first
+        clock = [first]
+
+        async def fire(reminder: Reminder, what: str, now: float) -> None:
+            pass
+
+        scheduler = Scheduler(store, fire, grace=1e9, texts=Texts("en"), clock=lambda: clock[0])
+        seen = []
+        for _ in range(2):
+            await scheduler.round()
+            await scheduler.settled()
+            kept = await store.get(added.id)
+            assert kept is not None and kept.first_at == first
+            seen.append(datetime.fromtimestamp(kept.due_at, NEW_YORK).strftime("%m-%d"))
+            clock[0] = kept.due_at
+        assert seen == ["02-28", "03-31"]
+    finally:
+        await sql.close()

@@ -124,17 +124,18 @@ def retry_at(reminder: Reminder, now: float) -> float | None:
 
 
 def next_time(reminder: Reminder, now: float) -> float | None:
-    """A repeating reminder's first time after `now` (those missed skipped at once, never one
-    by one: a few date computations however long the bot was down); None for one that fires
-    once, or whose repeat no longer reads or runs past the year 9999."""
+    """A repeating reminder's first time after `now` (and after the time it last fired),
+    counted from its first time (so a clamped day or a skipped wall time moves one occurrence
+    only), those missed skipped at once, never one by one; None for one that fires once, or
+    whose repeat no longer reads or runs past the year 9999."""
     if not reminder.every:
         return None
     from .schedule import zone_named
 
     zone = zone_named(reminder.zone)
+    first, last = _at(reminder.first_at or reminder.scheduled_at, zone), reminder.scheduled_at
     try:
-        repeat = Repeat.read(reminder.every)
-        return repeat.next_after(_at(reminder.scheduled_at, zone), _at(now, zone), zone).timestamp()
+        return Repeat.read(reminder.every).next_after(first, _at(max(now, last), zone), zone).timestamp()
     except (ScheduleError, OverflowError, ValueError) as error:
         logger.warning(f"marsho: reminder #{reminder.id}: its repeat {reminder.every!r} stopped: {error}")
         return None
@@ -276,7 +277,7 @@ class ReminderBook:
                         guild_id=guild, channel_id=channel, user_id=asker.user_id, asker=asker.person,
                         session_key=context.session_key or asker.chat_key,
                         what="text" if what == "text" else "prompt", body=body, due_at=due,
-                        scheduled_at=due, every=repeat.expression if repeat else "",
+                        scheduled_at=due, first_at=due, every=repeat.expression if repeat else "",
                         zone=zone_name(self.zone), created_at=self.clock())
 
     def _over(self, limit: LimitReached) -> str:

@@ -145,8 +145,9 @@ def _duration(said: str, what: str) -> Any:
 @dataclass(frozen=True)
 class Repeat:
     """A reminder's `every`: an ISO 8601 duration (the date part counted in the zone's calendar,
-    so P1D keeps the wall time across daylight saving time; the time part in elapsed time) or a
-    five-field cron expression in the zone's wall time."""
+    so P1D keeps the wall time across daylight saving time; the time part in elapsed time; each
+    time counted from the first, so that a day clamped or a wall time skipped moves that one
+    time only) or a five-field cron expression in the zone's wall time."""
 
     expression: str
     cron: bool

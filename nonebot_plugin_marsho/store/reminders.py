@@ -51,6 +51,8 @@ class Reminder:
     claimed_by: str = ""
     claimed_at: float = 0.0
     created_at: float = 0.0
+    first_at: float = 0.0
+    """Its first time, which a repeat's times are counted from (0: `scheduled_at`)."""
 
 
 _FIELDS = tuple(column.name for column in reminders_table.columns)
@@ -88,7 +90,8 @@ class ReminderStore:
         the same transaction (LimitReached)."""
         values = {name: getattr(reminder, name) for name in _FIELDS if name != "id"}
         values.update(created_at=reminder.created_at or time.time(),
-                      scheduled_at=reminder.scheduled_at or reminder.due_at)
+                      scheduled_at=reminder.scheduled_at or reminder.due_at,
+                      first_at=reminder.first_at or reminder.scheduled_at or reminder.due_at)
         columns = reminders_table.c
         await self.store._ready()
         try:
