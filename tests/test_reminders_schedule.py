@@ -16,6 +16,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from nonebot_plugin_marsho.agent.reminders import next_time
+from nonebot_plugin_marsho.agent.schedule import ScheduleError, parse_every, parse_when
 from nonebot_plugin_marsho.chat.reminders import Scheduler
 from nonebot_plugin_marsho.i18n import Texts
 from nonebot_plugin_marsho.store.reminders import Reminder, ReminderStore
@@ -152,5 +153,51 @@ async def test_the_store_keeps_a_repeats_first_time_as_it_fires(tmp_path: Path) 
             seen.append(datetime.fromtimestamp(kept.due_at, NEW_YORK).strftime("%m-%d"))
             clock[0] = kept.due_at
         assert seen == ["02-28", "03-31"]
+    finally:
+        await sql.close()
+
+
+# refusals that name the value and the bound
+
+
+@pytest.mark.parametrize(("when", "why"), [
+    ("9999-12-31T23:59", "9999-12-31T23:59 is too far ahead: a reminder may be set at most 3660 days ahead"),
+    ("9999-12-31T23:59-14:00", "is too far ahead: a reminder may be set at most 3660 days ahead"),
+    ("0001-01-01T00:00+14:00", "0001-01-01T00:00+14:00 has already passed: it is now Wednesday 2 December 2026"),
+    ("P99999999D", "P99999999D is too far ahead: a reminder may be set at most 3660 days ahead"),
+    ("PT99999999999H", "'PT99999999999H' is too long: `when` may be at most 3660 days ahead"),
+])
+def test_a_when_beyond_the_calendar_is_refused_naming_it_and_the_bound(when: str, why: str) -> None:
+    with pytest.raises(ScheduleError) as refused:
+        parse_when(when, NEW_YORK, at(2026, 12, 2, 9, 0))
+    assert why in str(refused.value)
+
+
+@pytest.mark.parametrize(("every", "why"), [
+    ("0 0 31 2 *", "'0 0 31 2 *' never comes: no date matches it within 50 years"),
+    ("P9999Y", "'P9999Y' puts its next time past the year 9999"),
+    ("P99999999D", "'P99999999D' puts its next time past the year 9999"),
+    ("PT99999999999H", "'PT99999999999H' is too long: a reminder's times end in the year 9999"),
+])
+def test_an_every_beyond_the_calendar_is_refused_naming_it_and_the_bound(every: str, why: str) -> None:
+    with pytest.raises(ScheduleError) as refused:
+        parse_every(every, NEW_YORK, at(2026, 12, 2, 9, 0), min_interval=300)
+    assert why in str(refused.value)
+
+
+async def test_the_model_reads_a_refusal_not_an_exceptions_name(tmp_path: Path) -> None:
+    from nonebot_plugin_marsho.agent.reminders import ReminderBook
+    from nonebot_plugin_marsho.tools.model import ToolContext
+
+    sql = SqlStore(f"sqlite+aiosqlite:///{tmp_path / 'marsho.db'}")
+    try:
+        book = ReminderBook(ReminderStore(sql), zone=NEW_YORK, clock=lambda: at(2026, 12, 2, 9, 0).timestamp())
+        context = ToolContext(session_key=GROUP, user_id="10501", group_id="80001", platform=PLATFORM,
+                              chat_key=GROUP)
+        for when, every in (("9999-12-31T23:59", ""), ("PT1H", "0 0 31 2 *"), ("PT1H", "P9999Y")):
+            result = await book.add(context, when, text="x", every=every)
+            assert result.status == "error" and "Error" not in result.content.split(":")[0], result.content
+            assert (when if not every else every) in result.content
+        assert await book.store.count() == 0
     finally:
         await sql.close()

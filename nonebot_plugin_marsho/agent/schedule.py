@@ -21,6 +21,11 @@ MAX_STEPS = 64
 """Periods a calendar repeat's estimated count is corrected by at most (the estimate from the
 mean length of a month or a year is off by one or two): the next time after a long stop is a
 few date computations, never one per missed occurrence."""
+CRON_SEARCH_YEARS = 50
+"""Years croniter looks ahead for a cron expression's next time (its default): one that matches
+no date within them (31 February) is refused."""
+LAST_YEAR = 9999
+"""The latest year a time can be in (Python's dates end there)."""
 CRON_SAMPLES = 60
 """Consecutive times of a cron expression its shortest interval is measured over."""
 DURATION = re.compile(r"^[+]?P(?!$)(\d+Y)?(\d+M)?(\d+W)?(\d+D)?(T(?=\d)(\d+H)?(\d+M)?(\d+(\.\d+)?S)?)?$")
@@ -83,20 +88,43 @@ def parse_when(when: str, zone: tzinfo, now: datetime) -> datetime:
         raise ScheduleError("`when` is empty: give an ISO 8601 date-time such as "
                             f"{(now + timedelta(hours=1)).strftime('%Y-%m-%dT%H:%M')}.")
     if said.upper().startswith(("P", "+P")):
-        moment = (now.astimezone(timezone.utc) + _fixed(said, "when")).astimezone(zone)
+        ahead = _fixed(said, "when")
+        if ahead > timedelta(days=MAX_AHEAD_DAYS):
+            raise _too_far(said)
+        moment = (now.astimezone(timezone.utc) + ahead).astimezone(zone)
     else:
         moment = _datetime(said, zone, now)
     # aware datetimes of one zone compare by wall time: timestamps compare moments
     if moment.timestamp() <= now.timestamp():
-        raise ScheduleError(f"{said} has already passed: it is now {words(now, zone)}. Give a time "
-                            "in the future (today's if it is still to come, else tomorrow's).")
+        raise _passed(said, zone, now)
     if moment.timestamp() - now.timestamp() > MAX_AHEAD_DAYS * 86400:
-        raise ScheduleError(f"{said} is too far ahead: a reminder may be set at most {MAX_AHEAD_DAYS} "
-                            "days ahead.")
+        raise _too_far(said)
     return moment
 
 
+def _too_far(said: str) -> ScheduleError:
+    return ScheduleError(f"{said} is too far ahead: a reminder may be set at most {MAX_AHEAD_DAYS} "
+                         "days ahead.")
+
+
+def _passed(said: str, zone: tzinfo, now: datetime) -> ScheduleError:
+    return ScheduleError(f"{said} has already passed: it is now {words(now, zone)}. Give a time "
+                         "in the future (today's if it is still to come, else tomorrow's).")
+
+
 def _datetime(said: str, zone: tzinfo, now: datetime) -> datetime:
+    """`said` read as a date-time in `zone`; one at the very ends of the calendar (years 1 and
+    9999, where a zone's offset takes it out of range) is refused as passed or too far."""
+    try:
+        return _read_datetime(said, zone, now)
+    except OverflowError:
+        year = said.strip().lstrip("+-")[:4]
+        if year.isdigit() and int(year) < now.year:
+            raise _passed(said, zone, now) from None
+        raise _too_far(said) from None
+
+
+def _read_datetime(said: str, zone: tzinfo, now: datetime) -> datetime:
     example = (now + timedelta(hours=1)).astimezone(zone).strftime("%Y-%m-%dT%H:%M")
     try:
         moment = datetime.fromisoformat(said.replace(" ", "T", 1) if "T" not in said else said)
@@ -138,6 +166,10 @@ def _duration(said: str, what: str) -> Any:
                             "(an hour), PT30M (30 minutes), P1W (a week), P1M (a month).")
     try:
         return isodate.parse_duration(said.upper().lstrip("+"))
+    except OverflowError:
+        bound = (f"`when` may be at most {MAX_AHEAD_DAYS} days ahead" if what == "when" else
+                 f"a reminder's times end in the year {LAST_YEAR}")
+        raise ScheduleError(f"`{what}` {said!r} is too long: {bound}. Give a shorter duration.") from None
     except (isodate.ISO8601Error, ValueError) as error:
         raise ScheduleError(f"`{what}` {said!r} is not an ISO 8601 duration ({error}).") from None
 
@@ -255,6 +287,19 @@ def parse_every(every: str, zone: tzinfo, start: datetime, *, min_interval: floa
     said = " ".join(every.split())
     if not said:
         return None
+    try:
+        repeat = _repeat(said, zone, start)
+    except OverflowError:
+        raise ScheduleError(f"`every` {said!r} puts its next time past the year {LAST_YEAR}, the latest "
+                            "a reminder can be: give a shorter repeat.") from None
+    if repeat.interval < min_interval:
+        raise ScheduleError(f"`every` {said!r} repeats every {span(repeat.interval)}: reminders repeat at "
+                            f"most every {span(min_interval)} (MARSHO_REMINDER_MIN_INTERVAL). Choose a "
+                            "longer interval.")
+    return repeat
+
+
+def _repeat(said: str, zone: tzinfo, start: datetime) -> Repeat:
     fields = said.split(" ")
     if len(fields) == 5:
         repeat = _cron(said, zone, start)
@@ -269,10 +314,6 @@ def parse_every(every: str, zone: tzinfo, start: datetime, *, min_interval: floa
         raise ScheduleError(f"`every` {said!r} is neither an ISO 8601 duration (P1D, PT1H, P1W) nor a "
                             "five-field cron expression (minute hour day month weekday, e.g. "
                             "\"0 8 * * 1-5\" for 8:00 on weekdays).")
-    if repeat.interval < min_interval:
-        raise ScheduleError(f"`every` {said!r} repeats every {span(repeat.interval)}: reminders repeat at "
-                            f"most every {span(min_interval)} (MARSHO_REMINDER_MIN_INTERVAL). Choose a "
-                            "longer interval.")
     return repeat
 
 
@@ -283,10 +324,20 @@ def _cron(said: str, zone: tzinfo, start: datetime) -> Repeat:
         raise ScheduleError(f"`every` {said!r} is not a valid cron expression: five fields, minute "
                             "(0-59) hour (0-23) day (1-31) month (1-12) weekday (0-6, 0 Sunday), such "
                             "as \"30 7 * * *\" for 7:30 every day.")
+    from croniter import CroniterBadDateError
+
     repeat = Repeat(said, cron=True, interval=0.0)
     moments = [start.astimezone(zone)]
-    for _ in range(CRON_SAMPLES):
-        moments.append(repeat.after(moments[-1], zone))
+    try:
+        for _ in range(CRON_SAMPLES):
+            moments.append(repeat.after(moments[-1], zone))
+    except CroniterBadDateError:
+        if len(moments) > 2:  # it did come, but its next time is past the calendar's end
+            raise OverflowError(said) from None
+        raise ScheduleError(f"`every` {said!r} never comes: no date matches it within "
+                            f"{CRON_SEARCH_YEARS} years (a day that month does not have, such as 31 "
+                            "February?). Give a day and month that exist, such as \"0 0 28 2 *\" for "
+                            "28 February.") from None
     stamps = [moment.timestamp() for moment in moments[1:]]
     gaps = [later - earlier for earlier, later in zip(stamps, stamps[1:], strict=False)]
     return Repeat(said, cron=True, interval=min(gaps) if gaps else 0.0)
