@@ -19,6 +19,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -79,7 +80,20 @@ class Undeliverable(MarshoError):
 
 
 Fire = Callable[[Reminder, Fate, float], Awaitable[None]]
-"""Says (or drops, telling its asker) one claimed reminder; raises Undeliverable to retry."""
+"""Says (or drops, telling its asker) one claimed reminder; raises Undeliverable to retry. It
+calls `saying()` just before anything of the reminder goes out."""
+
+_said: ContextVar[list[bool] | None] = ContextVar("marsho_reminder_said", default=None)
+"""The reminder being fired in this task: whether anything of it went out yet."""
+
+
+def saying() -> None:
+    """Something of the reminder this task fires is about to go out (its text, a scheduled
+    question's heading): from now on its occurrence is done, marked sent even if the bot stops
+    before the end, and never given back to be said (or asked, and paid for) again."""
+    said = _said.get()
+    if said is not None:
+        said[0] = True
 
 
 class Scheduler:
@@ -111,8 +125,10 @@ class Scheduler:
             self._loop = asyncio.get_running_loop().create_task(self._run(), name="marsho-reminders")
 
     async def stop(self) -> None:
-        """End the loop; reminders being sent get STOP_WAIT seconds, then are cancelled (one
-        cancelled before anything was said is given back, to be sent by the next start)."""
+        """End the loop; reminders being sent get STOP_WAIT seconds, then are cancelled: one
+        cancelled before anything was said is given back, to be sent by the next start; one
+        that had begun (a scheduled question's heading said, its answer under way) is marked
+        sent, never said or asked twice."""
         loop, self._loop = self._loop, None
         if loop is not None:
             loop.cancel()
@@ -167,10 +183,12 @@ class Scheduler:
 
     async def _fire(self, reminder: Reminder) -> None:
         now = self.clock()
+        said = [False]
+        _said.set(said)  # this task's own context: the courier's saying() marks it
         try:
             await self.fire(reminder, fate(reminder, now, self.grace), now)
         except asyncio.CancelledError:
-            await asyncio.shield(self._give_back(reminder))
+            await asyncio.shield(self._sent(reminder) if said[0] else self._give_back(reminder))
             raise
         except Undeliverable as error:
             await self._failed(reminder, error.problem, now)
@@ -179,9 +197,13 @@ class Scheduler:
             logger.opt(exception=error).error(f"marsho: reminder #{reminder.id} failed: {error}")
             await self._failed(reminder, f"{type(error).__name__}: {error}", now)
             return
+        await self._sent(reminder)
+
+    async def _sent(self, reminder: Reminder) -> None:
+        """Mark a claimed reminder sent: gone, or its next time for a repeat."""
         try:
             await self.store.finish(reminder, next_at=await next_time_off_loop(reminder, self.clock()))
-        except MarshoError as error:  # left claimed: never sent twice (recovered as stale)
+        except Exception as error:  # left claimed: never sent twice (recovered as stale)
             logger.error(f"marsho: reminder #{reminder.id} sent, not marked: {error}")
 
     async def _failed(self, reminder: Reminder, problem: str, now: float) -> None:
@@ -331,6 +353,7 @@ class Courier:
 
     async def _say(self, reminder: Reminder, said: str) -> None:
         services = self.app.built()
+        saying()
         try:
             await services.targets.send_to(reminder.chat_key, self._message(reminder, said))
         except SendError as error:

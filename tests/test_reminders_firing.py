@@ -1,0 +1,90 @@
+"""Reminders (issue 27) at the time they fire, after the attacks on them: a scheduled question
+stopped once its heading was said is never said or asked again; a group reminder whose asker
+has left the group is paused, not posted; a paused reminder shows in its asker's private
+listing, does not count toward their bound, and can be resumed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from nonebot_plugin_marsho.chat import reminders as firing
+from nonebot_plugin_marsho.chat.reminders import Scheduler, saying
+from nonebot_plugin_marsho.i18n import Texts
+from nonebot_plugin_marsho.store.reminders import Reminder, ReminderStore
+from nonebot_plugin_marsho.store.sql import SqlStore
+
+PLATFORM = "OneBot V11"
+GROUP = f"{PLATFORM}:group:80001"
+ALICE = "10501"
+NOW = 1_800_000_000.0
+
+
+def _reminder(due: float, *, every: str = "", what: str = "prompt") -> Reminder:
+    return Reminder(id=0, chat_key=GROUP, platform=PLATFORM, kind="group", chat_id="80001", user_id=ALICE,
+                    asker=f"{PLATFORM}:{ALICE}", what=what, body="the weather?", due_at=due,  # type: ignore[arg-type]
+                    scheduled_at=due, every=every, zone="UTC")
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[ReminderStore]:
+    sql = SqlStore(f"sqlite+aiosqlite:///{tmp_path / 'marsho.db'}")
+    await sql.start()
+    yield ReminderStore(sql)
+    await sql.close()
+
+
+# claim, send, mark
+
+
+async def _stopped_while_firing(store: ReminderStore, monkeypatch: pytest.MonkeyPatch, *,
+                                said_first: bool) -> list[int]:
+    """Fire the due reminders with a courier that never finishes (the model still answering),
+    stop the scheduler, then start another: which reminders the second one fires."""
+    monkeypatch.setattr(firing, "STOP_WAIT", 0.0)
+    began = asyncio.Event()
+
+    async def answering(reminder: Reminder, what: str, now: float) -> None:
+        if said_first:
+            saying()  # the heading goes out
+        began.set()
+        await asyncio.Event().wait()  # the model's answer, still on its way
+
+    first = Scheduler(store, answering, grace=1e9, texts=Texts("en"), clock=lambda: NOW)
+    await first.round()
+    await asyncio.wait_for(began.wait(), 10)
+    await first.stop()
+    fired: list[int] = []
+
+    async def after_restart(reminder: Reminder, what: str, now: float) -> None:
+        fired.append(reminder.id)
+
+    second = Scheduler(store, after_restart, grace=1e9, texts=Texts("en"), clock=lambda: NOW + 1)
+    await second.round()
+    await second.settled()
+    return fired
+
+
+async def test_a_scheduled_question_stopped_after_its_heading_is_never_asked_again(
+        store: ReminderStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    added = await store.add(_reminder(NOW))
+    assert await _stopped_while_firing(store, monkeypatch, said_first=True) == []
+    assert await store.get(added.id) is None  # done: a single one is gone
+
+
+async def test_a_repeat_stopped_after_its_heading_goes_on_to_its_next_time(
+        store: ReminderStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    added = await store.add(_reminder(NOW, every="P1D"))
+    assert await _stopped_while_firing(store, monkeypatch, said_first=True) == []
+    kept = await store.get(added.id)
+    assert kept is not None and kept.state == "active" and kept.due_at == NOW + 86400
+
+
+async def test_one_stopped_before_anything_was_said_is_given_back_and_sent_after_the_restart(
+        store: ReminderStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    added = await store.add(_reminder(NOW))
+    assert await _stopped_while_firing(store, monkeypatch, said_first=False) == [added.id]
