@@ -579,6 +579,8 @@ EN: dict[str, str] = {
     "export.told_privately": "where the file is was sent to you privately",
     "export.in_log": "where the file is is in the bot's log",
     "export.saved_path": "{count} messages of {key} exported to {path}",
+    # --- reminders after the attacks (fix-reminders) ---
+    "reminders.why_left": "its asker is no longer a member of this group (the platform says so)",
 }
 
 ZH: dict[str, str] = {
@@ -1039,6 +1041,8 @@ ZH: dict[str, str] = {
     "export.told_privately": "文件位置已私聊发给你",
     "export.in_log": "文件位置写在机器人的日志里",
     "export.saved_path": "已把 {key} 的 {count} 条消息导出到 {path}",
+    # --- reminders after the attacks (fix-reminders) ---
+    "reminders.why_left": "设置者已不在这个群里（平台这样答复）",
 }
 
 CATALOGUES: dict[Language, dict[str, str]] = {"zh-CN": ZH, "en": EN}

@@ -88,3 +88,99 @@ async def test_one_stopped_before_anything_was_said_is_given_back_and_sent_after
         store: ReminderStore, monkeypatch: pytest.MonkeyPatch) -> None:
     added = await store.add(_reminder(NOW))
     assert await _stopped_while_firing(store, monkeypatch, said_first=False) == [added.id]
+
+
+# the asker left the group
+
+
+class MemberBot:
+    """A OneBot v11 bot whose get_group_member_info knows `members` of group 80001 (the bot
+    itself included), fails for anyone else as an implementation does, or times out."""
+
+    self_id = "2233"
+
+    class adapter:  # noqa: N801 - as Bot.adapter reads
+        @staticmethod
+        def get_name() -> str:
+            return "OneBot V11"
+
+    def __init__(self, members: set[str], *, timing_out: bool = False) -> None:
+        self.members = members | {self.self_id}
+        self.timing_out = timing_out
+        self.asked: list[str] = []
+
+    async def call_api(self, api: str, **params: object) -> object:
+        assert api == "get_group_member_info"
+        self.asked.append(str(params["user_id"]))
+        if self.timing_out:
+            raise asyncio.TimeoutError
+        if str(params["user_id"]) not in self.members:
+            from nonebot.adapters.onebot.v11 import ActionFailed
+
+            raise ActionFailed(status="failed", retcode=100, message="群员不存在")
+        return {"user_id": params["user_id"], "role": "member", "card": "Alice"}
+
+
+class Targets:
+    def __init__(self, bot: MemberBot) -> None:
+        self.bot = bot
+        self.sent: list[str] = []
+
+    async def destination(self, chat_key: str) -> tuple[MemberBot, object]:
+        return self.bot, object()
+
+    async def send_to(self, chat_key: str, message: object) -> None:
+        self.sent.append(str(message))
+
+
+class App:
+    """As much of Marsho as a text reminder's courier reads."""
+
+    def __init__(self, bot: MemberBot) -> None:
+        self.texts = Texts("en")
+        self.services = self
+        self.targets = Targets(bot)
+
+    def built(self) -> App:
+        return self
+
+
+async def _fired_as_a_text(store: ReminderStore, bot: MemberBot, *, what: str = "text",
+                           every: str = "") -> tuple[Reminder | None, list[str]]:
+    from nonebot_plugin_marsho.chat.reminders import Courier
+
+    added = await store.add(_reminder(NOW, every=every, what=what))
+    app = App(bot)
+    scheduler = Scheduler(store, Courier(app), grace=1e9, texts=Texts("en"),  # type: ignore[arg-type]
+                          clock=lambda: NOW)
+    await scheduler.round()
+    await scheduler.settled()
+    return await store.get(added.id), app.targets.sent
+
+
+@pytest.mark.parametrize("what", ["text", "prompt"])
+async def test_a_reminder_whose_asker_left_the_group_is_paused_saying_why_not_posted(
+        store: ReminderStore, what: str) -> None:
+    kept, sent = await _fired_as_a_text(store, MemberBot(set()), what=what, every="P1D")
+    assert sent == []
+    assert kept is not None and kept.state == "paused"
+    assert kept.problem == "its asker is no longer a member of this group (the platform says so)"
+
+
+async def test_a_reminder_whose_asker_is_still_a_member_is_posted(store: ReminderStore) -> None:
+    bot = MemberBot({ALICE})
+    kept, sent = await _fired_as_a_text(store, bot)
+    assert len(sent) == 1 and "the weather?" in sent[0] and kept is None
+    assert bot.asked == [ALICE]
+
+
+async def test_a_platform_that_does_not_answer_is_no_reason_to_pause(store: ReminderStore) -> None:
+    kept, sent = await _fired_as_a_text(store, MemberBot(set(), timing_out=True))
+    assert len(sent) == 1 and kept is None
+
+
+async def test_a_bot_that_left_the_group_itself_does_not_blame_the_asker(store: ReminderStore) -> None:
+    bot = MemberBot(set())
+    bot.members.clear()  # the bot is not a member either: the send is what tells
+    kept, sent = await _fired_as_a_text(store, bot)
+    assert len(sent) == 1 and kept is None  # this fake's send works; a real one refuses

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import nonebot
 from nonebot.adapters import Bot
+from nonebot.exception import ActionFailed
 from nonebot_plugin_alconna.uniseg import At, Text, UniMessage
 
 from ..agent.engine import Reply
@@ -71,12 +72,17 @@ STOP_WAIT = 5.0
 
 
 class Undeliverable(MarshoError):
-    """A reminder that could not be said now (tried again later, then paused): `problem` says
-    why, as its list shows it."""
+    """A reminder that could not be said now (tried again later, then paused; `final`: paused
+    at once): `problem` says why, as its list shows it."""
 
-    def __init__(self, problem: str) -> None:
+    def __init__(self, problem: str, *, final: bool = False) -> None:
         super().__init__(problem)
         self.problem = problem
+        self.final = final
+
+
+class NotMember(Exception):
+    """The platform answered that a reminder's asker is not a member of its group."""
 
 
 Fire = Callable[[Reminder, Fate, float], Awaitable[None]]
@@ -191,7 +197,7 @@ class Scheduler:
             await asyncio.shield(self._sent(reminder) if said[0] else self._give_back(reminder))
             raise
         except Undeliverable as error:
-            await self._failed(reminder, error.problem, now)
+            await self._failed(reminder, error.problem, now, final=error.final)
             return
         except Exception as error:
             logger.opt(exception=error).error(f"marsho: reminder #{reminder.id} failed: {error}")
@@ -206,8 +212,8 @@ class Scheduler:
         except Exception as error:  # left claimed: never sent twice (recovered as stale)
             logger.error(f"marsho: reminder #{reminder.id} sent, not marked: {error}")
 
-    async def _failed(self, reminder: Reminder, problem: str, now: float) -> None:
-        again = retry_at(reminder, now)
+    async def _failed(self, reminder: Reminder, problem: str, now: float, *, final: bool = False) -> None:
+        again = None if final else retry_at(reminder, now)
         if again is None:
             logger.warning(f"marsho: reminder #{reminder.id} in {reminder.chat_key} paused: {problem}")
         else:
@@ -254,19 +260,44 @@ def _superuser(bot: Bot, user_id: str, superusers: set[str]) -> bool:
     return user_id in superusers or f"{adapter}:{user_id}" in superusers
 
 
-async def asker_now(bot: Bot, reminder: Reminder, superusers: set[str]) -> tuple[Role, str]:
-    """The asker's role and name in the chat as they are now: superuser (SUPERUSERS), else their
-    group role where the platform tells it without an event (OneBot v11's
-    get_group_member_info, which gives their group card too), else member."""
-    superuser = _superuser(bot, reminder.user_id, superusers)
+async def member_info(bot: Bot, reminder: Reminder) -> Mapping[str, Any]:
+    """The asker's member info in the reminder's group where the platform tells it without an
+    event (OneBot v11's get_group_member_info: role, group card), {} where it cannot (another
+    platform, a private chat, a timeout). NotMember when the platform answers that they are not
+    a member while the bot itself still is (when the bot is not either, the send says so)."""
     if reminder.kind != "group" or bot.adapter.get_name() != "OneBot V11":
-        return ("superuser" if superuser else "member"), reminder.name
+        return {}
     try:
         info = await bot.call_api("get_group_member_info", group_id=int(reminder.chat_id),
-                                  user_id=int(reminder.user_id), no_cache=False)
-    except Exception:  # not known to the implementation: the least
-        info = None
-    info = info if isinstance(info, Mapping) else {}
+                                  user_id=int(reminder.user_id), no_cache=True)
+    except ActionFailed:
+        if await _bot_is_member(bot, reminder.chat_id):
+            raise NotMember(reminder.user_id) from None
+        return {}
+    except Exception:  # a timeout, a dropped connection: not an answer
+        return {}
+    return info if isinstance(info, Mapping) else {}
+
+
+async def _bot_is_member(bot: Bot, group_id: str) -> bool:
+    try:
+        await bot.call_api("get_group_member_info", group_id=int(group_id), user_id=int(bot.self_id),
+                           no_cache=True)
+    except Exception:
+        return False
+    return True
+
+
+async def asker_now(bot: Bot, reminder: Reminder, superusers: set[str],
+                    info: Mapping[str, Any] | None = None) -> tuple[Role, str]:
+    """The asker's role and name in the chat as they are now: superuser (SUPERUSERS), else their
+    group role where the platform tells it (`info`, else member_info's), else member."""
+    superuser = _superuser(bot, reminder.user_id, superusers)
+    if info is None:
+        try:
+            info = await member_info(bot, reminder)
+        except NotMember:
+            info = {}
     name = str(info.get("card") or info.get("nickname") or reminder.name)
     if superuser:
         return "superuser", name
@@ -331,6 +362,7 @@ class Courier:
         services = app.services
         if services is None:
             raise Undeliverable(t("reminders.why_not_ready"))
+        info = await self._member(reminder)
         late = now - reminder.scheduled_at
         if what == "missed":
             following = await next_time_off_loop(reminder, now)
@@ -344,7 +376,19 @@ class Courier:
         if reminder.what == "text":
             await self._say(reminder, t("reminders.text", text=reminder.body, late=note))
             return
-        await self._ask(reminder, note)
+        await self._ask(reminder, note, info)
+
+    async def _member(self, reminder: Reminder) -> Mapping[str, Any] | None:
+        """The asker's member info in a group reminder's group ({} where the platform cannot
+        tell; None for other chats); Undeliverable, paused at once, when they left it: nobody
+        makes marsho post, mentioning them, where they are not."""
+        if reminder.kind != "group":
+            return None
+        bot, _ = await self._destination(reminder)
+        try:
+            return await member_info(bot, reminder)
+        except NotMember:
+            raise Undeliverable(self.app.texts("reminders.why_left"), final=True) from None
 
     def _message(self, reminder: Reminder, said: str) -> UniMessage[Any]:
         if reminder.kind == "private":
@@ -360,14 +404,14 @@ class Courier:
             logger.info(f"marsho: reminder #{reminder.id}: {error}")
             raise Undeliverable(send_problem(self.app.texts, error.reason)) from None
 
-    async def _ask(self, reminder: Reminder, note: str) -> None:
+    async def _ask(self, reminder: Reminder, note: str, info: Mapping[str, Any] | None = None) -> None:
         """A scheduled question: admitted as a question would be now, its heading said (which
         mentions the asker, and shows the chat can be reached before the model is paid), then
         answered as the asker and posted."""
         app, t = self.app, self.app.texts
         services = app.built()
         bot, target = await self._destination(reminder)
-        role, name = await asker_now(bot, reminder, self._superusers())
+        role, name = await asker_now(bot, reminder, self._superusers(), info)
         where = where_of_reminder(reminder, role, name)
         superuser = role == "superuser"
         if not app.fair_use.admits(where.names or None, where.user_id, superuser=superuser):
