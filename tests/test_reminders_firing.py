@@ -8,10 +8,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from dataclasses import replace
+from datetime import timezone
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
+from nonebot_plugin_marsho.agent.reminders import ReminderBook
 from nonebot_plugin_marsho.chat import reminders as firing
 from nonebot_plugin_marsho.chat.reminders import Scheduler, saying
 from nonebot_plugin_marsho.i18n import Texts
@@ -22,6 +26,8 @@ PLATFORM = "OneBot V11"
 GROUP = f"{PLATFORM}:group:80001"
 ALICE = "10501"
 NOW = 1_800_000_000.0
+"""Friday 15 January 2027, 08:00 UTC."""
+UTC = timezone.utc
 
 
 def _reminder(due: float, *, every: str = "", what: str = "prompt") -> Reminder:
@@ -184,3 +190,104 @@ async def test_a_bot_that_left_the_group_itself_does_not_blame_the_asker(store: 
     bot.members.clear()  # the bot is not a member either: the send is what tells
     kept, sent = await _fired_as_a_text(store, bot)
     assert len(sent) == 1 and kept is None  # this fake's send works; a real one refuses
+
+
+# paused reminders: where they show, what they count, resuming them
+
+
+PRIVATE = f"{PLATFORM}:private:{ALICE}"
+BOB, ADMIN = "10502", "10503"
+
+
+def book_on(store: ReminderStore, per_user: int = 10) -> tuple[ReminderBook, list[Reminder]]:
+    woken: list[Reminder] = []
+    return ReminderBook(store, zone=UTC, per_user=per_user, clock=lambda: NOW, added=woken.append), woken
+
+
+async def _paused(store: ReminderStore, reminder: Reminder) -> Reminder:
+    """Keep `reminder` and pause it as a chat the bot was removed from does."""
+    added = await store.add(reminder)
+    [claimed] = [one for one in await store.claim(reminder.due_at, "test") if one.id == added.id]
+    await store.failed(claimed, problem="the chat refused the message (has the bot left it?)", retry_at=None)
+    kept = await store.get(added.id)
+    assert kept is not None and kept.state == "paused"
+    return kept
+
+
+async def command(book: ReminderBook, said: str, *, user: str = ALICE, group: str | None = None,
+                  role: str = "member") -> str:
+    from nonebot_plugin_marsho.chat.commands.reminders import reminders_command
+    from nonebot_plugin_marsho.chat.where import Where
+
+    where = Where(platform=PLATFORM, kind="group" if group else "private", chat_id=group or user,
+                  user_id=user, role="member" if role == "superuser" else role)  # type: ignore[arg-type]
+    context = SimpleNamespace(t=Texts("en"), name="marsho", text=said, where=where, role=role, key="",
+                              services=SimpleNamespace(reminders=SimpleNamespace(book=book)))
+    return await reminders_command(context)  # type: ignore[arg-type]
+
+
+async def test_a_paused_group_reminder_shows_in_its_askers_private_listing_with_its_chat(
+        store: ReminderStore) -> None:
+    book, _ = book_on(store)
+    paused = await _paused(store, _reminder(NOW - 60, what="text"))
+    await store.add(_reminder(NOW + 3600, what="text"))  # active, in the group: listed there only
+    await _paused(store, replace(_reminder(NOW - 60, what="text"), user_id=BOB, asker=f"{PLATFORM}:{BOB}"))
+    privately = await command(book, "")
+    lines = privately.splitlines()
+    [line] = [line for line in lines if line.startswith("#")]
+    assert line.startswith(f"#{paused.id} ") and "[paused: the chat refused the message" in line
+    assert f"(in {GROUP})" in line
+    assert "marsho.reminders resume <number>" in privately
+    listed = (await book.list_text(SimpleNamespace(  # the model's list, in the same private chat
+        platform=PLATFORM, user_id=ALICE, chat_key=PRIVATE, role="member", session_key=PRIVATE))).content  # type: ignore[arg-type]
+    assert f"#{paused.id}" in listed and f"(in {GROUP})" in listed and "paused" in listed
+    assert f"#{paused.id} " not in await command(book, "", user=BOB)
+
+
+async def test_paused_reminders_do_not_count_toward_the_per_person_bound(store: ReminderStore) -> None:
+    book, _ = book_on(store, per_user=1)
+    await _paused(store, _reminder(NOW - 60, what="text"))
+    context = SimpleNamespace(platform=PLATFORM, user_id=ALICE, chat_key=GROUP, role="member",
+                              session_key=GROUP, personal=True)
+    added = await book.add(context, "PT1H", text="a new one")  # type: ignore[arg-type]
+    assert added.status == "success", added.content
+    refused = await book.add(context, "PT2H", text="one more")  # type: ignore[arg-type]
+    assert "1 reminders already (paused ones not counted)" in refused.content
+
+
+async def test_the_asker_resumes_a_paused_reminder_from_their_private_chat(store: ReminderStore) -> None:
+    book, woken = book_on(store)
+    once = await _paused(store, _reminder(NOW - 600, what="text"))
+    daily = await _paused(store, _reminder(NOW - 600, what="text", every="P1D"))
+    assert await command(book, f"resume {once.id}") == (
+        f"Resumed #{once.id}: next at 2027-01-15 08:00 (Friday).")
+    again = await store.get(once.id)
+    assert again is not None and (again.state, again.due_at, again.attempts, again.problem) == ("active", NOW, 0, "")
+    assert "Resumed" in await command(book, f"resume #{daily.id}")
+    daily_again = await store.get(daily.id)
+    assert daily_again is not None and daily_again.due_at == NOW - 600 + 86400  # its next time, not now
+    assert [reminder.id for reminder in woken] == [once.id, daily.id]  # the loop looks at once
+    assert await command(book, f"resume {once.id}") == f"Reminder #{once.id} is not paused."
+
+
+async def test_only_the_asker_the_groups_admins_and_superusers_resume_a_reminder(store: ReminderStore) -> None:
+    book, _ = book_on(store)
+    paused = await _paused(store, _reminder(NOW - 60, what="text"))
+    chat = GROUP.rsplit(":", 1)[1]
+    assert "There is no reminder" in await command(book, f"resume {paused.id}", user=BOB)
+    assert "There is no reminder" in await command(book, f"resume {paused.id}", user=BOB, group=chat)
+    assert "Resumed" in await command(book, f"resume {paused.id}", user=ADMIN, group=chat, role="admin")
+    await store.delete(paused.id)
+    other = await _paused(store, _reminder(NOW - 60, what="text"))
+    assert "Resumed" in await command(book, f"resume {other.id}", user="10099", role="superuser")
+    assert "Which one?" in await command(book, "resume twelve")
+
+
+async def test_resuming_is_refused_when_the_asker_is_at_their_bound(store: ReminderStore) -> None:
+    book, _ = book_on(store, per_user=1)
+    paused = await _paused(store, _reminder(NOW - 60, what="text"))
+    await store.add(_reminder(NOW + 3600, what="text"))
+    said = await command(book, f"resume {paused.id}")
+    assert said.startswith("Not resumed: you have 1 reminders that are not paused")
+    kept = await store.get(paused.id)
+    assert kept is not None and kept.state == "paused"
