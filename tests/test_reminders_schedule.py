@@ -201,3 +201,41 @@ async def test_the_model_reads_a_refusal_not_an_exceptions_name(tmp_path: Path) 
         assert await book.store.count() == 0
     finally:
         await sql.close()
+
+
+async def test_reminders_kept_before_the_first_time_was_take_their_current_time_as_it(tmp_path: Path) -> None:
+    from alembic import command
+    from sqlalchemy import Connection, text
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    from nonebot_plugin_marsho.store import migrations
+
+    url = f"sqlite+aiosqlite:///{tmp_path / 'marsho.db'}"
+    sql = SqlStore(url)
+    await sql.start()
+    await sql.close()
+    due = at(2027, 1, 31, 9, 0).timestamp()
+
+    def back_to_0007_with_a_reminder(conn: Connection) -> None:
+        command.downgrade(migrations.config(connection=conn), "0007")
+        fields = {column: "" for column in ("chat_key", "platform", "kind", "chat_id", "guild_id", "channel_id",
+                                            "user_id", "asker", "name", "session_key", "what", "body",
+                                            "claimed_by", "problem")}
+        fields.update(every="P1M", zone="America/New_York", state="active", scheduled_at=due, due_at=due,
+                      attempts=0, claimed_at=0.0, created_at=0.0)
+        conn.execute(text(f"INSERT INTO marsho_reminders ({', '.join(fields)}) "
+                          f"VALUES ({', '.join(':' + name for name in fields)})"), fields)
+
+    engine = create_async_engine(url)
+    try:
+        async with engine.begin() as conn:
+            await conn.run_sync(back_to_0007_with_a_reminder)
+    finally:
+        await engine.dispose()
+    again = SqlStore(url)
+    try:
+        await again.start()
+        [kept] = await ReminderStore(again).listed("all")
+        assert kept.first_at == due
+    finally:
+        await again.close()
