@@ -239,3 +239,7 @@ async def test_reminders_kept_before_the_first_time_was_take_their_current_time_
         assert kept.first_at == due
     finally:
         await again.close()
+
+
+def test_a_stored_repeat_of_zero_length_stops_instead_of_failing_the_loop() -> None:
+    assert next_time(repeating("PT0S", at(2026, 1, 1, 8, 0)), at(2026, 1, 2, 8, 0).timestamp()) is None

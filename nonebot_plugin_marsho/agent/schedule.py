@@ -197,7 +197,9 @@ class Repeat:
             if not croniter.is_valid(said):
                 raise ScheduleError(f"`every` {said!r} is not a valid cron expression.")
             return cls(said, cron=True, interval=0.0)
-        _duration(said, "every")
+        years, months, days, elapsed = _parts(_duration(said, "every"))
+        if not (years > 0 or months > 0 or days > 0 or elapsed > timedelta(0)):
+            raise ScheduleError(f"`every` {said!r} is zero.")  # a row not written by parse_every
         return cls(said.upper(), cron=False, interval=0.0)
 
     def after(self, moment: datetime, zone: tzinfo) -> datetime:
