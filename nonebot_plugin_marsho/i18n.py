@@ -503,8 +503,9 @@ EN: dict[str, str] = {
     ),
     # --- reminders ---
     "usage.reminders": (
-        "{name}.reminders [group|cancel <number>]  your reminders in this chat, and cancelling one "
-        "(group admins: the group's)"
+        "{name}.reminders [group|cancel <number>|resume <number>]  your reminders in this chat (in "
+        "private: your paused ones everywhere too), cancelling one, resuming a paused one (group "
+        "admins: the group's)"
     ),
     "reminders.text": "⏰ {text}{late}",
     "reminders.prompt": "⏰ Your scheduled question (#{id}): {prompt}{late}",
@@ -557,7 +558,7 @@ EN: dict[str, str] = {
         "Which one? {name}.reminders cancel <number>"
         " (the numbers are in {name}.reminders)."
     ),
-    "reminders.usage": "{name}.reminders [group|all|cancel <number>]",
+    "reminders.usage": "{name}.reminders [group|all|cancel <number>|resume <number>]",
     "reminders.admins_only": (
         "Only the group's admins and superusers can list the"
         " group's reminders ({name}.reminders lists yours)."
@@ -683,6 +684,7 @@ EN: dict[str, str] = {
     ),
     "form.reminders.group": "every reminder of this group",
     "form.reminders.all": "everyone's reminders, in every chat (in a private chat only)",
+    "form.reminders.resume": "resume a paused reminder of yours (a group's admins: one of the group's)",
     "form.context.show": "whether this group's recent chat goes to the model, and how much is kept",
     "form.context.on": "send this group's recent chat to the model with each question",
     "form.context.off": "stop sending it, and forget what was kept",
@@ -733,6 +735,21 @@ EN: dict[str, str] = {
     ),
     # --- group actions, fixed after the outside attacks (issue 28) ---
     "actions.outcome_pending": "under way",
+    # --- reminders after the attacks (fix-reminders) ---
+    "reminders.why_left": "its asker is no longer a member of this group (the platform says so)",
+    "reminders.resume_hint": "Resume a paused one: {name}.reminders resume <number>",
+    "reminders.resume_usage": (
+        "Which one? {name}.reminders resume <number> (the numbers are in {name}.reminders)."
+    ),
+    "reminders.resume_forbidden": (
+        "Reminder #{id} is someone else's: only they, the group's admins or superusers can resume it."
+    ),
+    "reminders.not_paused": "Reminder #{id} is not paused.",
+    "reminders.resume_full": (
+        "Not resumed: you have {limit} reminders that are not paused, the most allowed. Cancel one "
+        "first ({name}.reminders cancel <number>), then resume #{id}."
+    ),
+    "reminders.resumed": "Resumed #{id}: next at {time}.",
 }
 
 ZH: dict[str, str] = {
@@ -1137,8 +1154,8 @@ ZH: dict[str, str] = {
     ),
     # --- reminders ---
     "usage.reminders": (
-        "{name}.reminders [group|cancel <编号>]  你在本聊天的提醒，以及取消某个提醒"
-        "（group：本群的，群管理员可看）"
+        "{name}.reminders [group|cancel <编号>|resume <编号>]  你在本聊天的提醒（私聊里还有你在各处暂停的），"
+        "取消某个提醒，恢复暂停的提醒（group：本群的，群管理员可看）"
     ),
     "reminders.text": "⏰ {text}{late}",
     "reminders.prompt": "⏰ 你预约的问题（#{id}）：{prompt}{late}",
@@ -1179,7 +1196,7 @@ ZH: dict[str, str] = {
     "reminders.absent": "这里没有提醒 #{id}（{name}.reminders 列出你的提醒）。",
     "reminders.forbidden": "提醒 #{id} 是别人的：只有设置者或群管理员可以取消。",
     "reminders.cancel_usage": "取消哪一个？{name}.reminders cancel <编号>（编号见 {name}.reminders）。",
-    "reminders.usage": "{name}.reminders [group|all|cancel <编号>]",
+    "reminders.usage": "{name}.reminders [group|all|cancel <编号>|resume <编号>]",
     "reminders.admins_only": "只有群管理员和超级用户能列出本群的提醒（{name}.reminders 列出你的）。",
     "reminders.all_private": "所有人的提醒只在和我的私聊中列出（{name}.reminders all）。",
     # --- quotas that hold within a turn ---
@@ -1288,6 +1305,7 @@ ZH: dict[str, str] = {
     ),
     "form.reminders.group": "本群的所有提醒",
     "form.reminders.all": "所有人在所有聊天里的提醒（只在私聊中）",
+    "form.reminders.resume": "恢复你的一条已暂停的提醒（群管理员：本群的任意一条）",
     "form.context.show": "本群最近的聊天是否发给模型，以及保留多少",
     "form.context.on": "每次提问时把本群最近的聊天一起发给模型",
     "form.context.off": "不再发送，并忘掉已保留的聊天",
@@ -1333,6 +1351,17 @@ ZH: dict[str, str] = {
     ),
     # --- group actions, fixed after the outside attacks (issue 28) ---
     "actions.outcome_pending": "进行中",
+    # --- reminders after the attacks (fix-reminders) ---
+    "reminders.why_left": "设置者已不在这个群里（平台这样答复）",
+    "reminders.resume_hint": "恢复暂停的提醒：{name}.reminders resume <编号>",
+    "reminders.resume_usage": "恢复哪一个？{name}.reminders resume <编号>（编号见 {name}.reminders）。",
+    "reminders.resume_forbidden": "提醒 #{id} 是别人的：只有设置者、群管理员或超级用户可以恢复。",
+    "reminders.not_paused": "提醒 #{id} 没有暂停。",
+    "reminders.resume_full": (
+        "没有恢复：你已有 {limit} 个未暂停的提醒，达到上限。先取消一个（{name}.reminders cancel <编号>），"
+        "再恢复 #{id}。"
+    ),
+    "reminders.resumed": "已恢复 #{id}：下一次在 {time}。",
 }
 
 CATALOGUES: dict[Language, dict[str, str]] = {"zh-CN": ZH, "en": EN}

@@ -200,7 +200,7 @@ FORM_EXAMPLES: dict[tuple[str, str], tuple[str, str]] = {
     ("memory", "group"): ("group", "group"), ("memory", "group_forget"): ("group forget all", "group"),
     ("memory", "of"): ("of 77003", "private"), ("memory", "other_group"): ("group 77004", "private"),
     ("reminders", "mine"): ("", "private"), ("reminders", "cancel"): ("cancel 1", "private"),
-    ("reminders", "group"): ("group", "group"), ("reminders", "all"): ("all", "private"),
+    ("reminders", "group"): ("group", "group"), ("reminders", "all"): ("all", "private"), ("reminders", "resume"): ("resume 1", "private"),
     ("context", "show"): ("", "group"), ("context", "on"): ("on", "group"), ("context", "off"): ("off", "group"),
     ("forget", "forget"): ("", "group"),
     ("persona", "show"): ("", "group"), ("persona", "set"): ("a cat", "group"),

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.fake_openai import FakeOpenAI, text, tool_calls
+from tests.fake_openai import FakeOpenAI, held, text, tool_calls
 from tests.onebot_sim import Action, OneBotSim
 from tests.speakers import label
 from tests.test_e2e_group_context import (  # noqa: F401 - fixtures: one bot.py for the module
@@ -189,6 +189,28 @@ async def test_one_missed_past_the_grace_is_dropped_and_its_asker_told_once(
             assert mentions(told, ALICE)
             assert "while I was offline, so it was not sent: feed the cat" in told.text
             await chat.expect_no_send(3.0, where=in_group(group))
+
+
+async def test_a_scheduled_question_the_bot_stopped_answering_is_not_asked_again_after_it_starts(
+        endpoint: FakeOpenAI, tmp_path: Path) -> None:
+    group = next(_groups)
+    data = tmp_path / "data"
+    endpoint.push(add(when="PT3S", prompt="a slow question"), text("Set."))
+    with new_bot(endpoint, data) as first:
+        async with first.simulator(self_id=SELF_ID) as chat:
+            await chat.ask("marsho in 3 seconds ask a slow question", group_id=group, user_id=ALICE)
+            endpoint.push(held(text("a slow answer")))
+            heading = await chat.wait_send(timeout=DEADLINE, where=in_group(group))
+            assert "a slow question" in heading.text
+            while len(endpoint.requests) < 2:  # the model is asked, and answers only when released
+                await asyncio.sleep(0.1)
+    endpoint.release()
+    endpoint.reset()
+    endpoint.push(text("asked again"))
+    with new_bot(endpoint, data) as second:
+        async with second.simulator(self_id=SELF_ID) as chat:
+            await chat.expect_no_send(8.0, where=in_group(group))
+    assert endpoint.requests == []
 
 
 async def test_two_bot_processes_on_one_postgresql_database_fire_each_reminder_once(

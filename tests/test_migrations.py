@@ -367,6 +367,7 @@ APPLIED = [
     "applied migration 0006 (group actions)",
     "applied migration 0007 (reminders)",
     "applied migration 0008 (knowledge base)",
+    "applied migration 0009 (reminder first time)",
 ]
 """What the store logs as it applies each of this code's revisions."""
 

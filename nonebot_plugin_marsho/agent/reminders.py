@@ -10,6 +10,7 @@ post into a chat they did not ask in. The asker sees their own there; in a group
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -81,11 +82,13 @@ class Asker:
 
 
 def may_see(asker: Asker, reminder: Reminder) -> bool:
-    """The asker's own in this chat; all of this group's for its admins; superusers everyone's."""
+    """The asker's own in this chat, and in their private chat their own paused ones of every
+    chat (a group the bot can no longer post in shows there why); all of this group's for its
+    admins; superusers everyone's."""
     if asker.superuser:
         return True
     if reminder.chat_key != asker.chat_key:
-        return False
+        return reminder.asker == asker.person and reminder.state == "paused" and not asker.in_group
     return reminder.asker == asker.person or asker.group_admin
 
 
@@ -124,20 +127,21 @@ def retry_at(reminder: Reminder, now: float) -> float | None:
 
 
 def next_time(reminder: Reminder, now: float) -> float | None:
-    """A repeating reminder's first time after `now` (those missed skipped); None for one that
-    fires once, or whose repeat no longer reads."""
+    """A repeating reminder's first time after `now` (and after the time it last fired),
+    counted from its first time (so a clamped day or a skipped wall time moves one occurrence
+    only), those missed skipped at once, never one by one; None for one that fires once, or
+    whose repeat no longer reads or runs past the year 9999."""
     if not reminder.every:
         return None
     from .schedule import zone_named
 
     zone = zone_named(reminder.zone)
+    first, last = _at(reminder.first_at or reminder.scheduled_at, zone), reminder.scheduled_at
     try:
-        repeat = parse_every(reminder.every, zone, _at(reminder.scheduled_at, zone), min_interval=0)
-    except ScheduleError as error:
+        return Repeat.read(reminder.every).next_after(first, _at(max(now, last), zone), zone).timestamp()
+    except (ScheduleError, OverflowError, ValueError) as error:
         logger.warning(f"marsho: reminder #{reminder.id}: its repeat {reminder.every!r} stopped: {error}")
         return None
-    assert repeat is not None
-    return repeat.next_after(_at(reminder.scheduled_at, zone), _at(now, zone), zone).timestamp()
 
 
 def _at(seconds: float, zone: tzinfo) -> datetime:
@@ -276,14 +280,15 @@ class ReminderBook:
                         guild_id=guild, channel_id=channel, user_id=asker.user_id, asker=asker.person,
                         session_key=context.session_key or asker.chat_key,
                         what="text" if what == "text" else "prompt", body=body, due_at=due,
-                        scheduled_at=due, every=repeat.expression if repeat else "",
+                        scheduled_at=due, first_at=due, every=repeat.expression if repeat else "",
                         zone=zone_name(self.zone), created_at=self.clock())
 
     def _over(self, limit: LimitReached) -> str:
         whose = "the person asking has" if limit.scope == "user" else "this group has"
         setting = "MARSHO_REMINDERS_PER_USER" if limit.scope == "user" else "MARSHO_REMINDERS_PER_GROUP"
-        return (f"Not set: {whose} {limit.limit} reminders already, the most allowed ({setting}). Tell "
-                "them to cancel one first (reminders__list shows them).")
+        paused = " (paused ones not counted)" if limit.scope == "user" else ""
+        return (f"Not set: {whose} {limit.limit} reminders already{paused}, the most allowed ({setting}). "
+                "Tell them to cancel one first (reminders__list shows them).")
 
     def _set(self, reminder: Reminder, moment: datetime, repeat: Repeat | None, now: datetime) -> str:
         said = (f"Reminder #{reminder.id} set: first {words(moment, self.zone, now)}")
@@ -327,6 +332,8 @@ class ReminderBook:
             line += f" [paused: {reminder.problem}]"
         if reminder.asker != asker.person:
             line += f" (set by user {reminder.user_id})"
+        if reminder.chat_key != asker.chat_key:
+            line += f" (in {reminder.chat_key})"
         kind = "says" if reminder.what == "text" else "answers"
         return f"{line}; {kind}: {reminder.body}"
 
@@ -338,6 +345,10 @@ class ReminderBook:
         if scope == "chat" and not (asker.group_admin or asker.superuser):
             scope = "mine"
         found = await self.store.listed(scope, chat_key=asker.chat_key, asker=asker.person)
+        if scope == "mine" and not asker.in_group:
+            elsewhere = [reminder for reminder in await self.store.paused(asker.person)
+                         if reminder.chat_key != asker.chat_key]
+            found = sorted(found + elsewhere, key=lambda reminder: (reminder.due_at, reminder.id))
         return [reminder for reminder in found if may_see(asker, reminder)]
 
     async def cancel(self, context: ToolContext, reminder_id: int) -> ToolResponse:
@@ -373,6 +384,38 @@ class ReminderBook:
         if not await self.store.delete(reminder.id):
             return "absent", None
         return "cancelled", reminder
+
+
+    async def resume_for(self, asker: Asker, reminder_id: int) -> tuple[
+            Literal["resumed", "absent", "forbidden", "active", "full"], Reminder | None]:
+        """Resume a paused reminder for `asker` (whoever may cancel it: its asker, the group's
+        admins, superusers): a repeat at its next time after now, one that fires once at once.
+        "active" when it is not paused; "full" when its asker has MARSHO_REMINDERS_PER_USER
+        reminders that are not paused already (superusers' are not bound). The reminder
+        returned is as resumed."""
+        if not 1 <= reminder_id < 2**63:
+            return "absent", None
+        reminder = await self.store.get(reminder_id)
+        if reminder is None or not (may_see(asker, reminder) or reminder.asker == asker.person):
+            return "absent", None
+        if not may_cancel(asker, reminder):
+            return "forbidden", reminder
+        if reminder.state != "paused":
+            return "active", reminder
+        now = self.clock()
+        due = next_time(reminder, now) or now
+        try:
+            resumed = await self.store.resume(reminder, due_at=due,
+                                              per_user=0 if asker.superuser else self.per_user)
+        except LimitReached:
+            return "full", reminder
+        if not resumed:
+            return "active", reminder
+        reminder = dataclasses.replace(reminder, state="active", due_at=due, scheduled_at=due, attempts=0,
+                                       problem="")
+        if self.added is not None:
+            self.added(reminder)
+        return "resumed", reminder
 
 
 def repeat_words(every: str) -> str:

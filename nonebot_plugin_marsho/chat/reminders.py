@@ -19,12 +19,14 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 import nonebot
 from nonebot.adapters import Bot
+from nonebot.exception import ActionFailed
 from nonebot_plugin_alconna.uniseg import At, Text, UniMessage
 
 from ..agent.engine import Reply
@@ -70,16 +72,34 @@ STOP_WAIT = 5.0
 
 
 class Undeliverable(MarshoError):
-    """A reminder that could not be said now (tried again later, then paused): `problem` says
-    why, as its list shows it."""
+    """A reminder that could not be said now (tried again later, then paused; `final`: paused
+    at once): `problem` says why, as its list shows it."""
 
-    def __init__(self, problem: str) -> None:
+    def __init__(self, problem: str, *, final: bool = False) -> None:
         super().__init__(problem)
         self.problem = problem
+        self.final = final
+
+
+class NotMember(Exception):
+    """The platform answered that a reminder's asker is not a member of its group."""
 
 
 Fire = Callable[[Reminder, Fate, float], Awaitable[None]]
-"""Says (or drops, telling its asker) one claimed reminder; raises Undeliverable to retry."""
+"""Says (or drops, telling its asker) one claimed reminder; raises Undeliverable to retry. It
+calls `saying()` just before anything of the reminder goes out."""
+
+_said: ContextVar[list[bool] | None] = ContextVar("marsho_reminder_said", default=None)
+"""The reminder being fired in this task: whether anything of it went out yet."""
+
+
+def saying() -> None:
+    """Something of the reminder this task fires is about to go out (its text, a scheduled
+    question's heading): from now on its occurrence is done, marked sent even if the bot stops
+    before the end, and never given back to be said (or asked, and paid for) again."""
+    said = _said.get()
+    if said is not None:
+        said[0] = True
 
 
 class Scheduler:
@@ -111,8 +131,10 @@ class Scheduler:
             self._loop = asyncio.get_running_loop().create_task(self._run(), name="marsho-reminders")
 
     async def stop(self) -> None:
-        """End the loop; reminders being sent get STOP_WAIT seconds, then are cancelled (one
-        cancelled before anything was said is given back, to be sent by the next start)."""
+        """End the loop; reminders being sent get STOP_WAIT seconds, then are cancelled: one
+        cancelled before anything was said is given back, to be sent by the next start; one
+        that had begun (a scheduled question's heading said, its answer under way) is marked
+        sent, never said or asked twice."""
         loop, self._loop = self._loop, None
         if loop is not None:
             loop.cancel()
@@ -167,25 +189,31 @@ class Scheduler:
 
     async def _fire(self, reminder: Reminder) -> None:
         now = self.clock()
+        said = [False]
+        _said.set(said)  # this task's own context: the courier's saying() marks it
         try:
             await self.fire(reminder, fate(reminder, now, self.grace), now)
         except asyncio.CancelledError:
-            await asyncio.shield(self._give_back(reminder))
+            await asyncio.shield(self._sent(reminder) if said[0] else self._give_back(reminder))
             raise
         except Undeliverable as error:
-            await self._failed(reminder, error.problem, now)
+            await self._failed(reminder, error.problem, now, final=error.final)
             return
         except Exception as error:
             logger.opt(exception=error).error(f"marsho: reminder #{reminder.id} failed: {error}")
             await self._failed(reminder, f"{type(error).__name__}: {error}", now)
             return
+        await self._sent(reminder)
+
+    async def _sent(self, reminder: Reminder) -> None:
+        """Mark a claimed reminder sent: gone, or its next time for a repeat."""
         try:
-            await self.store.finish(reminder, next_at=next_time(reminder, self.clock()))
-        except MarshoError as error:  # left claimed: never sent twice (recovered as stale)
+            await self.store.finish(reminder, next_at=await next_time_off_loop(reminder, self.clock()))
+        except Exception as error:  # left claimed: never sent twice (recovered as stale)
             logger.error(f"marsho: reminder #{reminder.id} sent, not marked: {error}")
 
-    async def _failed(self, reminder: Reminder, problem: str, now: float) -> None:
-        again = retry_at(reminder, now)
+    async def _failed(self, reminder: Reminder, problem: str, now: float, *, final: bool = False) -> None:
+        again = None if final else retry_at(reminder, now)
         if again is None:
             logger.warning(f"marsho: reminder #{reminder.id} in {reminder.chat_key} paused: {problem}")
         else:
@@ -208,11 +236,19 @@ class Scheduler:
         """Claims a process left unmarked (it died sending): never sent again; a repeat goes on
         to its next time, a single one is paused, saying so."""
         for reminder in await self.store.stale(now - STALE_CLAIM):
-            following = next_time(reminder, now)
+            following = await next_time_off_loop(reminder, now)
             if following is not None:
                 await self.store.finish(reminder, next_at=following)
             else:
                 await self.store.failed(reminder, problem=self.texts("reminders.interrupted"), retry_at=None)
+
+
+async def next_time_off_loop(reminder: Reminder, now: float) -> float | None:
+    """agent/reminders.next_time in a worker thread: a few date computations, but croniter's
+    search for a rare date (29 February) must not hold up the bot's other chats."""
+    if not reminder.every:
+        return None
+    return await asyncio.to_thread(next_time, reminder, now)
 
 
 # saying a reminder
@@ -224,19 +260,44 @@ def _superuser(bot: Bot, user_id: str, superusers: set[str]) -> bool:
     return user_id in superusers or f"{adapter}:{user_id}" in superusers
 
 
-async def asker_now(bot: Bot, reminder: Reminder, superusers: set[str]) -> tuple[Role, str]:
-    """The asker's role and name in the chat as they are now: superuser (SUPERUSERS), else their
-    group role where the platform tells it without an event (OneBot v11's
-    get_group_member_info, which gives their group card too), else member."""
-    superuser = _superuser(bot, reminder.user_id, superusers)
+async def member_info(bot: Bot, reminder: Reminder) -> Mapping[str, Any]:
+    """The asker's member info in the reminder's group where the platform tells it without an
+    event (OneBot v11's get_group_member_info: role, group card), {} where it cannot (another
+    platform, a private chat, a timeout). NotMember when the platform answers that they are not
+    a member while the bot itself still is (when the bot is not either, the send says so)."""
     if reminder.kind != "group" or bot.adapter.get_name() != "OneBot V11":
-        return ("superuser" if superuser else "member"), reminder.name
+        return {}
     try:
         info = await bot.call_api("get_group_member_info", group_id=int(reminder.chat_id),
-                                  user_id=int(reminder.user_id), no_cache=False)
-    except Exception:  # not known to the implementation: the least
-        info = None
-    info = info if isinstance(info, Mapping) else {}
+                                  user_id=int(reminder.user_id), no_cache=True)
+    except ActionFailed:
+        if await _bot_is_member(bot, reminder.chat_id):
+            raise NotMember(reminder.user_id) from None
+        return {}
+    except Exception:  # a timeout, a dropped connection: not an answer
+        return {}
+    return info if isinstance(info, Mapping) else {}
+
+
+async def _bot_is_member(bot: Bot, group_id: str) -> bool:
+    try:
+        await bot.call_api("get_group_member_info", group_id=int(group_id), user_id=int(bot.self_id),
+                           no_cache=True)
+    except Exception:
+        return False
+    return True
+
+
+async def asker_now(bot: Bot, reminder: Reminder, superusers: set[str],
+                    info: Mapping[str, Any] | None = None) -> tuple[Role, str]:
+    """The asker's role and name in the chat as they are now: superuser (SUPERUSERS), else their
+    group role where the platform tells it (`info`, else member_info's), else member."""
+    superuser = _superuser(bot, reminder.user_id, superusers)
+    if info is None:
+        try:
+            info = await member_info(bot, reminder)
+        except NotMember:
+            info = {}
     name = str(info.get("card") or info.get("nickname") or reminder.name)
     if superuser:
         return "superuser", name
@@ -301,9 +362,10 @@ class Courier:
         services = app.services
         if services is None:
             raise Undeliverable(t("reminders.why_not_ready"))
+        info = await self._member(reminder)
         late = now - reminder.scheduled_at
         if what == "missed":
-            following = next_time(reminder, now)
+            following = await next_time_off_loop(reminder, now)
             due, ago = time_text(t, reminder.scheduled_at, reminder.zone), late_text(t, late)
             notice = t("reminders.missed", id=reminder.id, due=due, late=ago, body=reminder.body)
             if following is not None:
@@ -314,7 +376,19 @@ class Courier:
         if reminder.what == "text":
             await self._say(reminder, t("reminders.text", text=reminder.body, late=note))
             return
-        await self._ask(reminder, note)
+        await self._ask(reminder, note, info)
+
+    async def _member(self, reminder: Reminder) -> Mapping[str, Any] | None:
+        """The asker's member info in a group reminder's group ({} where the platform cannot
+        tell; None for other chats); Undeliverable, paused at once, when they left it: nobody
+        makes marsho post, mentioning them, where they are not."""
+        if reminder.kind != "group":
+            return None
+        bot, _ = await self._destination(reminder)
+        try:
+            return await member_info(bot, reminder)
+        except NotMember:
+            raise Undeliverable(self.app.texts("reminders.why_left"), final=True) from None
 
     def _message(self, reminder: Reminder, said: str) -> UniMessage[Any]:
         if reminder.kind == "private":
@@ -323,20 +397,21 @@ class Courier:
 
     async def _say(self, reminder: Reminder, said: str) -> None:
         services = self.app.built()
+        saying()
         try:
             await services.targets.send_to(reminder.chat_key, self._message(reminder, said))
         except SendError as error:
             logger.info(f"marsho: reminder #{reminder.id}: {error}")
             raise Undeliverable(send_problem(self.app.texts, error.reason)) from None
 
-    async def _ask(self, reminder: Reminder, note: str) -> None:
+    async def _ask(self, reminder: Reminder, note: str, info: Mapping[str, Any] | None = None) -> None:
         """A scheduled question: admitted as a question would be now, its heading said (which
         mentions the asker, and shows the chat can be reached before the model is paid), then
         answered as the asker and posted."""
         app, t = self.app, self.app.texts
         services = app.built()
         bot, target = await self._destination(reminder)
-        role, name = await asker_now(bot, reminder, self._superusers())
+        role, name = await asker_now(bot, reminder, self._superusers(), info)
         where = where_of_reminder(reminder, role, name)
         superuser = role == "superuser"
         if not app.fair_use.admits(where.names or None, where.user_id, superuser=superuser):

@@ -51,6 +51,8 @@ class Reminder:
     claimed_by: str = ""
     claimed_at: float = 0.0
     created_at: float = 0.0
+    first_at: float = 0.0
+    """Its first time, which a repeat's times are counted from (0: `scheduled_at`)."""
 
 
 _FIELDS = tuple(column.name for column in reminders_table.columns)
@@ -84,11 +86,12 @@ class ReminderStore:
 
     async def add(self, reminder: Reminder, *, per_user: int = 0, per_group: int = 0) -> Reminder:
         """Keep `reminder` (its id is given by the database) unless its asker already has
-        `per_user` reminders or its chat `per_group` (a shared chat's; 0: no bound), counted in
-        the same transaction (LimitReached)."""
+        `per_user` reminders that are not paused or its chat `per_group` (a shared chat's; 0: no
+        bound), counted in the same transaction (LimitReached)."""
         values = {name: getattr(reminder, name) for name in _FIELDS if name != "id"}
         values.update(created_at=reminder.created_at or time.time(),
-                      scheduled_at=reminder.scheduled_at or reminder.due_at)
+                      scheduled_at=reminder.scheduled_at or reminder.due_at,
+                      first_at=reminder.first_at or reminder.scheduled_at or reminder.due_at)
         columns = reminders_table.c
         await self.store._ready()
         try:
@@ -97,10 +100,7 @@ class ReminderStore:
                     await conn.execute(text("SELECT pg_advisory_xact_lock(:id)"),
                                        {"id": _lock_id(f"marsho:reminders:{reminder.chat_key}")})
                 if per_user:
-                    mine = (await conn.execute(select(func.count()).where(
-                        columns.asker == reminder.asker))).scalar_one()
-                    if mine >= per_user:
-                        raise LimitReached("user", per_user)
+                    await self._within(conn, reminder.asker, per_user)
                 if per_group and reminder.kind != "private":
                     chats = (await conn.execute(select(func.count()).where(
                         columns.chat_key == reminder.chat_key))).scalar_one()
@@ -111,6 +111,41 @@ class ReminderStore:
         except SQLAlchemyError as error:
             raise self._error("store.save", error) from None
         return _reminder(row)
+
+    @staticmethod
+    async def _within(conn: Any, asker: str, per_user: int) -> None:
+        """LimitReached when `asker` has `per_user` reminders that are not paused (a paused one
+        waits for its asker to resume or cancel it, and takes no place)."""
+        columns = reminders_table.c
+        mine = (await conn.execute(select(func.count()).where(
+            columns.asker == asker, columns.state != "paused"))).scalar_one()
+        if mine >= per_user:
+            raise LimitReached("user", per_user)
+
+    async def resume(self, reminder: Reminder, *, due_at: float, per_user: int = 0) -> bool:
+        """Make the paused `reminder` active again, due at `due_at` (its occurrence then), its
+        tries and problem cleared, unless its asker already has `per_user` that are not paused
+        (LimitReached; 0: no bound). False when it is not paused (any more)."""
+        columns = reminders_table.c
+        await self.store._ready()
+        try:
+            async with self.store._connection(write=True) as conn:
+                if self.store.shared:
+                    await conn.execute(text("SELECT pg_advisory_xact_lock(:id)"),
+                                       {"id": _lock_id(f"marsho:reminders:{reminder.chat_key}")})
+                if per_user:
+                    await self._within(conn, reminder.asker, per_user)
+                done = await conn.execute(update(reminders_table).where(
+                    columns.id == reminder.id, columns.state == "paused").values(
+                    state="active", due_at=due_at, scheduled_at=due_at, attempts=0, problem=""))
+        except SQLAlchemyError as error:
+            raise self._error("store.save", error) from None
+        return int(done.rowcount or 0) > 0
+
+    async def paused(self, asker: str) -> list[Reminder]:
+        """The paused reminders of `asker`, in every chat."""
+        columns = reminders_table.c
+        return await self._read(and_(columns.asker == asker, columns.state == "paused"))
 
     async def get(self, reminder_id: int) -> Reminder | None:
         """One reminder by its number, None when there is none."""

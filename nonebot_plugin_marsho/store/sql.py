@@ -302,6 +302,7 @@ reminders_table = Table(
     Column("claimed_by", String(64), nullable=False),
     Column("claimed_at", Float, nullable=False),
     Column("created_at", Float, nullable=False),
+    Column("first_at", Float, nullable=False, server_default=text("0")),
     Index("ix_marsho_reminders_due", "state", "due_at"),
     Index("ix_marsho_reminders_chat", "chat_key", "asker"),
     Index("ix_marsho_reminders_asker", "asker"),
@@ -310,9 +311,9 @@ reminders_table = Table(
 in, with its platform, kind, ids), by and mentioning `user_id` (`asker` "<platform>:<id>",
 `name` their display name then), a `text` sent as is or a `prompt` answered as the asker in
 `session_key` (`what`, `body`); `every` an ISO 8601 duration or a five-field cron expression
-("" once) in time zone `zone`. `scheduled_at` the occurrence's time, `due_at` when it is next
-tried (later after a failed send); `state` active, sending (claimed by `claimed_by` at
-`claimed_at`: fired at most once), paused (`problem` says why) or done."""
+("" once) in time zone `zone`, each time counted from the first, `first_at`; `scheduled_at` the
+occurrence's time, `due_at` when it is next tried (later after a failed send); `state` active,
+sending (claimed by `claimed_by` at `claimed_at`: fired at most once), paused (`problem` says why) or done."""
 # the knowledge base (issue 29): store/knowledge.py reads and writes these
 
 documents_table = Table(

@@ -1,6 +1,7 @@
-"""`marsho.reminders`: the asker's reminders in this chat, the group's for its admins
-(`group`), everyone's for superusers (`all`, in a private chat), and cancelling one by its
-number (`cancel <number>`). Who may see and cancel what is agent/reminders.py's."""
+"""`marsho.reminders`: the asker's reminders in this chat (in their private chat, their paused
+ones of every chat too), the group's for its admins (`group`), everyone's for superusers
+(`all`, in a private chat), cancelling one by its number (`cancel <number>`) and resuming a
+paused one (`resume <number>`). Who may see, cancel and resume what is agent/reminders.py's."""
 
 from __future__ import annotations
 
@@ -36,6 +37,8 @@ async def reminders_command(context: CommandContext) -> str:
     asker = _asker(context)
     if word == "cancel":
         return await _cancel(context, book, asker, rest.strip().lstrip("#"))
+    if word == "resume":
+        return await _resume(context, book, asker, rest.strip().lstrip("#"))
     if word == "group":
         if not asker.in_group:
             return t("group.only", command=f"{name}.reminders group")
@@ -71,6 +74,8 @@ async def _listing(context: CommandContext, book: ReminderBook, asker: Asker, sc
     if len(found) > SHOWN:
         lines.append(t("reminders.more", count=len(found) - SHOWN))
     lines.append(t("reminders.cancel_hint", name=context.name))
+    if any(reminder.state == "paused" for reminder in found):
+        lines.append(t("reminders.resume_hint", name=context.name))
     return "\n".join(lines)
 
 
@@ -83,7 +88,7 @@ def _line(context: CommandContext, reminder: Reminder, asker: Asker, scope: Scop
         parts.append(t("reminders.paused", problem=reminder.problem))
     if reminder.asker != asker.person:
         parts.append(t("reminders.by", user=reminder.user_id))
-    if scope == "all":
+    if scope == "all" or reminder.chat_key != asker.chat_key:
         parts.append(t("reminders.in", chat=reminder.chat_key))
     said = t("reminders.says", body=reminder.body) if reminder.what == "text" else t(
         "reminders.asks", body=reminder.body)
@@ -103,7 +108,24 @@ async def _cancel(context: CommandContext, book: ReminderBook, asker: Asker, num
     return t("reminders.cancelled", id=reminder.id, body=reminder.body)
 
 
+async def _resume(context: CommandContext, book: ReminderBook, asker: Asker, number: str) -> str:
+    t = context.t
+    if not number.isdigit():
+        return t("reminders.resume_usage", name=context.name)
+    outcome, reminder = await book.resume_for(asker, int(number))
+    if outcome == "absent":
+        return t("reminders.absent", id=number, name=context.name)
+    assert reminder is not None
+    if outcome == "forbidden":
+        return t("reminders.resume_forbidden", id=reminder.id)
+    if outcome == "active":
+        return t("reminders.not_paused", id=reminder.id)
+    if outcome == "full":
+        return t("reminders.resume_full", id=reminder.id, limit=book.per_user, name=context.name)
+    return t("reminders.resumed", id=reminder.id, time=time_text(t, reminder.due_at, reminder.zone))
+
+
 REMINDERS = Command("reminders", reminders_command, forms=(
-    Form("mine"), Form("cancel", "cancel <number>"),
+    Form("mine"), Form("cancel", "cancel <number>"), Form("resume", "resume <number>"),
     Form("group", "group", who="admin", where="groups", refusal="reminders.admins_only"),
     Form("all", "all", who="superuser", where="private")))

@@ -25,7 +25,7 @@ from sqlalchemy import Connection, inspect, text
 if TYPE_CHECKING:
     from alembic.config import Config
 
-HEAD = "0008"
+HEAD = "0009"
 """The newest revision in versions/: a database there needs no Alembic at startup, which keeps
 an up-to-date start quick (Alembic takes ~0.1 s to import). tests/test_migrations.py checks it."""
 
