@@ -15,6 +15,9 @@ and the line of the block's opening fence):
      (ONEBOT_ACCESS_TOKEN, TELEGRAM_BOTS, QQ_BOTS, DISCORD_BOTS, KAIHEILA_BOTS, FEISHU_BOTS,
      SATORI_CLIENTS, CONSOLE_*...), its value valid for that adapter,
    - or a `${NAME}` that a json block of the same page uses (mcp.json, webservices.json).
+   NoneBot's own keys are validated as NoneBot's Config reads them: SUPERUSERS is a list of
+   strings (`SUPERUSERS=["123456789"]`; `[123456789]` stops NoneBot), numbers are fine only in
+   the MARSHO_* lists.
 3. ```` ```json ```` blocks titled `mcp.json`, `webservices.json`, `tools.json`, `toolkit.json` or
    `praises.json` (the title may have folders before it: `my_kit/tools.json`) load through the
    plugin's own reader for that file with no problem at all (a `${NAME}` they use counts as
@@ -226,7 +229,10 @@ def test_every_dotenv_block_is_settings_the_bot_accepts(
     problems = [why for key in dotenv_values(stream=io.StringIO(block.text))
                 if (why := _unknown_key(key.lower(), block, known))]
     assert not problems, f"{block.where}: " + "; ".join(problems)
-    settings = read_dotenv(block.text, tmp_path, monkeypatch)
+    try:
+        settings = read_dotenv(block.text, tmp_path, monkeypatch)
+    except ValidationError as error:  # NoneBot's own Config refuses it: the bot would not start
+        raise AssertionError(f"{block.where}: NoneBot refuses it: {error}") from None
     for model in configs:
         try:
             model.model_validate(settings)
@@ -595,6 +601,15 @@ def test_a_bad_value_fails_as_the_bot_would_refuse_it(tmp_path: Path, monkeypatc
     good = Block("en/x.md", 1, "dotenv", ".env", 'MARSHO_MAX_HISTORY=4\nSUPERUSERS=["1"]\n')
     (tmp_path / "good").mkdir()
     test_every_dotenv_block_is_settings_the_bot_accepts(good, tmp_path / "good", monkeypatch)
+
+
+def test_a_numeric_superusers_fails_as_nonebot_refuses_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    block = Block("en/x.md", 1, "dotenv", ".env", "SUPERUSERS=[123456789]\n")
+    with pytest.raises(AssertionError, match="(?s)NoneBot refuses it.*superusers"):
+        test_every_dotenv_block_is_settings_the_bot_accepts(block, tmp_path, monkeypatch)
+    numbers = Block("en/x.md", 1, "dotenv", ".env", 'MARSHO_ALLOWED_GROUPS=[123456789]\nSUPERUSERS=["1"]\n')
+    (tmp_path / "numbers").mkdir()
+    test_every_dotenv_block_is_settings_the_bot_accepts(numbers, tmp_path / "numbers", monkeypatch)
 
 
 def test_commands_are_split_and_checked(tmp_path: Path) -> None:
