@@ -36,7 +36,10 @@ and the line of the block's opening fence):
      extra declared in pyproject.toml. Another package only when pyproject.toml names it (a
      NoneBot adapter of the test extra: `pip install nonebot-adapter-telegram`), it is `nb-cli`,
      or a json block of the same page names it (an MCP server installed with pip);
-   - `python` (`python3`, `.venv/bin/python`): `-m venv`, `-m pytest`, `-m mkdocs`,
+   - a venv's program (`python`, `pip`, `pytest`, `mkdocs`) is written with its path
+     (`.venv/bin/python`, or an absolute one): bare, it is not the venv's outside an activated
+     venv; only `python3 -m venv` (which makes the venv) runs bare;
+   - `python` (`.venv/bin/python`): `-m venv`, `-m pytest`, `-m mkdocs`,
      `-m nonebot_plugin_marsho <command> [flags]` or another module of the package with a
      `__main__` (`-m nonebot_plugin_marsho.store.migrations revision ...`), run with `--help`:
      the command and each flag must exist; or a script that exists (in the repository, or a block of the page titled with
@@ -539,6 +542,24 @@ ACCEPTED = {"cd", "mkdir", "export", "source", ".", "curl", "docker", "litellm",
             "git", "nb", "mkdocs", "ollama", "vllm"}
 
 
+VENV_PROGRAMS = ("python", "pip", "pip3", "pytest", "mkdocs")
+"""Programs a page runs from the venv: written bare, they are whatever comes first on PATH
+(often no such program at all outside an activated venv)."""
+
+
+def _bare(words: list[str]) -> str | None:
+    """Why `words` runs a venv's program without its path; None when it does not."""
+    word = words[0]
+    name = "python" if _program(word) == "python" else word
+    if name not in VENV_PROGRAMS or re.search(r"[/\\]", word):
+        return None
+    if re.fullmatch(r"python3(\.\d+)?", word) and words[1:3] == ["-m", "venv"]:
+        return None  # the one command that runs before there is a venv
+    shown = "python" if name == "python" else name
+    return (f"{word}: a bare {word} is not the bot's venv outside an activated venv: write "
+            f".venv/bin/{shown} (or an absolute path to the venv)")
+
+
 def check_command(words: list[str], block: Block, tmp_path: Path) -> list[str]:
     """Why the command `words` of an sh block does not work as written; [] when it does."""
     while words and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", words[0]):  # VAR=value command
@@ -548,6 +569,8 @@ def check_command(words: list[str], block: Block, tmp_path: Path) -> list[str]:
     program, rest = _program(words[0]), words[1:]
     if words[0].startswith("$"):
         return ["a `$` prompt before the command: write the command alone"]
+    if bare := _bare(words):
+        return [bare]
     if program in ("pip", "pip3"):
         return _check_pip(rest, block)
     if program == "pipx" or (program == "uv" and rest[:1] == ["pip"]):
@@ -618,26 +641,36 @@ def test_commands_are_split_and_checked(tmp_path: Path) -> None:
             "cp -n .env.example .env\n.venv/bin/python bot.py --console\n")
     assert [words[0] for _, words in commands(text)] == ["python3", ".venv/bin/pip", "cp", ".venv/bin/python"]
     assert all(check_command(words, block, tmp_path) == [] for _, words in commands(text))
-    assert check_command(["pip", "install", ".[nope]"], block, tmp_path)
-    assert check_command(["pip", "install", "requests"], block, tmp_path)
-    assert check_command(["pip", "install", "nonebot-adapter-telegram"], block, tmp_path) == []
-    assert check_command(["python", "bot.py", "--consol"], block, tmp_path)
+    assert check_command([".venv/bin/pip", "install", ".[nope]"], block, tmp_path)
+    assert check_command([".venv/bin/pip", "install", "requests"], block, tmp_path)
+    assert check_command([".venv/bin/pip", "install", "nonebot-adapter-telegram"], block, tmp_path) == []
+    assert check_command([".venv/bin/python", "bot.py", "--consol"], block, tmp_path)
     assert check_command(["cp", "no-such.example", ".env"], block, tmp_path)
-    assert check_command(["python", "-m", "pytest", "-m", "not e2e", "-n", "0"], block, tmp_path) == []
-    assert check_command(["python", "-m", "pytest", "tests/test_nowhere.py"], block, tmp_path)
+    assert check_command([".venv/bin/python", "-m", "pytest", "-m", "not e2e", "-n", "0"], block, tmp_path) == []
+    assert check_command([".venv/bin/python", "-m", "pytest", "tests/test_nowhere.py"], block, tmp_path)
     assert check_command(["rm", "-rf", "data"], block, tmp_path)
     assert check_command(["git", "clone", "https://example.com/other"], block, tmp_path)
+
+
+def test_a_bare_venv_program_fails_naming_the_venv_path(tmp_path: Path) -> None:
+    block = Block("en/x.md", 1, "sh", None, "")
+    for words in (["python", "bot.py"], ["python3", "-m", "pytest"], ["pip", "install", "."],
+                  ["pytest", "-q"], ["mkdocs", "serve"]):
+        assert any(".venv/bin/" in why for why in check_command(words, block, tmp_path)), words
+    assert check_command(["python3", "-m", "venv", ".venv"], block, tmp_path) == []
+    assert check_command([".venv/bin/mkdocs", "serve"], block, tmp_path) == []
+    assert check_command(["/srv/bot/.venv/bin/python", "-m", "pytest"], block, tmp_path) == []
 
 
 @pytest.mark.e2e
 def test_the_marsho_cli_is_checked_by_its_own_help(tmp_path: Path) -> None:
     block = Block("en/x.md", 1, "sh", None, "")
-    assert check_command(["python", "-m", "nonebot_plugin_marsho", "tools", "--schemas"], block, tmp_path) == []
-    assert check_command(["python", "-m", "nonebot_plugin_marsho", "tools", "--nope"], block, tmp_path)
-    migrations = ["python", "-m", "nonebot_plugin_marsho.store.migrations", "revision", "--autogenerate",
+    assert check_command([".venv/bin/python", "-m", "nonebot_plugin_marsho", "tools", "--schemas"], block, tmp_path) == []
+    assert check_command([".venv/bin/python", "-m", "nonebot_plugin_marsho", "tools", "--nope"], block, tmp_path)
+    migrations = [".venv/bin/python", "-m", "nonebot_plugin_marsho.store.migrations", "revision", "--autogenerate",
                   "-m", "what changed"]
     assert check_command(migrations, block, tmp_path) == []
-    assert check_command(["python", "-m", "nonebot_plugin_marsho.nowhere", "x"], block, tmp_path)
+    assert check_command([".venv/bin/python", "-m", "nonebot_plugin_marsho.nowhere", "x"], block, tmp_path)
 
 
 def test_an_unclaimed_python_block_fails() -> None:
