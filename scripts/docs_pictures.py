@@ -24,6 +24,7 @@ renderer hands it back.
 from __future__ import annotations
 
 import argparse
+import html
 import json
 import os
 import re
@@ -98,6 +99,18 @@ USAGE_DAYS = 28
 
 FONT_FACE = re.compile(r"@font-face\s*\{[^}]*\}")
 """Textual's web font in its SVG screenshots (Fira Code from cdnjs)."""
+
+TERMINAL_FONT = "font-family: Fira Code, monospace;"
+"""The font rule of the screen's text in Textual's screenshots (rich's SVG export)."""
+
+FONTS = ('font-family: "Fira Code", "Noto Sans Mono CJK SC", "WenQuanYi Micro Hei Mono", '
+         '"Sarasa Mono SC", "Microsoft YaHei Mono", "Noto Color Emoji", "Apple Color Emoji", '
+         '"Segoe UI Emoji", monospace;')
+"""The screen's fonts in our pictures: a monospace font, then ones that hold Chinese at two cells
+(the screen speaks zh-CN) and emoji (the console's channel and user lists), so that a viewer
+without Fira Code sees neither boxes nor a proportional fallback."""
+
+TEXT_ELEMENT = re.compile(r'(<text\b[^>]*?\btextLength=")([0-9.]+)("[^>]*>)([^<]*)(</text>)')
 
 
 class PictureError(RuntimeError):
@@ -301,14 +314,37 @@ class Worker:
 
     def _save_screen(self, pilot: Any, name: str) -> None:
         svg = pilot.app.export_screenshot(title="marsho")
-        # the screenshot would fetch its font from a CDN wherever it is shown: a local
-        # monospace font does as well
-        (self.folder / name).write_text(FONT_FACE.sub("", svg), encoding="utf-8")
+        (self.folder / name).write_text(local_fonts(fit_cells(svg)), encoding="utf-8")
 
     def _save_chart(self, name: str) -> None:
         if not self.charts:
             raise PictureError("the plugin drew no chart")
         (self.folder / name).write_bytes(self.charts[-1])
+
+
+def fit_cells(svg: str) -> str:
+    """`svg` (rich's export, as Textual saves screenshots) with each text's `textLength` as wide
+    as the terminal cells it covers.
+
+    rich writes `textLength` as the cell width times the number of characters, while it places
+    each text by cells (rich 15): a Chinese character or an emoji covers two cells, so every
+    Chinese line is squeezed into half its width and overlaps the text after it."""
+    from rich.cells import cell_len  # rich ships with textual, which the console adapter uses
+
+    def fitted(match: re.Match[str]) -> str:
+        text = html.unescape(match[4])
+        if not text:
+            return match[0]
+        cell = float(match[2]) / len(text)
+        return f"{match[1]}{format(cell * cell_len(text), 'g')}{match[3]}{match[4]}{match[5]}"
+
+    return TEXT_ELEMENT.sub(fitted, svg)
+
+
+def local_fonts(svg: str) -> str:
+    """`svg` without its web font (the screenshot would fetch it from a CDN wherever it is
+    shown) and with FONTS for the screen's text."""
+    return FONT_FACE.sub("", svg).replace(TERMINAL_FONT, FONTS)
 
 
 async def _ready(pilot: Any) -> Any:
