@@ -110,9 +110,8 @@ QWEN = {**DEFAULT, "tool_call_content": "empty"}
 DEEPSEEK_THINKING = {**DEFAULT, "reasoning_required": True, "merge_same_role": True}
 
 QUIRKS_SAID: dict[str, dict[str, Any]] = {
-    # deepseek.md: the V4 models get the default, the reasoner its reasoning back and merged roles
-    "deepseek-v4-flash": DEFAULT,
-    "deepseek-v4-pro": DEFAULT,
+    # deepseek.md: deepseek-chat gets the default, the reasoner its reasoning back and merged roles
+    "deepseek-chat": DEFAULT,
     "deepseek-reasoner": DEEPSEEK_THINKING,
     # dashscope.md: "" as the text of a message that only calls tools
     "qwen-plus": QWEN,
@@ -180,7 +179,7 @@ def test_the_proxy_alias_gets_the_deepseek_thinking_quirks_from_marsho_model_qui
 
 
 PICTURES_SAID = {
-    ("deepseek", "deepseek-v4-flash"): False,
+    ("deepseek", "deepseek-chat"): False,
     ("dashscope", "qwen-plus"): False,
     ("dashscope", "qwen-vl-max"): True,
     ("gemini", "gemini-2.5-flash"): True,
