@@ -679,6 +679,17 @@ def test_an_unclaimed_python_block_fails() -> None:
         test_every_other_python_block_has_a_test_of_its_own(block)
 
 
+@pytest.mark.parametrize(("lang", "language"), [("zh", "zh-CN"), ("en", "en")])
+def test_the_configuration_page_quotes_what_a_member_reads_when_a_value_is_bad(lang: str, language: str) -> None:
+    """A bad value stops every answer (chat/matchers.py `_not_ready`): members read one sentence
+    without the key, which the page quotes as the bot says it."""
+    from nonebot_plugin_marsho.i18n import text
+
+    page = (DOCS / lang / "configuration.md").read_text(encoding="utf-8")
+    said = text(language, "error.brief", reason=text(language, "brief.config"))
+    assert said in " ".join(page.split()), f"docs/{lang}/configuration.md does not quote {said!r}"
+
+
 _CJK = re.compile(r"[\u3000-\u303f\u3400-\u9fff\uff00-\uffef“”‘’…]")
 _BLOCK_START = re.compile(r"^\s*([-*+] |\d+\. |\||#|!!!|\?\?\?|```|~~~|<|===|$)")
 
