@@ -11,6 +11,11 @@ writes, for each language of the site (`zh`: the bot speaks zh-CN; `en`: MARSHO_
 - `usage.png`: `marsho.usage all`'s chart over a few made-up days of use;
 - `status.svg`: `marsho.status` in the console.
 
+    .venv/bin/python scripts/docs_pictures.py --readme docs/readme-chat.svg
+
+writes only the README's picture: the Chinese chat.svg with its clock and ids fixed, so that the
+committed file changes only when the screen does.
+
 Each language is a `bot.py --console` of its own (the console adapter, its Textual screen run
 headless by a pilot that types as a person would) on a temporary data folder, with explicit
 settings: the developer's `.env`, environment and data are never read. The model is a fake
@@ -109,6 +114,19 @@ FONTS = ('font-family: "Fira Code", "Noto Sans Mono CJK SC", "WenQuanYi Micro He
 """The screen's fonts in our pictures: a monospace font, then ones that hold Chinese at two cells
 (the screen speaks zh-CN) and emoji (the console's channel and user lists), so that a viewer
 without Fira Code sees neither boxes nor a proportional fallback."""
+
+README_LANG = "zh"
+"""The README's picture is the chat in the bot's default language (`--readme`)."""
+
+CLOCK = re.compile(r"(<text\b[^>]*>)(\d{2}:\d{2}(?::\d{2})?)(</text>)")
+"""A text of the screen that is only a time: the header's clock, a message's time."""
+
+TEXT_CONTENT = re.compile(r"(<text\b[^>]*>)([^<]*)(</text>)")
+MESSAGE_ID = re.compile(r"(?<![0-9a-f])[0-9a-f]{16}(?![0-9a-f])")
+"""The console's id of a message, which a reply quotes ("> 回复<id>的消息")."""
+
+RICH_ID = re.compile(r"\bterminal-\d+")
+"""The ids rich derives from the screen's content (its CSS classes and clip paths)."""
 
 TEXT_ELEMENT = re.compile(r'(<text\b[^>]*?\btextLength=")([0-9.]+)("[^>]*>)([^<]*)(</text>)')
 
@@ -265,7 +283,7 @@ class Worker:
         try:
             app = await _ready(pilot)
             await self._ask(pilot, chat.question, chat.answer)
-            self._save_screen(pilot, step)
+            await self._save_screen(pilot, step)
             step = "chart.png"
             await self._ask(pilot, chart.question, chart.answer, chart=True)
             self._save_chart(step)
@@ -276,7 +294,7 @@ class Worker:
             step = "status.svg"
             await _clear(pilot)
             await self._ask(pilot, "marsho.status")
-            self._save_screen(pilot, step)
+            await self._save_screen(pilot, step)
         except Exception as error:
             raise PictureError(f"{step}: {error}") from error
 
@@ -312,7 +330,12 @@ class Worker:
         await pilot.wait_for_scheduled_animations()
         await pilot.pause(0.5)  # the reply's bubble slides in
 
-    def _save_screen(self, pilot: Any, name: str) -> None:
+    async def _save_screen(self, pilot: Any, name: str) -> None:
+        from textual.widgets import Input
+
+        # a cursor that does not blink: caught on or off, it would make each run's picture differ
+        pilot.app.query_one(Input).cursor_blink = False
+        await pilot.pause(0.2)
         svg = pilot.app.export_screenshot(title="marsho")
         (self.folder / name).write_text(local_fonts(fit_cells(svg)), encoding="utf-8")
 
@@ -345,6 +368,26 @@ def local_fonts(svg: str) -> str:
     """`svg` without its web font (the screenshot would fetch it from a CDN wherever it is
     shown) and with FONTS for the screen's text."""
     return FONT_FACE.sub("", svg).replace(TERMINAL_FONT, FONTS)
+
+
+def steady(svg: str) -> str:
+    """`svg` with what changes from one run to the next fixed, for a picture that is committed
+    (the README's): the clock at 12:00, the quoted message's id, the ids rich derives from the
+    screen. Each stays as long as it was, so nothing moves on the screen."""
+    svg = CLOCK.sub(lambda m: m[1] + "12:00:00"[:len(m[2])] + m[3], svg)
+    svg = TEXT_CONTENT.sub(lambda m: m[1] + MESSAGE_ID.sub("0123456789abcdef", m[2]) + m[3], svg)
+    return RICH_ID.sub("terminal-marsho", svg)
+
+
+def make_readme_picture(path: Path) -> Path:
+    """The README's picture at `path`: README_LANG's chat.svg, steady."""
+    with tempfile.TemporaryDirectory(prefix="marsho-readme-picture-") as temp:
+        made = make_pictures(Path(temp), [README_LANG])
+        chat = next(p for p in made if p.name == "chat.svg")
+        svg = steady(chat.read_text(encoding="utf-8"))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(svg, encoding="utf-8")
+    return path
 
 
 async def _ready(pilot: Any) -> Any:
@@ -481,17 +524,24 @@ def main(argv: list[str] | None = None) -> int:
                         help="the docs folder: pictures go in <out>/<lang>/assets/pictures/")
     parser.add_argument("--lang", action="append", choices=sorted(LANGUAGES),
                         help="only this language (repeatable); default: all")
+    parser.add_argument("--readme", type=Path, metavar="PATH",
+                        help="make only the README's picture (the chat, steady) at PATH: "
+                             "docs/readme-chat.svg")
     parser.add_argument("--worker", choices=sorted(LANGUAGES), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
         return run_worker(args.worker, args.out)
     started = time.monotonic()
     try:
-        made = make_pictures(args.out.resolve(), args.lang)
+        if args.readme:
+            made = [make_readme_picture(args.readme)]
+        else:
+            made = make_pictures(args.out.resolve(), args.lang)
     except PictureError as error:
         print(error, file=sys.stderr)
         return 1
-    print(f"docs_pictures: {len(made)} pictures in {args.out} ({time.monotonic() - started:.1f} s)")
+    where = args.readme or args.out
+    print(f"docs_pictures: {len(made)} pictures in {where} ({time.monotonic() - started:.1f} s)")
     return 0
 
 

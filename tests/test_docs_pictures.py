@@ -157,6 +157,18 @@ def test_a_chinese_lines_text_is_as_wide_as_the_cells_it_covers() -> None:
     assert elements["hello"] == pytest.approx(5 * cell)  # a line of one-cell characters stays
 
 
+def test_a_steady_picture_has_a_fixed_clock_and_fixed_ids_of_the_same_length() -> None:
+    svg = a_screenshot("02:53:20", "12:34", "> 回复4635bc9dcc871d41的消息", "5 英里约等于 8.05 公里。")
+    steady = pictures.steady(svg)
+    texts = [text for text, _ in text_elements(steady)]
+    assert "12:00:00" in texts and "12:00" in texts
+    assert any("回复0123456789abcdef的消息" in text for text in texts)
+    assert any("8.05" in text for text in texts)  # the answer itself is left alone
+    assert re.findall(r"terminal-\d+", steady) == []
+    assert [len(t) for t, _ in text_elements(svg)] == [len(t) for t in texts]
+    assert pictures.steady(steady) == steady
+
+
 def test_the_screens_fonts_hold_chinese_and_fetch_nothing() -> None:
     svg = pictures.local_fonts(a_screenshot("hello"))
     assert "@font-face" not in svg and "cdnjs" not in svg
