@@ -690,6 +690,14 @@ def test_the_configuration_page_quotes_what_a_member_reads_when_a_value_is_bad(l
     assert said in " ".join(page.split()), f"docs/{lang}/configuration.md does not quote {said!r}"
 
 
+def test_the_quick_start_says_how_to_get_english_replies() -> None:
+    """The bot speaks Chinese by default: the English page sets MARSHO_LANG=en in step 2, the
+    Chinese one names it."""
+    first = next(b for b in blocks("en/getting-started.md") if b.language == "dotenv")
+    assert "MARSHO_LANG=en\n" in first.text, first.where
+    assert "`MARSHO_LANG=en`" in (DOCS / "zh" / "getting-started.md").read_text(encoding="utf-8")
+
+
 _CJK = re.compile(r"[\u3000-\u303f\u3400-\u9fff\uff00-\uffef“”‘’…]")
 _BLOCK_START = re.compile(r"^\s*([-*+] |\d+\. |\||#|!!!|\?\?\?|```|~~~|<|===|$)")
 
