@@ -698,6 +698,46 @@ def test_the_quick_start_says_how_to_get_english_replies() -> None:
     assert "`MARSHO_LANG=en`" in (DOCS / "zh" / "getting-started.md").read_text(encoding="utf-8")
 
 
+def _listed(text: str) -> set[str]:
+    """The single characters a page lists in backticks (`` `[ ] < >` `` lists four)."""
+    return {word for span in re.findall(r"`([^`]+)`", text) for word in span.split() if len(word) == 1}
+
+
+def _rule(page: str, mark: str, allowed: dict[str, str]) -> tuple[set[str], set[str]]:
+    """The characters the paragraph of `page` holding `mark` says are refused, and those it says
+    are fine (after the page language's `allowed` words)."""
+    language = page.split("/", 1)[0]
+    paragraph = next(p for p in (DOCS / page).read_text(encoding="utf-8").split("\n\n") if mark in p)
+    refused, _, fine = paragraph.partition(allowed[language])
+    return _listed(refused), _listed(fine)
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_the_pages_list_exactly_what_a_persona_and_a_nickname_refuse(lang: str) -> None:
+    from nonebot_plugin_marsho.agent.persona import (
+        NICKNAME_FORBIDDEN,
+        PERSONA_FORBIDDEN,
+        NicknameError,
+        PersonaError,
+        check_nickname,
+        check_persona,
+    )
+
+    curly = {"zh": "弯引号", "en": "Curly quotes"}
+    refused, fine = _rule(f"{lang}/group.md", "300", curly)
+    assert {c for c in PERSONA_FORBIDDEN if c.isprintable()} <= refused, "group.md: a refused character unlisted"
+    for c in refused:
+        with pytest.raises(PersonaError):
+            check_persona(f"a{c}b")
+    assert fine and all(check_persona(f"a{c}b") for c in fine)
+    refused, fine = _rule(f"{lang}/talking.md", "MARSHO_NICKNAME_LIMIT", curly)
+    assert {c for c in NICKNAME_FORBIDDEN if c.isprintable()} <= refused, "talking.md: a refused character unlisted"
+    for c in refused:
+        with pytest.raises(NicknameError):
+            check_nickname(f"a{c}b", 16)
+    assert fine and all(check_nickname(f"a{c}b", 16) for c in fine)
+
+
 _CJK = re.compile(r"[\u3000-\u303f\u3400-\u9fff\uff00-\uffef“”‘’…]")
 _BLOCK_START = re.compile(r"^\s*([-*+] |\d+\. |\||#|!!!|\?\?\?|```|~~~|<|===|$)")
 
