@@ -380,3 +380,16 @@ def test_the_proxy_fallback_example_goes_straight_to_the_provider() -> None:
     for block in proxy_fallback_blocks():
         fallbacks = json.loads(block.text.split("MARSHO_FALLBACKS=", 1)[1].splitlines()[0])
         assert fallbacks[0]["base_url"] == "https://api.deepseek.com/v1", block.where
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+async def test_the_ollama_recipe_with_its_key_left_empty_is_answered(
+    lang: str, strict_fake: FakeOpenAI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pages say a local server's key may stay empty: Marsho sends the request anyway."""
+    block = next(b for b in blocks(f"{lang}/recipes/ollama.md") if b.language == "dotenv")
+    local = config_of(block, tmp_path, monkeypatch, marsho_api_key="", marsho_base_url=strict_fake.base_url,
+                      marsho_retries=0, marsho_timeout=10)
+    assert local.marsho_api_key == "" and not local.marsho_api_keys
+    strict_fake.push(tool_calls(("add", {"a": 2, "b": 3})), text("2+3=5"))
+    assert await ask_with_a_tool(local) == "2+3=5"
