@@ -698,6 +698,35 @@ def test_the_quick_start_says_how_to_get_english_replies() -> None:
     assert "`MARSHO_LANG=en`" in (DOCS / "zh" / "getting-started.md").read_text(encoding="utf-8")
 
 
+def _flat(page: str) -> str:
+    return " ".join((DOCS / page).read_text(encoding="utf-8").split())
+
+
+@pytest.mark.parametrize(("lang", "language"), [("zh", "zh-CN"), ("en", "en")])
+def test_the_providers_page_says_the_retry_after_cap_and_the_trials_as_the_code_does(lang: str,
+                                                                                   language: str) -> None:
+    from nonebot_plugin_marsho.agent.providers import PROBE_INTERVAL
+    from nonebot_plugin_marsho.config import Config
+    from nonebot_plugin_marsho.i18n import text
+
+    page = _flat(f"{lang}/providers.md")
+    section = page.split("{#retry-after}", 1)[1].split(" ## ", 1)[0]
+    cap = Config.model_fields["marsho_retry_after_max"].default
+    assert "`MARSHO_RETRY_AFTER_MAX`" in section and f"{cap:g}" in section
+    assert f"{PROBE_INTERVAL:g}" in section
+    for key, params in (("status.asked", {"reason": "", "seconds": 3600}), ("status.trial_in", {"seconds": 30}),
+                        ("status.trial_running", {}), ("status.failing_state", {})):
+        said = text(language, key, **params).strip().rstrip("。.")
+        assert said in section, f"docs/{lang}/providers.md#retry-after does not quote {said!r}"
+
+
+@pytest.mark.parametrize(("lang", "language"), [("zh", "zh-CN"), ("en", "en")])
+def test_the_bill_page_quotes_the_line_of_the_groups_share(lang: str, language: str) -> None:
+    from nonebot_plugin_marsho.i18n import text
+
+    assert text(language, "bill.shared") in _flat(f"{lang}/bill.md")
+
+
 def _listed(text: str) -> set[str]:
     """The single characters a page lists in backticks (`` `[ ] < >` `` lists four)."""
     return {word for span in re.findall(r"`([^`]+)`", text) for word in span.split() if len(word) == 1}
