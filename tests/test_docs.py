@@ -727,6 +727,21 @@ def test_the_bill_page_quotes_the_line_of_the_groups_share(lang: str, language: 
     assert text(language, "bill.shared") in _flat(f"{lang}/bill.md")
 
 
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_the_quick_starts_connection_box_quotes_the_onebot_adapters_own_messages(lang: str) -> None:
+    """A wrong or missing token is told in the log with the adapter's words, which the page
+    quotes so that a reader can search for them."""
+    import inspect
+
+    from nonebot.adapters.onebot.v11 import Adapter
+
+    page = _flat(f"{lang}/getting-started.md")
+    source = inspect.getsource(Adapter)
+    for said in ("Authorization Header is invalid", "Missing Authorization Header", "/onebot/v11/ws"):
+        assert said in source and f"`{said}`" in page, said
+    assert "address already in use" in page and "connected`" in page
+
+
 def _listed(text: str) -> set[str]:
     """The single characters a page lists in backticks (`` `[ ] < >` `` lists four)."""
     return {word for span in re.findall(r"`([^`]+)`", text) for word in span.split() if len(word) == 1}
