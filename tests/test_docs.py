@@ -809,6 +809,35 @@ def test_chinese_prose_has_no_line_break_between_two_characters(page: str) -> No
     assert soft_breaks(text) == [], f"docs/{page}: join these lines to the line above them"
 
 
+_ASCII_QUOTE_BY_CJK = re.compile(r'[\u3400-\u9fff，。：；！？、]"|"[\u3400-\u9fff]')
+
+
+def ascii_quotes(markdown: str) -> list[int]:
+    """Lines (1-based) of Chinese prose quoting with ASCII quotes ("…") instead of “…”: code,
+    inline code and admonition titles (whose syntax takes ASCII quotes) left out."""
+    found, fence = [], False
+    for number, line in enumerate(markdown.split("\n"), 1):
+        if line.lstrip().startswith(("```", "~~~")):
+            fence = not fence
+            continue
+        if fence or line.lstrip().startswith(("!!!", "???", "===")):
+            continue
+        if _ASCII_QUOTE_BY_CJK.search(re.sub(r"`[^`]*`", "", line)):
+            found.append(number)
+    return found
+
+
+@pytest.mark.parametrize("page", pages("zh"))
+def test_chinese_prose_quotes_with_chinese_quotes(page: str) -> None:
+    text = (DOCS / page).read_text(encoding="utf-8")
+    assert ascii_quotes(text) == [], f"docs/{page}: write “…” for these lines' \"…\""
+
+
+def test_an_ascii_quote_in_chinese_prose_is_found() -> None:
+    assert ascii_quotes('群管理员常会说"撤回那条"。\n\n```text\nmarsho "这里"\n```\n`"代码"`\n') == [1]
+    assert ascii_quotes('!!! tip "连不上时"\n他说“好”。\n') == []
+
+
 def test_a_line_break_inside_a_chinese_sentence_is_found() -> None:
     assert soft_breaks("先把接口\n设置好。\n\n- 列表\n- 第二项\n") == [2]
     assert soft_breaks("first line\nsecond line\n") == []
