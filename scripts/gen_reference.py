@@ -479,7 +479,7 @@ def prose(text: str) -> str:
 
 SETTINGS_INTRO: dict[Lang, str] = {
     "en": """\
-# Settings
+# Settings reference
 
 Every setting goes in the bot's `.env` file, one `KEY=value` line each, and every one is optional:
 a key left out keeps its default. Lists and objects are written as JSON on one line. Restart the
@@ -493,17 +493,17 @@ wrong and the owner has the details in the log (`marsho.help` still works). A `M
 is no setting is named in the log with the closest one.
 """,
     "zh": """\
-# 配置项
+# 设置参考
 
-所有配置都写在机器人的 `.env` 文件里，每项一行 `KEY=value`，并且每一项都可以不写：不写就用默认值。
-列表和对象用 JSON 写在一行里。改了 `.env` 之后要重启机器人。`.env.example` 列出了下面所有的配置，
+所有设置都写在机器人的 `.env` 文件里，每项一行 `KEY=value`，并且每一项都可以不写：不写就用默认值。
+列表和对象用 JSON 写在一行里。改了 `.env` 之后要重启机器人。`.env.example` 列出了下面所有的设置，
 每行都按默认值注释掉了：把它复制成 `.env`，去掉要设置的那几行前面的 `# ` 即可。
 
 写错的值（如 `MARSHO_TIMEOUT=soon`）不会让机器人启动失败，
 但在你改好 `.env` 并重启之前，Marsho 不回答任何问题：日志会指出是哪一项、错在哪里，
 超级用户叫她时也会收到同样的说明，其他人只会收到“我的配置有误。详细信息在机器人主人的日志里”
 （`marsho.help` 照常可用）。
-写错名字的 `MARSHO_*` 配置会在日志里提示，并给出最接近的正确名字。
+写错名字的 `MARSHO_*` 设置会在日志里提示，并给出最接近的正确名字。
 """,
 }
 
