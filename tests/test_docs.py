@@ -698,6 +698,22 @@ def test_the_quick_start_says_how_to_get_english_replies() -> None:
     assert "`MARSHO_LANG=en`" in (DOCS / "zh" / "getting-started.md").read_text(encoding="utf-8")
 
 
+def test_the_sidebar_does_not_repeat_the_sites_name_over_its_first_page() -> None:
+    """mkdocs-material titles the sidebar with site_name; a first page titled by its heading
+    ("# Marsho") read "Marsho › Marsho". It has a nav title, translated for each language."""
+    yaml = pytest.importorskip("yaml")
+    site = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))
+    first = site["nav"][0]
+    assert isinstance(first, dict) and list(first.values()) == ["index.md"], first
+    [title] = first
+    assert title != site["site_name"]
+    heading = (DOCS / "zh" / "index.md").read_text(encoding="utf-8").splitlines()[0].removeprefix("# ")
+    i18n = next(p["i18n"] for p in site["plugins"] if isinstance(p, dict) and "i18n" in p)
+    for language in i18n["languages"]:
+        shown = (language.get("nav_translations") or {}).get(title, title)
+        assert shown not in (site["site_name"], heading), language["locale"]
+
+
 def _flat(page: str) -> str:
     return " ".join((DOCS / page).read_text(encoding="utf-8").split())
 
