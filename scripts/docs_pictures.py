@@ -7,7 +7,8 @@ writes, for each language of the site (`zh`: the bot speaks zh-CN; `en`: MARSHO_
 
 - `chat.svg`: a question and Marsho's answer (through a tool) in nonebot-adapter-console's
   screen, saved as the Textual app saves its screenshots;
-- `chart.png`: the chart a web service's answer becomes, as the plugin draws it for the chat;
+- `chart.png`: the chart a web service's answer becomes, as the plugin draws it for the chat
+  (webservices.md's own example: its question and its service's chart);
 - `usage.png`: `marsho.usage all`'s chart over a few made-up days of use;
 - `status.svg`: `marsho.status` in the console.
 
@@ -73,29 +74,33 @@ class Scene:
     arguments: dict[str, Any] | None = None
 
 
+def page_example(lang: str) -> tuple[str, dict[str, Any]]:
+    """What docs/<lang>/webservices.md shows: the question asked in the chat (its text block's
+    `marsho ...` line) and the chart its service answers (its json block of `"type": "chart"`),
+    so that the page's picture is of the page's own example."""
+    from tests.docs_blocks import blocks
+
+    found = blocks(f"{lang}/webservices.md")
+    chart = next(json.loads(b.text) for b in found if b.language == "json" and '"type": "chart"' in b.text)
+    question = next(line for b in found if b.language == "text"
+                    for line in b.text.splitlines() if line.startswith("marsho "))
+    return question, chart
+
+
 SCENES: dict[str, dict[str, Scene]] = {
     "zh": {
         "chat": Scene("marsho 5 英里是多少公里？", "5 英里约等于 8.05 公里。",
                       "units__convert", {"value": 5, "from_unit": "英里", "to_unit": "公里"}),
-        "chart": Scene("marsho 画一下小店上半年的月销量", "上半年的销量见图：三月最高，五月回落。",
-                       "services__sales", {"shop": "小店", "months": 6}),
+        "chart": Scene(page_example("zh")[0], "北店二月卖得最好（200 件），三月回落到 170 件。",
+                       "services__sales", {"shop": "北店"}),
     },
     "en": {
         "chat": Scene("marsho how many kilometres is 5 miles?", "5 miles is about 8.05 km.",
                       "units__convert", {"value": 5, "from_unit": "mile", "to_unit": "km"}),
-        "chart": Scene("marsho chart the shop's sales for the first half year",
-                       "Here are the monthly sales: March was best, May fell back.",
-                       "services__sales", {"shop": "the shop", "months": 6}),
+        "chart": Scene(page_example("en")[0], "North sold best in February (200), then 170 in March.",
+                       "services__sales", {"shop": "north"}),
     },
 }
-
-SALES = {
-    "zh": {"desc": "小店上半年月销量（件）", "field_headers": ["月份", "销量"],
-           "months": ["1月", "2月", "3月", "4月", "5月", "6月"]},
-    "en": {"desc": "The shop's monthly sales, first half year (items)", "field_headers": ["Month", "Sales"],
-           "months": ["Jan", "Feb", "Mar", "Apr", "May", "Jun"]},
-}
-SALES_FIGURES = (120, 135, 210, 180, 150, 190)
 
 USAGE_USERS = (("10001", "deepseek-chat"), ("10002", "deepseek-chat"), ("10003", "qwen-plus"))
 USAGE_DAYS = 28
@@ -172,16 +177,14 @@ def respond(body: dict[str, Any]) -> Any:
 
 
 def _sales_service() -> Any:
-    """A web service on 127.0.0.1 answering `POST /sales/<lang>` with a bar chart."""
+    """A web service on 127.0.0.1 answering `POST /sales/<lang>` with the chart of that
+    language's webservices.md."""
     from tests.loopback import QuietHandler, serve
 
     class Handler(QuietHandler):
         def do_POST(self) -> None:
             self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            sales = SALES[self.path.rstrip("/").rsplit("/", 1)[-1]]
-            answer = {"type": "chart", "chart_type": "bar", "desc": sales["desc"],
-                      "field_headers": sales["field_headers"], "dimension": sales["field_headers"][0],
-                      "data": [[m, n] for m, n in zip(sales["months"], SALES_FIGURES, strict=True)]}
+            _, answer = page_example(self.path.rstrip("/").rsplit("/", 1)[-1])
             body = json.dumps(answer, ensure_ascii=False).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")

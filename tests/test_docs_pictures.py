@@ -177,6 +177,31 @@ def test_the_screens_fonts_hold_chinese_and_fetch_nothing() -> None:
     assert screen_font.endswith("monospace;")
 
 
+@pytest.mark.parametrize("lang", ["zh", "en"])
+def test_the_chart_picture_is_of_the_webservices_pages_own_example(lang: str) -> None:
+    import json
+    import urllib.request
+
+    from tests.docs_blocks import doc_block
+
+    page = (REPO / "docs" / lang / "webservices.md").read_text(encoding="utf-8")
+    question, chart = pictures.page_example(lang)
+    assert pictures.SCENES[lang]["chart"].question == question and f"\n{question}\n" in page
+    assert chart["type"] == "chart" and chart["data"]
+    service_source = doc_block(f"{lang}/webservices.md", "sales_service.py")
+    assert all(f'["{month}", {figure}]' in service_source  # the page's service answers the same figures
+               for month, figure in chart["data"])
+    service = pictures._sales_service()
+    try:
+        request = urllib.request.Request(f"http://127.0.0.1:{service.server_address[1]}/sales/{lang}",
+                                         data=b"{}", method="POST")
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            assert json.loads(answer.read()) == chart
+    finally:
+        service.shutdown()
+        service.server_close()
+
+
 def test_the_workers_environment_holds_nothing_of_the_developers(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("MARSHO_MODEL", "the-developers-model")
