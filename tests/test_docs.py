@@ -714,6 +714,17 @@ def test_the_sidebar_does_not_repeat_the_sites_name_over_its_first_page() -> Non
         assert shown not in (site["site_name"], heading), language["locale"]
 
 
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_the_development_page_runs_the_checks_ci_runs(lang: str) -> None:
+    """The lint command a developer is given is the one .ci/run runs, and the page says .ci/run
+    builds the site strictly."""
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    page = (DOCS / lang / "development.md").read_text(encoding="utf-8")
+    ruff = [line.strip() for line in page.splitlines() if line.strip().startswith(".venv/bin/ruff check")]
+    assert ruff and all(line in ci.splitlines() for line in ruff), ruff
+    assert "mkdocs build --strict" in ci and "`mkdocs build --strict`" in page
+
+
 def _flat(page: str) -> str:
     return " ".join((DOCS / page).read_text(encoding="utf-8").split())
 
