@@ -7,9 +7,15 @@ writes, for each language of the site (`zh`: the bot speaks zh-CN; `en`: MARSHO_
 
 - `chat.svg`: a question and Marsho's answer (through a tool) in nonebot-adapter-console's
   screen, saved as the Textual app saves its screenshots;
-- `chart.png`: the chart a web service's answer becomes, as the plugin draws it for the chat;
+- `chart.png`: the chart a web service's answer becomes, as the plugin draws it for the chat
+  (webservices.md's own example: its question and its service's chart);
 - `usage.png`: `marsho.usage all`'s chart over a few made-up days of use;
 - `status.svg`: `marsho.status` in the console.
+
+    .venv/bin/python scripts/docs_pictures.py --readme docs/readme-chat.svg
+
+writes only the README's picture: the Chinese chat.svg with its clock and ids fixed, so that the
+committed file changes only when the screen does.
 
 Each language is a `bot.py --console` of its own (the console adapter, its Textual screen run
 headless by a pilot that types as a person would) on a temporary data folder, with explicit
@@ -24,6 +30,7 @@ renderer hands it back.
 from __future__ import annotations
 
 import argparse
+import html
 import json
 import os
 import re
@@ -67,29 +74,33 @@ class Scene:
     arguments: dict[str, Any] | None = None
 
 
+def page_example(lang: str) -> tuple[str, dict[str, Any]]:
+    """What docs/<lang>/webservices.md shows: the question asked in the chat (its text block's
+    `marsho ...` line) and the chart its service answers (its json block of `"type": "chart"`),
+    so that the page's picture is of the page's own example."""
+    from tests.docs_blocks import blocks
+
+    found = blocks(f"{lang}/webservices.md")
+    chart = next(json.loads(b.text) for b in found if b.language == "json" and '"type": "chart"' in b.text)
+    question = next(line for b in found if b.language == "text"
+                    for line in b.text.splitlines() if line.startswith("marsho "))
+    return question, chart
+
+
 SCENES: dict[str, dict[str, Scene]] = {
     "zh": {
         "chat": Scene("marsho 5 英里是多少公里？", "5 英里约等于 8.05 公里。",
                       "units__convert", {"value": 5, "from_unit": "英里", "to_unit": "公里"}),
-        "chart": Scene("marsho 画一下小店上半年的月销量", "上半年的销量见图：三月最高，五月回落。",
-                       "services__sales", {"shop": "小店", "months": 6}),
+        "chart": Scene(page_example("zh")[0], "北店二月卖得最好（200 件），三月回落到 170 件。",
+                       "services__sales", {"shop": "北店"}),
     },
     "en": {
         "chat": Scene("marsho how many kilometres is 5 miles?", "5 miles is about 8.05 km.",
                       "units__convert", {"value": 5, "from_unit": "mile", "to_unit": "km"}),
-        "chart": Scene("marsho chart the shop's sales for the first half year",
-                       "Here are the monthly sales: March was best, May fell back.",
-                       "services__sales", {"shop": "the shop", "months": 6}),
+        "chart": Scene(page_example("en")[0], "North sold best in February (200), then 170 in March.",
+                       "services__sales", {"shop": "north"}),
     },
 }
-
-SALES = {
-    "zh": {"desc": "小店上半年月销量（件）", "field_headers": ["月份", "销量"],
-           "months": ["1月", "2月", "3月", "4月", "5月", "6月"]},
-    "en": {"desc": "The shop's monthly sales, first half year (items)", "field_headers": ["Month", "Sales"],
-           "months": ["Jan", "Feb", "Mar", "Apr", "May", "Jun"]},
-}
-SALES_FIGURES = (120, 135, 210, 180, 150, 190)
 
 USAGE_USERS = (("10001", "deepseek-chat"), ("10002", "deepseek-chat"), ("10003", "qwen-plus"))
 USAGE_DAYS = 28
@@ -98,6 +109,31 @@ USAGE_DAYS = 28
 
 FONT_FACE = re.compile(r"@font-face\s*\{[^}]*\}")
 """Textual's web font in its SVG screenshots (Fira Code from cdnjs)."""
+
+TERMINAL_FONT = "font-family: Fira Code, monospace;"
+"""The font rule of the screen's text in Textual's screenshots (rich's SVG export)."""
+
+FONTS = ('font-family: "Fira Code", "Noto Sans Mono CJK SC", "WenQuanYi Micro Hei Mono", '
+         '"Sarasa Mono SC", "Microsoft YaHei Mono", "Noto Color Emoji", "Apple Color Emoji", '
+         '"Segoe UI Emoji", monospace;')
+"""The screen's fonts in our pictures: a monospace font, then ones that hold Chinese at two cells
+(the screen speaks zh-CN) and emoji (the console's channel and user lists), so that a viewer
+without Fira Code sees neither boxes nor a proportional fallback."""
+
+README_LANG = "zh"
+"""The README's picture is the chat in the bot's default language (`--readme`)."""
+
+CLOCK = re.compile(r"(<text\b[^>]*>)(\d{2}:\d{2}(?::\d{2})?)(</text>)")
+"""A text of the screen that is only a time: the header's clock, a message's time."""
+
+TEXT_CONTENT = re.compile(r"(<text\b[^>]*>)([^<]*)(</text>)")
+MESSAGE_ID = re.compile(r"(?<![0-9a-f])[0-9a-f]{16}(?![0-9a-f])")
+"""The console's id of a message, which a reply quotes ("> 回复<id>的消息")."""
+
+RICH_ID = re.compile(r"\bterminal-\d+")
+"""The ids rich derives from the screen's content (its CSS classes and clip paths)."""
+
+TEXT_ELEMENT = re.compile(r'(<text\b[^>]*?\btextLength=")([0-9.]+)("[^>]*>)([^<]*)(</text>)')
 
 
 class PictureError(RuntimeError):
@@ -141,16 +177,14 @@ def respond(body: dict[str, Any]) -> Any:
 
 
 def _sales_service() -> Any:
-    """A web service on 127.0.0.1 answering `POST /sales/<lang>` with a bar chart."""
+    """A web service on 127.0.0.1 answering `POST /sales/<lang>` with the chart of that
+    language's webservices.md."""
     from tests.loopback import QuietHandler, serve
 
     class Handler(QuietHandler):
         def do_POST(self) -> None:
             self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            sales = SALES[self.path.rstrip("/").rsplit("/", 1)[-1]]
-            answer = {"type": "chart", "chart_type": "bar", "desc": sales["desc"],
-                      "field_headers": sales["field_headers"], "dimension": sales["field_headers"][0],
-                      "data": [[m, n] for m, n in zip(sales["months"], SALES_FIGURES, strict=True)]}
+            _, answer = page_example(self.path.rstrip("/").rsplit("/", 1)[-1])
             body = json.dumps(answer, ensure_ascii=False).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
@@ -252,7 +286,7 @@ class Worker:
         try:
             app = await _ready(pilot)
             await self._ask(pilot, chat.question, chat.answer)
-            self._save_screen(pilot, step)
+            await self._save_screen(pilot, step)
             step = "chart.png"
             await self._ask(pilot, chart.question, chart.answer, chart=True)
             self._save_chart(step)
@@ -263,7 +297,7 @@ class Worker:
             step = "status.svg"
             await _clear(pilot)
             await self._ask(pilot, "marsho.status")
-            self._save_screen(pilot, step)
+            await self._save_screen(pilot, step)
         except Exception as error:
             raise PictureError(f"{step}: {error}") from error
 
@@ -299,16 +333,64 @@ class Worker:
         await pilot.wait_for_scheduled_animations()
         await pilot.pause(0.5)  # the reply's bubble slides in
 
-    def _save_screen(self, pilot: Any, name: str) -> None:
+    async def _save_screen(self, pilot: Any, name: str) -> None:
+        from textual.widgets import Input
+
+        # a cursor that does not blink: caught on or off, it would make each run's picture differ
+        pilot.app.query_one(Input).cursor_blink = False
+        await pilot.pause(0.2)
         svg = pilot.app.export_screenshot(title="marsho")
-        # the screenshot would fetch its font from a CDN wherever it is shown: a local
-        # monospace font does as well
-        (self.folder / name).write_text(FONT_FACE.sub("", svg), encoding="utf-8")
+        (self.folder / name).write_text(local_fonts(fit_cells(svg)), encoding="utf-8")
 
     def _save_chart(self, name: str) -> None:
         if not self.charts:
             raise PictureError("the plugin drew no chart")
         (self.folder / name).write_bytes(self.charts[-1])
+
+
+def fit_cells(svg: str) -> str:
+    """`svg` (rich's export, as Textual saves screenshots) with each text's `textLength` as wide
+    as the terminal cells it covers.
+
+    rich writes `textLength` as the cell width times the number of characters, while it places
+    each text by cells (rich 15): a Chinese character or an emoji covers two cells, so every
+    Chinese line is squeezed into half its width and overlaps the text after it."""
+    from rich.cells import cell_len  # rich ships with textual, which the console adapter uses
+
+    def fitted(match: re.Match[str]) -> str:
+        text = html.unescape(match[4])
+        if not text:
+            return match[0]
+        cell = float(match[2]) / len(text)
+        return f"{match[1]}{format(cell * cell_len(text), 'g')}{match[3]}{match[4]}{match[5]}"
+
+    return TEXT_ELEMENT.sub(fitted, svg)
+
+
+def local_fonts(svg: str) -> str:
+    """`svg` without its web font (the screenshot would fetch it from a CDN wherever it is
+    shown) and with FONTS for the screen's text."""
+    return FONT_FACE.sub("", svg).replace(TERMINAL_FONT, FONTS)
+
+
+def steady(svg: str) -> str:
+    """`svg` with what changes from one run to the next fixed, for a picture that is committed
+    (the README's): the clock at 12:00, the quoted message's id, the ids rich derives from the
+    screen. Each stays as long as it was, so nothing moves on the screen."""
+    svg = CLOCK.sub(lambda m: m[1] + "12:00:00"[:len(m[2])] + m[3], svg)
+    svg = TEXT_CONTENT.sub(lambda m: m[1] + MESSAGE_ID.sub("0123456789abcdef", m[2]) + m[3], svg)
+    return RICH_ID.sub("terminal-marsho", svg)
+
+
+def make_readme_picture(path: Path) -> Path:
+    """The README's picture at `path`: README_LANG's chat.svg, steady."""
+    with tempfile.TemporaryDirectory(prefix="marsho-readme-picture-") as temp:
+        made = make_pictures(Path(temp), [README_LANG])
+        chat = next(p for p in made if p.name == "chat.svg")
+        svg = steady(chat.read_text(encoding="utf-8"))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(svg, encoding="utf-8")
+    return path
 
 
 async def _ready(pilot: Any) -> Any:
@@ -445,17 +527,24 @@ def main(argv: list[str] | None = None) -> int:
                         help="the docs folder: pictures go in <out>/<lang>/assets/pictures/")
     parser.add_argument("--lang", action="append", choices=sorted(LANGUAGES),
                         help="only this language (repeatable); default: all")
+    parser.add_argument("--readme", type=Path, metavar="PATH",
+                        help="make only the README's picture (the chat, steady) at PATH: "
+                             "docs/readme-chat.svg")
     parser.add_argument("--worker", choices=sorted(LANGUAGES), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
         return run_worker(args.worker, args.out)
     started = time.monotonic()
     try:
-        made = make_pictures(args.out.resolve(), args.lang)
+        if args.readme:
+            made = [make_readme_picture(args.readme)]
+        else:
+            made = make_pictures(args.out.resolve(), args.lang)
     except PictureError as error:
         print(error, file=sys.stderr)
         return 1
-    print(f"docs_pictures: {len(made)} pictures in {args.out} ({time.monotonic() - started:.1f} s)")
+    where = args.readme or args.out
+    print(f"docs_pictures: {len(made)} pictures in {where} ({time.monotonic() - started:.1f} s)")
     return 0
 
 

@@ -409,8 +409,9 @@ ENV_HEADER = """\
 # ws://HOST:PORT/onebot/v11/ws
 HOST=127.0.0.1
 PORT=8080
-# who may use owner-only commands, JSON list of QQ numbers (on other platforms: the user ids the
-# platform gives, such as a Telegram or Discord user id); `python bot.py --console` adds the console
+# who may use owner-only commands, JSON list of QQ numbers as strings: ["123456789"] (NoneBot
+# does not start with [123456789]; on other platforms: the user ids the platform gives, such as a
+# Telegram or Discord user id); `.venv/bin/python bot.py --console` adds the console
 SUPERUSERS=[]
 # ONEBOT_ACCESS_TOKEN=           # must match the access token of your OneBot implementation
 # COMMAND_START=["/",""]         # marsho answers "marsho ..." and "/marsho ..." whatever this is
@@ -478,26 +479,31 @@ def prose(text: str) -> str:
 
 SETTINGS_INTRO: dict[Lang, str] = {
     "en": """\
-# Settings
+# Settings reference
 
 Every setting goes in the bot's `.env` file, one `KEY=value` line each, and every one is optional:
 a key left out keeps its default. Lists and objects are written as JSON on one line. Restart the
 bot after changing `.env`. `.env.example` holds every key below, commented out at its default: copy
 it to `.env` and remove the `# ` before the keys you set.
 
-A value that cannot work (`MARSHO_TIMEOUT=soon`) never stops the bot: the log names the key, and
-every chat is told what to fix. A `MARSHO_*` key that is no setting is named in the log with the
-closest one.
+A value that cannot work (`MARSHO_TIMEOUT=soon`) never stops the bot, but Marsho answers no
+question until you fix `.env` and restart: the log names the key and what is wrong with it, a
+superuser who calls Marsho is told the same, and everyone else reads only that her settings are
+wrong and the owner has the details in the log (`marsho.help` still works). A `MARSHO_*` key that
+is no setting is named in the log with the closest one.
 """,
     "zh": """\
-# 配置项
+# 设置参考
 
-所有配置都写在机器人的 `.env` 文件里，每项一行 `KEY=value`，并且每一项都可以不写：不写就用默认值。
-列表和对象用 JSON 写在一行里。改了 `.env` 之后要重启机器人。`.env.example` 列出了下面所有的配置，
+所有设置都写在机器人的 `.env` 文件里，每项一行 `KEY=value`，并且每一项都可以不写：不写就用默认值。
+列表和对象用 JSON 写在一行里。改了 `.env` 之后要重启机器人。`.env.example` 列出了下面所有的设置，
 每行都按默认值注释掉了：把它复制成 `.env`，去掉要设置的那几行前面的 `# ` 即可。
 
-写错的值（如 `MARSHO_TIMEOUT=soon`）不会让机器人启动失败：日志会指出是哪一项，每个聊天也会收到该怎么改的提示。
-写错名字的 `MARSHO_*` 配置会在日志里提示，并给出最接近的正确名字。
+写错的值（如 `MARSHO_TIMEOUT=soon`）不会让机器人启动失败，
+但在你改好 `.env` 并重启之前，Marsho 不回答任何问题：日志会指出是哪一项、错在哪里，
+超级用户叫她时也会收到同样的说明，其他人只会收到“我的配置有误。详细信息在机器人主人的日志里”
+（`marsho.help` 照常可用）。
+写错名字的 `MARSHO_*` 设置会在日志里提示，并给出最接近的正确名字。
 """,
 }
 

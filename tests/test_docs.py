@@ -15,6 +15,9 @@ and the line of the block's opening fence):
      (ONEBOT_ACCESS_TOKEN, TELEGRAM_BOTS, QQ_BOTS, DISCORD_BOTS, KAIHEILA_BOTS, FEISHU_BOTS,
      SATORI_CLIENTS, CONSOLE_*...), its value valid for that adapter,
    - or a `${NAME}` that a json block of the same page uses (mcp.json, webservices.json).
+   NoneBot's own keys are validated as NoneBot's Config reads them: SUPERUSERS is a list of
+   strings (`SUPERUSERS=["123456789"]`; `[123456789]` stops NoneBot), numbers are fine only in
+   the MARSHO_* lists.
 3. ```` ```json ```` blocks titled `mcp.json`, `webservices.json`, `tools.json`, `toolkit.json` or
    `praises.json` (the title may have folders before it: `my_kit/tools.json`) load through the
    plugin's own reader for that file with no problem at all (a `${NAME}` they use counts as
@@ -33,7 +36,10 @@ and the line of the block's opening fence):
      extra declared in pyproject.toml. Another package only when pyproject.toml names it (a
      NoneBot adapter of the test extra: `pip install nonebot-adapter-telegram`), it is `nb-cli`,
      or a json block of the same page names it (an MCP server installed with pip);
-   - `python` (`python3`, `.venv/bin/python`): `-m venv`, `-m pytest`, `-m mkdocs`,
+   - a venv's program (`python`, `pip`, `pytest`, `mkdocs`) is written with its path
+     (`.venv/bin/python`, or an absolute one): bare, it is not the venv's outside an activated
+     venv; only `python3 -m venv` (which makes the venv) runs bare;
+   - `python` (`.venv/bin/python`): `-m venv`, `-m pytest`, `-m mkdocs`,
      `-m nonebot_plugin_marsho <command> [flags]` or another module of the package with a
      `__main__` (`-m nonebot_plugin_marsho.store.migrations revision ...`), run with `--help`:
      the command and each flag must exist; or a script that exists (in the repository, or a block of the page titled with
@@ -226,7 +232,10 @@ def test_every_dotenv_block_is_settings_the_bot_accepts(
     problems = [why for key in dotenv_values(stream=io.StringIO(block.text))
                 if (why := _unknown_key(key.lower(), block, known))]
     assert not problems, f"{block.where}: " + "; ".join(problems)
-    settings = read_dotenv(block.text, tmp_path, monkeypatch)
+    try:
+        settings = read_dotenv(block.text, tmp_path, monkeypatch)
+    except ValidationError as error:  # NoneBot's own Config refuses it: the bot would not start
+        raise AssertionError(f"{block.where}: NoneBot refuses it: {error}") from None
     for model in configs:
         try:
             model.model_validate(settings)
@@ -533,6 +542,24 @@ ACCEPTED = {"cd", "mkdir", "export", "source", ".", "curl", "docker", "litellm",
             "git", "nb", "mkdocs", "ollama", "vllm"}
 
 
+VENV_PROGRAMS = ("python", "pip", "pip3", "pytest", "mkdocs")
+"""Programs a page runs from the venv: written bare, they are whatever comes first on PATH
+(often no such program at all outside an activated venv)."""
+
+
+def _bare(words: list[str]) -> str | None:
+    """Why `words` runs a venv's program without its path; None when it does not."""
+    word = words[0]
+    name = "python" if _program(word) == "python" else word
+    if name not in VENV_PROGRAMS or re.search(r"[/\\]", word):
+        return None
+    if re.fullmatch(r"python3(\.\d+)?", word) and words[1:3] == ["-m", "venv"]:
+        return None  # the one command that runs before there is a venv
+    shown = "python" if name == "python" else name
+    return (f"{word}: a bare {word} is not the bot's venv outside an activated venv: write "
+            f".venv/bin/{shown} (or an absolute path to the venv)")
+
+
 def check_command(words: list[str], block: Block, tmp_path: Path) -> list[str]:
     """Why the command `words` of an sh block does not work as written; [] when it does."""
     while words and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", words[0]):  # VAR=value command
@@ -542,6 +569,8 @@ def check_command(words: list[str], block: Block, tmp_path: Path) -> list[str]:
     program, rest = _program(words[0]), words[1:]
     if words[0].startswith("$"):
         return ["a `$` prompt before the command: write the command alone"]
+    if bare := _bare(words):
+        return [bare]
     if program in ("pip", "pip3"):
         return _check_pip(rest, block)
     if program == "pipx" or (program == "uv" and rest[:1] == ["pip"]):
@@ -597,38 +626,191 @@ def test_a_bad_value_fails_as_the_bot_would_refuse_it(tmp_path: Path, monkeypatc
     test_every_dotenv_block_is_settings_the_bot_accepts(good, tmp_path / "good", monkeypatch)
 
 
+def test_a_numeric_superusers_fails_as_nonebot_refuses_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    block = Block("en/x.md", 1, "dotenv", ".env", "SUPERUSERS=[123456789]\n")
+    with pytest.raises(AssertionError, match="(?s)NoneBot refuses it.*superusers"):
+        test_every_dotenv_block_is_settings_the_bot_accepts(block, tmp_path, monkeypatch)
+    numbers = Block("en/x.md", 1, "dotenv", ".env", 'MARSHO_ALLOWED_GROUPS=[123456789]\nSUPERUSERS=["1"]\n')
+    (tmp_path / "numbers").mkdir()
+    test_every_dotenv_block_is_settings_the_bot_accepts(numbers, tmp_path / "numbers", monkeypatch)
+
+
 def test_commands_are_split_and_checked(tmp_path: Path) -> None:
     block = Block("en/x.md", 1, "sh", None, "")
     text = ("# a comment\npython3 -m venv .venv && .venv/bin/pip install -e \".[test]\"\n"
             "cp -n .env.example .env\n.venv/bin/python bot.py --console\n")
     assert [words[0] for _, words in commands(text)] == ["python3", ".venv/bin/pip", "cp", ".venv/bin/python"]
     assert all(check_command(words, block, tmp_path) == [] for _, words in commands(text))
-    assert check_command(["pip", "install", ".[nope]"], block, tmp_path)
-    assert check_command(["pip", "install", "requests"], block, tmp_path)
-    assert check_command(["pip", "install", "nonebot-adapter-telegram"], block, tmp_path) == []
-    assert check_command(["python", "bot.py", "--consol"], block, tmp_path)
+    assert check_command([".venv/bin/pip", "install", ".[nope]"], block, tmp_path)
+    assert check_command([".venv/bin/pip", "install", "requests"], block, tmp_path)
+    assert check_command([".venv/bin/pip", "install", "nonebot-adapter-telegram"], block, tmp_path) == []
+    assert check_command([".venv/bin/python", "bot.py", "--consol"], block, tmp_path)
     assert check_command(["cp", "no-such.example", ".env"], block, tmp_path)
-    assert check_command(["python", "-m", "pytest", "-m", "not e2e", "-n", "0"], block, tmp_path) == []
-    assert check_command(["python", "-m", "pytest", "tests/test_nowhere.py"], block, tmp_path)
+    assert check_command([".venv/bin/python", "-m", "pytest", "-m", "not e2e", "-n", "0"], block, tmp_path) == []
+    assert check_command([".venv/bin/python", "-m", "pytest", "tests/test_nowhere.py"], block, tmp_path)
     assert check_command(["rm", "-rf", "data"], block, tmp_path)
     assert check_command(["git", "clone", "https://example.com/other"], block, tmp_path)
+
+
+def test_a_bare_venv_program_fails_naming_the_venv_path(tmp_path: Path) -> None:
+    block = Block("en/x.md", 1, "sh", None, "")
+    for words in (["python", "bot.py"], ["python3", "-m", "pytest"], ["pip", "install", "."],
+                  ["pytest", "-q"], ["mkdocs", "serve"]):
+        assert any(".venv/bin/" in why for why in check_command(words, block, tmp_path)), words
+    assert check_command(["python3", "-m", "venv", ".venv"], block, tmp_path) == []
+    assert check_command([".venv/bin/mkdocs", "serve"], block, tmp_path) == []
+    assert check_command(["/srv/bot/.venv/bin/python", "-m", "pytest"], block, tmp_path) == []
 
 
 @pytest.mark.e2e
 def test_the_marsho_cli_is_checked_by_its_own_help(tmp_path: Path) -> None:
     block = Block("en/x.md", 1, "sh", None, "")
-    assert check_command(["python", "-m", "nonebot_plugin_marsho", "tools", "--schemas"], block, tmp_path) == []
-    assert check_command(["python", "-m", "nonebot_plugin_marsho", "tools", "--nope"], block, tmp_path)
-    migrations = ["python", "-m", "nonebot_plugin_marsho.store.migrations", "revision", "--autogenerate",
+    assert check_command([".venv/bin/python", "-m", "nonebot_plugin_marsho", "tools", "--schemas"], block, tmp_path) == []
+    assert check_command([".venv/bin/python", "-m", "nonebot_plugin_marsho", "tools", "--nope"], block, tmp_path)
+    migrations = [".venv/bin/python", "-m", "nonebot_plugin_marsho.store.migrations", "revision", "--autogenerate",
                   "-m", "what changed"]
     assert check_command(migrations, block, tmp_path) == []
-    assert check_command(["python", "-m", "nonebot_plugin_marsho.nowhere", "x"], block, tmp_path)
+    assert check_command([".venv/bin/python", "-m", "nonebot_plugin_marsho.nowhere", "x"], block, tmp_path)
 
 
 def test_an_unclaimed_python_block_fails() -> None:
     block = Block("en/x.md", 1, "python", "nobody_reads_me.py", "print(1)\n")
     with pytest.raises(AssertionError, match="no test reads it"):
         test_every_other_python_block_has_a_test_of_its_own(block)
+
+
+@pytest.mark.parametrize(("lang", "language"), [("zh", "zh-CN"), ("en", "en")])
+def test_the_configuration_page_quotes_what_a_member_reads_when_a_value_is_bad(lang: str, language: str) -> None:
+    """A bad value stops every answer (chat/matchers.py `_not_ready`): members read one sentence
+    without the key, which the page quotes as the bot says it."""
+    from nonebot_plugin_marsho.i18n import text
+
+    page = (DOCS / lang / "configuration.md").read_text(encoding="utf-8")
+    said = text(language, "error.brief", reason=text(language, "brief.config"))
+    assert said in " ".join(page.split()), f"docs/{lang}/configuration.md does not quote {said!r}"
+
+
+def test_the_quick_start_says_how_to_get_english_replies() -> None:
+    """The bot speaks Chinese by default: the English page sets MARSHO_LANG=en in step 2, the
+    Chinese one names it."""
+    first = next(b for b in blocks("en/getting-started.md") if b.language == "dotenv")
+    assert "MARSHO_LANG=en\n" in first.text, first.where
+    assert "`MARSHO_LANG=en`" in (DOCS / "zh" / "getting-started.md").read_text(encoding="utf-8")
+
+
+def test_the_sidebar_does_not_repeat_the_sites_name_over_its_first_page() -> None:
+    """mkdocs-material titles the sidebar with site_name; a first page titled by its heading
+    ("# Marsho") read "Marsho › Marsho". It has a nav title, translated for each language."""
+    yaml = pytest.importorskip("yaml")
+    site = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))
+    first = site["nav"][0]
+    assert isinstance(first, dict) and list(first.values()) == ["index.md"], first
+    [title] = first
+    assert title != site["site_name"]
+    heading = (DOCS / "zh" / "index.md").read_text(encoding="utf-8").splitlines()[0].removeprefix("# ")
+    i18n = next(p["i18n"] for p in site["plugins"] if isinstance(p, dict) and "i18n" in p)
+    for language in i18n["languages"]:
+        shown = (language.get("nav_translations") or {}).get(title, title)
+        assert shown not in (site["site_name"], heading), language["locale"]
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_the_development_page_runs_the_checks_ci_runs(lang: str) -> None:
+    """The lint command a developer is given is the one .ci/run runs, and the page says .ci/run
+    builds the site strictly."""
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    page = (DOCS / lang / "development.md").read_text(encoding="utf-8")
+    ruff = [line.strip() for line in page.splitlines() if line.strip().startswith(".venv/bin/ruff check")]
+    assert ruff and all(line in ci.splitlines() for line in ruff), ruff
+    assert "mkdocs build --strict" in ci and "`mkdocs build --strict`" in page
+
+
+def _flat(page: str) -> str:
+    return " ".join((DOCS / page).read_text(encoding="utf-8").split())
+
+
+@pytest.mark.parametrize(("lang", "language"), [("zh", "zh-CN"), ("en", "en")])
+def test_the_providers_page_says_the_retry_after_cap_and_the_trials_as_the_code_does(lang: str,
+                                                                                   language: str) -> None:
+    from nonebot_plugin_marsho.agent.providers import PROBE_INTERVAL
+    from nonebot_plugin_marsho.config import Config
+    from nonebot_plugin_marsho.i18n import text
+
+    page = _flat(f"{lang}/providers.md")
+    section = page.split("{#retry-after}", 1)[1].split(" ## ", 1)[0]
+    cap = Config.model_fields["marsho_retry_after_max"].default
+    assert "`MARSHO_RETRY_AFTER_MAX`" in section and f"{cap:g}" in section
+    assert f"{PROBE_INTERVAL:g}" in section
+    for key, params in (("status.asked", {"reason": "", "seconds": 3600}), ("status.trial_in", {"seconds": 30}),
+                        ("status.trial_running", {}), ("status.failing_state", {})):
+        said = text(language, key, **params).strip().rstrip("。.")
+        assert said in section, f"docs/{lang}/providers.md#retry-after does not quote {said!r}"
+
+
+@pytest.mark.parametrize(("lang", "language"), [("zh", "zh-CN"), ("en", "en")])
+def test_the_bill_page_quotes_the_line_of_the_groups_share(lang: str, language: str) -> None:
+    from nonebot_plugin_marsho.i18n import text
+
+    assert text(language, "bill.shared") in _flat(f"{lang}/bill.md")
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_the_quick_starts_connection_box_quotes_the_onebot_adapters_own_messages(lang: str) -> None:
+    """A wrong or missing token is told in the log with the adapter's words, which the page
+    quotes so that a reader can search for them."""
+    import inspect
+
+    from nonebot.adapters.onebot.v11 import Adapter
+
+    page = _flat(f"{lang}/getting-started.md")
+    source = inspect.getsource(Adapter)
+    for said in ("Authorization Header is invalid", "Missing Authorization Header", "/onebot/v11/ws"):
+        assert said in source and f"`{said}`" in page, said
+    assert "address already in use" in page and "connected`" in page
+
+
+def _listed(text: str) -> set[str]:
+    """The single characters a page lists in backticks (`` `[ ] < >` `` lists four)."""
+    return {word for span in re.findall(r"`([^`]+)`", text) for word in span.split() if len(word) == 1}
+
+
+def _rule(page: str, mark: str, allowed: dict[str, str]) -> tuple[set[str], set[str]]:
+    """The characters the paragraph of `page` holding `mark` says are refused, and those it says
+    are fine (after the page language's `allowed` words: what comes after is allowed)."""
+    language = page.split("/", 1)[0]
+    paragraph = next(p for p in (DOCS / page).read_text(encoding="utf-8").split("\n\n") if mark in p)
+    refused, _, fine = paragraph.partition(allowed[language])
+    return _listed(refused), _listed(fine)
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_the_pages_list_exactly_what_a_persona_and_a_nickname_refuse(lang: str) -> None:
+    from nonebot_plugin_marsho.agent.persona import (
+        NICKNAME_FORBIDDEN,
+        PERSONA_FORBIDDEN,
+        NicknameError,
+        PersonaError,
+        check_nickname,
+        check_persona,
+    )
+
+    def refuses(check: Any, error: type[Exception], c: str) -> bool:
+        try:
+            check(f"a{c}b")
+        except error:
+            return True
+        return False
+
+    single = {"zh": "单引号", "en": "Single quotes"}
+    for page, mark, forbidden, check, error in (
+            ("group.md", "300", PERSONA_FORBIDDEN, check_persona, PersonaError),
+            ("talking.md", "MARSHO_NICKNAME_LIMIT", NICKNAME_FORBIDDEN, lambda t: check_nickname(t, 16), NicknameError)):
+        refused, fine = _rule(f"{lang}/{page}", mark, single)
+        # what the check really refuses (normalisation first: NFKC makes ″ two primes, kept as '')
+        really = {c for c in forbidden if c.isprintable() and refuses(check, error, c)}
+        assert really <= refused, f"{page}: refused but not listed: {sorted(really - refused)}"
+        assert [c for c in refused if not refuses(check, error, c)] == [], f"{page}: listed but accepted"
+        assert fine and [c for c in fine if refuses(check, error, c)] == [], f"{page}: said fine but refused"
 
 
 _CJK = re.compile(r"[\u3000-\u303f\u3400-\u9fff\uff00-\uffef“”‘’…]")
@@ -656,6 +838,35 @@ def soft_breaks(markdown: str) -> list[int]:
 def test_chinese_prose_has_no_line_break_between_two_characters(page: str) -> None:
     text = (DOCS / page).read_text(encoding="utf-8")
     assert soft_breaks(text) == [], f"docs/{page}: join these lines to the line above them"
+
+
+_ASCII_QUOTE_BY_CJK = re.compile(r'[\u3400-\u9fff，。：；！？、]"|"[\u3400-\u9fff]')
+
+
+def ascii_quotes(markdown: str) -> list[int]:
+    """Lines (1-based) of Chinese prose quoting with ASCII quotes ("…") instead of “…”: code,
+    inline code and admonition titles (whose syntax takes ASCII quotes) left out."""
+    found, fence = [], False
+    for number, line in enumerate(markdown.split("\n"), 1):
+        if line.lstrip().startswith(("```", "~~~")):
+            fence = not fence
+            continue
+        if fence or line.lstrip().startswith(("!!!", "???", "===")):
+            continue
+        if _ASCII_QUOTE_BY_CJK.search(re.sub(r"`[^`]*`", "", line)):
+            found.append(number)
+    return found
+
+
+@pytest.mark.parametrize("page", pages("zh"))
+def test_chinese_prose_quotes_with_chinese_quotes(page: str) -> None:
+    text = (DOCS / page).read_text(encoding="utf-8")
+    assert ascii_quotes(text) == [], f"docs/{page}: write “…” for these lines' \"…\""
+
+
+def test_an_ascii_quote_in_chinese_prose_is_found() -> None:
+    assert ascii_quotes('群管理员常会说"撤回那条"。\n\n```text\nmarsho "这里"\n```\n`"代码"`\n') == [1]
+    assert ascii_quotes('!!! tip "连不上时"\n他说“好”。\n') == []
 
 
 def test_a_line_break_inside_a_chinese_sentence_is_found() -> None:

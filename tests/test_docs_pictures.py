@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import html
 import importlib
+import io
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -95,6 +97,18 @@ def test_the_chat_picture_shows_the_question_and_the_answer_in_its_language(
 
 
 @e2e
+@pytest.mark.parametrize("name", ["chat.svg", "status.svg"])
+def test_the_console_pictures_give_chinese_its_two_cells(docs: Path, name: str) -> None:
+    from rich.cells import cell_len
+
+    elements = text_elements((docs / "zh" / "assets" / "pictures" / name).read_text(encoding="utf-8"))
+    cell = 20 * 0.61  # rich's cell: 20 px high, 0.61 of that wide
+    assert any(cell_len(text) > len(text) for text, _ in elements)
+    assert [(text, width) for text, width in elements
+            if width != pytest.approx(cell_len(text) * cell)] == []
+
+
+@e2e
 @pytest.mark.parametrize(("lang", "title"), [("zh", "模型服务"), ("en", "Model endpoints")])
 def test_the_status_picture_shows_the_bots_own_endpoint_not_the_developers(
         docs: Path, lang: str, title: str) -> None:
@@ -112,6 +126,80 @@ def test_the_usage_and_chart_pictures_differ_by_language(docs: Path) -> None:
     for name in ("usage.png", "chart.png"):
         zh, en = ((docs / lang / "assets" / "pictures" / name).read_bytes() for lang in ("zh", "en"))
         assert zh != en, name  # titles and axis names in the bot's language
+
+
+def text_elements(svg: str) -> list[tuple[str, float]]:
+    """(text, textLength) of each text element of a screenshot."""
+    return [(html.unescape(element.text or ""), float(element.get("textLength", 0)))
+            for element in ElementTree.fromstring(svg).iter("{http://www.w3.org/2000/svg}text")
+            if element.get("textLength") is not None]
+
+
+def a_screenshot(*lines: str) -> str:
+    """An SVG of `lines` as rich exports it, which is how Textual saves its screenshots."""
+    from rich.console import Console
+
+    console = Console(record=True, width=40, file=io.StringIO(), color_system="truecolor")
+    for line in lines:
+        console.print(line, style="bold red")
+    return console.export_svg(title="marsho")
+
+
+def test_a_chinese_lines_text_is_as_wide_as_the_cells_it_covers() -> None:
+    from rich.cells import cell_len
+
+    svg = pictures.fit_cells(a_screenshot("hello", "通用 私聊 📺 频道列表"))
+    elements = dict(text_elements(svg))
+    cell = elements["hello"] / len("hello")
+    chinese = next(text for text in elements if "通用" in text)
+    assert cell_len(chinese) > len(chinese)  # two cells a character: the case rich gets wrong
+    assert elements[chinese] == pytest.approx(cell_len(chinese) * cell)
+    assert elements["hello"] == pytest.approx(5 * cell)  # a line of one-cell characters stays
+
+
+def test_a_steady_picture_has_a_fixed_clock_and_fixed_ids_of_the_same_length() -> None:
+    svg = a_screenshot("02:53:20", "12:34", "> 回复4635bc9dcc871d41的消息", "5 英里约等于 8.05 公里。")
+    steady = pictures.steady(svg)
+    texts = [text for text, _ in text_elements(steady)]
+    assert "12:00:00" in texts and "12:00" in texts
+    assert any("回复0123456789abcdef的消息" in text for text in texts)
+    assert any("8.05" in text for text in texts)  # the answer itself is left alone
+    assert re.findall(r"terminal-\d+", steady) == []
+    assert [len(t) for t, _ in text_elements(svg)] == [len(t) for t in texts]
+    assert pictures.steady(steady) == steady
+
+
+def test_the_screens_fonts_hold_chinese_and_fetch_nothing() -> None:
+    svg = pictures.local_fonts(a_screenshot("hello"))
+    assert "@font-face" not in svg and "cdnjs" not in svg
+    screen_font = next(rule for rule in re.findall(r"font-family:[^;]*;", svg) if "Fira Code" in rule)
+    assert "Noto Sans Mono CJK SC" in screen_font and "WenQuanYi Micro Hei Mono" in screen_font
+    assert screen_font.endswith("monospace;")
+
+
+@pytest.mark.parametrize("lang", ["zh", "en"])
+def test_the_chart_picture_is_of_the_webservices_pages_own_example(lang: str) -> None:
+    import json
+    import urllib.request
+
+    from tests.docs_blocks import doc_block
+
+    page = (REPO / "docs" / lang / "webservices.md").read_text(encoding="utf-8")
+    question, chart = pictures.page_example(lang)
+    assert pictures.SCENES[lang]["chart"].question == question and f"\n{question}\n" in page
+    assert chart["type"] == "chart" and chart["data"]
+    service_source = doc_block(f"{lang}/webservices.md", "sales_service.py")
+    assert all(f'["{month}", {figure}]' in service_source  # the page's service answers the same figures
+               for month, figure in chart["data"])
+    service = pictures._sales_service()
+    try:
+        request = urllib.request.Request(f"http://127.0.0.1:{service.server_address[1]}/sales/{lang}",
+                                         data=b"{}", method="POST")
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            assert json.loads(answer.read()) == chart
+    finally:
+        service.shutdown()
+        service.server_close()
 
 
 def test_the_workers_environment_holds_nothing_of_the_developers(

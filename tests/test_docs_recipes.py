@@ -110,9 +110,8 @@ QWEN = {**DEFAULT, "tool_call_content": "empty"}
 DEEPSEEK_THINKING = {**DEFAULT, "reasoning_required": True, "merge_same_role": True}
 
 QUIRKS_SAID: dict[str, dict[str, Any]] = {
-    # deepseek.md: the V4 models get the default, the reasoner its reasoning back and merged roles
-    "deepseek-v4-flash": DEFAULT,
-    "deepseek-v4-pro": DEFAULT,
+    # deepseek.md: deepseek-chat gets the default, the reasoner its reasoning back and merged roles
+    "deepseek-chat": DEFAULT,
     "deepseek-reasoner": DEEPSEEK_THINKING,
     # dashscope.md: "" as the text of a message that only calls tools
     "qwen-plus": QWEN,
@@ -180,7 +179,7 @@ def test_the_proxy_alias_gets_the_deepseek_thinking_quirks_from_marsho_model_qui
 
 
 PICTURES_SAID = {
-    ("deepseek", "deepseek-v4-flash"): False,
+    ("deepseek", "deepseek-chat"): False,
     ("dashscope", "qwen-plus"): False,
     ("dashscope", "qwen-vl-max"): True,
     ("gemini", "gemini-2.5-flash"): True,
@@ -381,3 +380,16 @@ def test_the_proxy_fallback_example_goes_straight_to_the_provider() -> None:
     for block in proxy_fallback_blocks():
         fallbacks = json.loads(block.text.split("MARSHO_FALLBACKS=", 1)[1].splitlines()[0])
         assert fallbacks[0]["base_url"] == "https://api.deepseek.com/v1", block.where
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+async def test_the_ollama_recipe_with_its_key_left_empty_is_answered(
+    lang: str, strict_fake: FakeOpenAI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pages say a local server's key may stay empty: Marsho sends the request anyway."""
+    block = next(b for b in blocks(f"{lang}/recipes/ollama.md") if b.language == "dotenv")
+    local = config_of(block, tmp_path, monkeypatch, marsho_api_key="", marsho_base_url=strict_fake.base_url,
+                      marsho_retries=0, marsho_timeout=10)
+    assert local.marsho_api_key == "" and not local.marsho_api_keys
+    strict_fake.push(tool_calls(("add", {"a": 2, "b": 3})), text("2+3=5"))
+    assert await ask_with_a_tool(local) == "2+3=5"

@@ -394,3 +394,21 @@ async def test_the_manual_tools_example_runs_the_tool_itself_and_submits_the_res
     tool_messages = [m for m in fake.requests[-1]["messages"] if m["role"] == "tool"]
     assert [(m["tool_call_id"], m["content"]) for m in tool_messages] == [
         ("call_a", module.weather_service("Paris")), ("call_b", module.weather_service("Oslo"))]
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+async def test_the_script_example_builds_its_own_client_and_asks_the_endpoint(lang: str, fake, tmp_path: Path) -> None:
+    from tests.fake_openai import text
+
+    source = doc_block(f"{lang}/plugin-api.md", "my_script.py")
+    assert "timeout=" in source  # LLMClient has no default timeout: without it, a TypeError
+    path = tmp_path / "my_script.py"
+    path.write_text(source, encoding="utf-8")
+    module = import_file(path, f"docs_my_script_{lang}")
+    fake.push(text("About 384,400 km."))
+    answer = await module.ask("How far is the Moon?", base_url=fake.base_url, api_key="sk-test")
+    assert answer == "About 384,400 km."
+    request = fake.requests[-1]
+    assert request["model"] == "deepseek-chat"
+    assert request["messages"][0]["role"] == "system"
+    assert request["messages"][-1]["content"] == "How far is the Moon?"

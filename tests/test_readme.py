@@ -79,7 +79,7 @@ def test_the_readme_links_into_the_site_in_both_languages() -> None:
     local = [link for link in links if not re.match(r"[a-z]+:", link)]
     assert local, "the README links nowhere into the site"
     for link in local:
-        if link.startswith("docs/"):
+        if link.startswith("docs/") and link.endswith(".md"):  # a page; else a file (a picture)
             language, _, page = link.removeprefix("docs/").partition("/")
             assert language in LANGUAGES and (page in planned or (DOCS / language / page).is_file()), link
         else:
@@ -113,3 +113,38 @@ def test_the_pyproject_snippet_is_nb_clis_current_format_and_loads_the_plugin(tm
         done = subprocess.run([sys.executable, "-c", script], cwd=folder, env=env, capture_output=True,
                               text=True, timeout=60)
         assert "'nonebot_plugin_marsho'" in done.stdout, done.stdout + done.stderr
+
+
+README_PICTURE = ROOT / "docs" / "readme-chat.svg"
+"""The README's one picture, committed (scripts/docs_pictures.py --readme makes it)."""
+
+
+def test_the_readme_shows_a_chat_picture_with_the_question_and_the_answer() -> None:
+    from tests.test_docs_pictures import pictures, screen_lines
+
+    assert "](docs/readme-chat.svg)" in README
+    lines = screen_lines(README_PICTURE)
+    chat = pictures.SCENES[pictures.README_LANG]["chat"]
+    assert any(chat.question in line for line in lines), lines
+    assert any(chat.answer in line for line in lines), lines
+    assert "docs_pictures.py --readme docs/readme-chat.svg" in README
+
+
+def test_the_readme_picture_is_the_steady_one_the_script_makes() -> None:
+    """Committed, it must not change with the clock: the script's steady() has been applied."""
+    from tests.test_docs_pictures import pictures
+
+    svg = README_PICTURE.read_text(encoding="utf-8")
+    assert pictures.steady(svg) == svg
+    assert pictures.local_fonts(svg) == svg  # no web font to fetch; fonts that hold Chinese
+
+
+def test_the_readme_picture_gives_chinese_its_two_cells() -> None:
+    from rich.cells import cell_len
+
+    from tests.test_docs_pictures import text_elements
+
+    elements = text_elements(README_PICTURE.read_text(encoding="utf-8"))
+    cell = 20 * 0.61  # rich's cell: 20 px high, 0.61 of that wide
+    assert any(cell_len(text) > len(text) for text, _ in elements)
+    assert [(text, width) for text, width in elements if width != pytest.approx(cell_len(text) * cell)] == []
