@@ -641,6 +641,19 @@ EN: dict[str, str] = {
     "kb.bad": (
         "Write {name}.kb to list the documents, {name}.kb add quoting a file, or {name}.kb remove <number>."
     ),
+    # --- streaming, stream-only models and reasoning effort (issue 26) ---
+    "endpoint.stream_cut": "The endpoint {url} stopped its streamed answer half way ({error}).",
+    "endpoint.stream_cut.hint": "Try again; if it keeps happening, set MARSHO_STREAM=false.",
+    "endpoint.stream_cut_shown": (
+        "The endpoint {url} stopped its streamed answer half way, after part of it was shown "
+        "({error}); the rest never came, and the turn was not kept."
+    ),
+    "endpoint.stream_cut_shown.hint": "Ask again.",
+    "status.kind.cut": "stream cut after it was shown",
+    "status.learned_stream_only": "  {model} takes only streamed requests (learned from its refusal)",
+    "status.learned_effort": (
+        "  {model} refused MARSHO_REASONING_EFFORT={value}: it is not sent to this model"
+    ),
 }
 
 ZH: dict[str, str] = {
@@ -1160,6 +1173,16 @@ ZH: dict[str, str] = {
     "kb.removed": "已删除 #{id} {file} 及其 {passages_text}。",
     "kb.no_number": "这里没有 #{number} 号文档（{name}.kb 可列出全部）。",
     "kb.bad": "发送 {name}.kb 列出资料，引用文件发送 {name}.kb add 添加，或 {name}.kb remove <编号> 删除。",
+    # --- streaming, stream-only models and reasoning effort (issue 26) ---
+    "endpoint.stream_cut": "接口 {url} 的流式回答中途断了（{error}）。",
+    "endpoint.stream_cut.hint": "请重试；如果经常发生，可设置 MARSHO_STREAM=false。",
+    "endpoint.stream_cut_shown": (
+        "接口 {url} 的流式回答在显示了一部分之后中途断了（{error}），其余部分没有收到，这轮对话没有保存。"
+    ),
+    "endpoint.stream_cut_shown.hint": "请再问一次。",
+    "status.kind.cut": "显示后流式回答中断",
+    "status.learned_stream_only": "  {model} 只接受流式请求（从它的拒绝中学到）",
+    "status.learned_effort": "  {model} 拒绝了 MARSHO_REASONING_EFFORT={value}：不再向这个模型发送",
 }
 
 CATALOGUES: dict[Language, dict[str, str]] = {"zh-CN": ZH, "en": EN}

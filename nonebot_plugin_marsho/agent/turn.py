@@ -15,6 +15,7 @@ from ..tools.model import ToolContext
 from .chatlog import Observed, recent_chat_text, with_recent_chat
 from .engine import Announce, Engine, Progress, Reply
 from .memory import MemoryBook
+from .model.base import TextHook
 from .persona import Prompt, with_turn_note
 
 Content = str | list[dict[str, Any]]
@@ -94,9 +95,15 @@ async def ask(
     context: ToolContext | None = None, memories: MemoryBook | None = None,
     progress: Progress | None = None, announce: Announce | None = None,
     keep: Callable[[Reply], bool] | None = None,
+    on_text: TextHook | None = None,
 ) -> Reply:
     """Run the turn of `facts` in session `key` (see Engine.chat: stored only if it completes,
-    and `keep` says so; the note never)."""
+    and `keep` says so; the note never). `on_text` is told the answer's text as it streams in
+    (None: not streamed for it, as before)."""
     request = await build_request(facts, prompt, context=context, memories=memories)
+    if on_text is None:
+        return await engine.chat(key, request.content, context, system_prompt=request.system_prompt,
+                                 note=request.note, progress=progress, announce=announce, keep=keep)
     return await engine.chat(key, request.content, context, system_prompt=request.system_prompt,
-                             note=request.note, progress=progress, announce=announce, keep=keep)
+                             note=request.note, progress=progress, announce=announce, keep=keep,
+                             on_text=on_text)
