@@ -7,8 +7,9 @@ never holds more than the response's bytes.
 
 What a text hook (`ModelRequest.on_text`) is told: the answer's text as it arrives, without a
 leading `<think>` block; in a response to a request that offered tools, the text is held until
-its first paragraph ends (a blank line) or the response ends without calls, and a response that
-turns to tool calls before that tells nothing (its text is the calls' preamble, not an answer)."""
+its first paragraph ends (a blank line), HELD_CHARS have come, or the response ends without
+calls, and a response that turns to tool calls before that tells nothing (its text is the
+calls' preamble, not an answer)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,10 @@ if TYPE_CHECKING:
     from ..metering import TokenUsage
     from .base import Completion, Model, ModelRequest, StreamMode, TextHook
     from .learned import Learned
+
+HELD_CHARS = 240
+"""Characters of text held at most, in a response to a request that offered tools, before they
+are told without waiting for the end of the first paragraph (a preamble to calls is shorter)."""
 
 MAX_STREAMED_CALLS = 256
 """Tool calls assembled from one streamed response at most (fragments of calls past these are
@@ -262,7 +267,7 @@ class StreamAssembly:
         if not self._pending:
             return
         if self.hold and not final:
-            if "\n\n" not in self._pending:
+            if "\n\n" not in self._pending and len(self._pending) < HELD_CHARS:
                 return
             self.hold = False
         piece, self._pending = self._pending, ""
