@@ -364,3 +364,40 @@ async def test_marsho_model_quirks_effort_field_chooses_how_a_model_is_told(stri
                         quirks={"my-*": {"effort_field": "enable_thinking"}})
     await client.complete(QUESTION)
     assert strict.requests[0]["enable_thinking"] is True and "reasoning_effort" not in strict.requests[0]
+
+
+async def test_a_streamed_answer_offered_tools_is_told_once_its_first_paragraph_is_done(
+    fake: FakeOpenAI,
+) -> None:
+    told = Told()
+    fake.push(text("The first paragraph.\n\nThe second one, a little longer."))
+    completion = await llm_client(fake).complete(QUESTION, WEATHER_TOOL, on_text=told)
+    assert len(told.pieces) > 1 and told.pieces[0].startswith("The first paragraph.\n\n")
+    assert told.text == completion.content
+
+
+class Bill:
+    """A meter that keeps what it is told."""
+
+    def __init__(self) -> None:
+        self.records: list[dict[str, Any]] = []
+
+    async def hold(self, request: Any) -> None:
+        return None
+
+    def release(self, number: Any) -> None:
+        pass
+
+    def record(self, model: str, endpoint: str, usage: Any, **said: Any) -> None:
+        self.records.append({"usage": usage, **said})
+
+
+async def test_a_stream_without_usage_is_estimated_with_its_reasoning(fake: FakeOpenAI) -> None:
+    bill = Bill()
+    client = llm_client(fake, stream="true")
+    client.meter = bill  # type: ignore[assignment]
+    fake.push(with_usage(text("Four.", reasoning="two and two make four"), None))
+    await client.complete(QUESTION)
+    [record] = bill.records
+    assert record["usage"] is None  # the meter estimates it, reasoning included
+    assert "two and two make four" in record["content"] and "Four." in record["content"]
