@@ -25,6 +25,7 @@ from tests.conftest import llm_client
 from tests.fake_openai import (
     FakeOpenAI,
     error,
+    streamed,
     streamed_text,
     text,
     tool_calls,
@@ -134,6 +135,17 @@ async def test_a_stream_that_stops_half_way_is_an_error_and_nothing_is_stored(fa
     assert caught.value.code == "endpoint.stream_cut"
     assert "stopped its streamed answer half way" in error_text(T, caught.value)
     assert await engine.history.recent_turns("k", max_messages=10, max_tokens=10**6) == []
+
+
+async def test_a_connection_that_breaks_mid_stream_is_a_stream_cut(fake: FakeOpenAI) -> None:
+    def broken() -> Iterator[bytes]:
+        yield b'data: {"choices": [{"index": 0, "delta": {"content": "Hello"}}]}\n\n'
+        raise ConnectionResetError("the server went away")  # no closing chunk: the body is short
+
+    fake.push(streamed(broken, content_type="text/event-stream"))
+    with pytest.raises(EndpointError) as caught:
+        await llm_client(fake, stream="true", retries=0).complete(QUESTION)
+    assert caught.value.code == "endpoint.stream_cut"
 
 
 async def test_a_cut_stream_shown_in_part_is_neither_retried_nor_sent_to_a_fallback(

@@ -11,7 +11,7 @@ import re
 from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from ..exceptions import EndpointError
 from .model.base import Wrapper
@@ -52,10 +52,12 @@ class Quirks(BaseModel):
     token_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
     """The field MARSHO_MAX_ANSWER_TOKENS is sent in (OpenAI's reasoning models refuse
     `max_tokens`)."""
-    effort_field: EffortField | None = None
+    effort_field: EffortField | None = Field(default=None, exclude=True)
     """How MARSHO_REASONING_EFFORT is sent (`effort_options`): OpenAI's and Gemini's
     `reasoning_effort`, DashScope's `enable_thinking` and `thinking_budget`, DeepSeek's
-    `thinking` switch, or `none` (not sent); None: as EFFORT_FIELDS says for the model's name."""
+    `thinking` switch, or `none` (not sent); None: as EFFORT_FIELDS says for the model's name.
+    Only given by MARSHO_MODEL_QUIRKS, so not in a profile's dump (which says how messages are
+    shaped)."""
 
 
 THINKING_BUDGETS: dict[str, int] = {"minimal": 512, "low": 2048, "medium": 8192, "high": 32768}

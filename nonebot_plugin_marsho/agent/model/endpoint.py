@@ -351,11 +351,14 @@ class EndpointClient:
             if not _is_event_stream(response.headers):  # answered in one piece after all
                 return self.read(await response.aread())
             assembly.started = True
-            async for data in server_events(response.aiter_bytes()):
-                if data.strip() == "[DONE]":
-                    assembly.finished = True
-                    break
-                await assembly.add(self._event(data))
+            try:
+                async for data in server_events(response.aiter_bytes()):
+                    if data.strip() == "[DONE]":
+                        assembly.finished = True
+                        break
+                    await assembly.add(self._event(data))
+            except httpx2.HTTPError as error:  # the connection broke mid-way (not mapped by the SDK here)
+                raise self._unreachable(error) from None
         finally:
             await response.aclose()
         if not assembly.finished:
