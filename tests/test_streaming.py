@@ -413,3 +413,14 @@ async def test_a_stream_without_usage_is_estimated_with_its_reasoning(fake: Fake
     [record] = bill.records
     assert record["usage"] is None  # the meter estimates it, reasoning included
     assert "two and two make four" in record["content"] and "Four." in record["content"]
+
+
+async def test_server_events_are_read_whatever_the_pieces_they_come_in() -> None:
+    from nonebot_plugin_marsho.agent.model.stream import server_events
+
+    async def pieces() -> Any:
+        for piece in (b": a comment\r", b"\ndata: {\"a\":", b" 1}\r\n\r", b"\ndata: line one\r", b"\ndata: two\n\n",
+                      b"event: ping\ndata: [DONE]"):
+            yield piece
+
+    assert [event async for event in server_events(pieces())] == ['{"a": 1}', "line one\ntwo", "[DONE]"]

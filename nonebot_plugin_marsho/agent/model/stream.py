@@ -87,7 +87,12 @@ async def server_events(chunks: AsyncIterator[bytes]) -> AsyncIterator[str]:
     data: list[bytes] = []
     async for chunk in chunks:
         buffer += chunk
-        *lines, buffer = re.split(rb"\r\n|\r|\n", buffer)
+        if b"\n" not in chunk and b"\r" not in chunk:
+            continue  # a long line still coming: not split again with each piece
+        # a "\r" at the end may be the start of "\r\n": it waits for the next piece
+        end = len(buffer) - 1 if buffer.endswith(b"\r") else len(buffer)
+        *lines, rest = re.split(rb"\r\n|\r|\n", buffer[:end])
+        buffer = rest + buffer[end:]
         for line in lines:
             if not line:
                 if data:
