@@ -125,8 +125,7 @@ async def answer(
     while True:
         offered = tools if tools and rounds < max_tool_rounds else None
         try:
-            completion = await (llm.complete(prepare(added), offered, route=route) if on_text is None
-                                else llm.complete(prepare(added), offered, route=route, on_text=on_text))
+            completion = await llm.complete(prepare(added), offered, route=route, on_text=on_text)
         except QuotaReached as reached:
             if not added:
                 raise  # nothing done yet: the question is refused, nothing is stored

@@ -101,9 +101,6 @@ async def ask(
     and `keep` says so; the note never). `on_text` is told the answer's text as it streams in
     (None: not streamed for it, as before)."""
     request = await build_request(facts, prompt, context=context, memories=memories)
-    if on_text is None:
-        return await engine.chat(key, request.content, context, system_prompt=request.system_prompt,
-                                 note=request.note, progress=progress, announce=announce, keep=keep)
     return await engine.chat(key, request.content, context, system_prompt=request.system_prompt,
                              note=request.note, progress=progress, announce=announce, keep=keep,
                              on_text=on_text)
