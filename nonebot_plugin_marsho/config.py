@@ -23,7 +23,7 @@ from pydantic import (
 )
 
 from . import i18n
-from .agent.model.base import ToolMode
+from .agent.model.base import StreamMode, ToolMode
 from .agent.providers import RETRY_AFTER_MAX, RETRY_BUDGET
 from .agent.quirks import QuirkOverride
 from .i18n import Language
@@ -809,8 +809,9 @@ class Config(BaseModel):
     value}}` with any of the fields `reasoning_back` (send the model's reasoning_content back with its
     tool calls), `reasoning_required` (the model refuses tool calls without it), `merge_same_role`
     (merge consecutive messages of one role), `system_as_user` (send the system prompt as a user
-    message), `tool_call_content` (`null` or `empty`: the text of a message that only calls tools) and
-    `token_field` (`max_tokens` or `max_completion_tokens`).
+    message), `tool_call_content` (`null` or `empty`: the text of a message that only calls tools),
+    `token_field` (`max_tokens` or `max_completion_tokens`) and `effort_field` (how
+    MARSHO_REASONING_EFFORT is sent: `reasoning_effort`, `enable_thinking`, `thinking` or `none`).
 
     Example: {"my-reasoner*": {"reasoning_back": true, "merge_same_role": true, "system_as_user": false,
                                "tool_call_content": "empty", "token_field": "max_completion_tokens"}}
@@ -818,8 +819,9 @@ class Config(BaseModel):
     zh: 各模型的特殊要求，按模型名通配模式填写，优先于内置配置：JSON `{"模式": {字段: 值}}`，可用的字段
     有 `reasoning_back`（把模型的 reasoning_content 随它的工具调用一起发回）、`reasoning_required`（模
     型拒绝不带它的工具调用）、`merge_same_role`（合并同一角色的连续消息）、`system_as_user`（把系统提示
-    词作为用户消息发送）、`tool_call_content`（`null` 或 `empty`：只调用工具的消息的正文）和
-    `token_field`（`max_tokens` 或 `max_completion_tokens`）。"""
+    词作为用户消息发送）、`tool_call_content`（`null` 或 `empty`：只调用工具的消息的正文）、
+    `token_field`（`max_tokens` 或 `max_completion_tokens`）和 `effort_field`（MARSHO_REASONING_EFFORT
+    的发送方式：`reasoning_effort`、`enable_thinking`、`thinking` 或 `none`）。"""
 
     # --- group actions (issue 28) ---
 
@@ -968,6 +970,41 @@ class Config(BaseModel):
 
     zh: 因回答过多而暂停的聊天，要安静（没有人叫 marsho）这么多秒后才恢复回答；总共最多暂停这个时长的
     十倍。超级用户可用 `marsho.resume` 立即解除。"""
+
+    # --- streaming, stream-only models and reasoning effort (issue 26) ---
+
+    marsho_stream: StreamMode = "auto"
+    """Whether answers are asked for as a stream: `auto` streams when the answer is shown as it
+    is written, and for a model that said it takes only streams (learned from its refusal, kept
+    across restarts, shown by marsho.status); `true` always; `false` never. A streamed answer's
+    usage is read from its last chunk.
+
+    zh: 是否以流式请求回答：`auto` 在需要边写边显示回答时流式请求，对声明只接受流式请求的模型也流式请求
+    （从它的拒绝中学到，重启后仍记得，marsho.status 会显示）；`true` 总是流式；`false` 从不流式。流式回答
+    的用量取自最后一个数据块。"""
+
+    marsho_reasoning_effort: Literal["", "minimal", "low", "medium", "high", "off"] = ""
+    """How hard a reasoning model should think: `minimal`, `low`, `medium`, `high`, or `off` where
+    the provider can turn thinking off; empty sends nothing. Sent as each provider takes it
+    (OpenAI's and Gemini's `reasoning_effort`, DashScope's `enable_thinking` and
+    `thinking_budget`, DeepSeek's `thinking`; MARSHO_MODEL_QUIRKS' `effort_field` chooses per
+    model). A model that refuses the value is asked again without it, and from then on.
+
+    zh: 推理模型思考的程度：`minimal`、`low`、`medium`、`high`，或在服务商支持时用 `off` 关闭思考；留空
+    则不发送。按各服务商的方式发送（OpenAI 和 Gemini 的 `reasoning_effort`、通义千问 DashScope 的
+    `enable_thinking` 与 `thinking_budget`、DeepSeek 的 `thinking`；MARSHO_MODEL_QUIRKS 的 `effort_field`
+    可按模型选择）。拒绝这个值的模型会去掉它重新请求，之后也不再发送。"""
+
+    @field_validator("marsho_stream", mode="before")
+    @classmethod
+    def _stream_word(cls, value: Any) -> Any:
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        if isinstance(value, str):
+            word = value.strip().lower()
+            return {"1": "true", "yes": "true", "on": "true", "0": "false", "no": "false",
+                    "off": "false"}.get(word, word)
+        return value
 
     @field_validator("marsho_quota_fallback_model", "marsho_summary_model")
     @classmethod

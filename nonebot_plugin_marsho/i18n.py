@@ -750,6 +750,19 @@ EN: dict[str, str] = {
         "first ({name}.reminders cancel <number>), then resume #{id}."
     ),
     "reminders.resumed": "Resumed #{id}: next at {time}.",
+    # --- streaming, stream-only models and reasoning effort (issue 26) ---
+    "endpoint.stream_cut": "The endpoint {url} stopped its streamed answer half way ({error}).",
+    "endpoint.stream_cut.hint": "Try again; if it keeps happening, set MARSHO_STREAM=false.",
+    "endpoint.stream_cut_shown": (
+        "The endpoint {url} stopped its streamed answer half way, after part of it was shown "
+        "({error}); the rest never came, and the turn was not kept."
+    ),
+    "endpoint.stream_cut_shown.hint": "Ask again.",
+    "status.kind.cut": "stream cut after it was shown",
+    "status.learned_stream_only": "  {model} takes only streamed requests (learned from its refusal)",
+    "status.learned_effort": (
+        "  {model} refused MARSHO_REASONING_EFFORT={value}: it is not sent to this model"
+    ),
 }
 
 ZH: dict[str, str] = {
@@ -1362,6 +1375,16 @@ ZH: dict[str, str] = {
         "再恢复 #{id}。"
     ),
     "reminders.resumed": "已恢复 #{id}：下一次在 {time}。",
+    # --- streaming, stream-only models and reasoning effort (issue 26) ---
+    "endpoint.stream_cut": "接口 {url} 的流式回答中途断了（{error}）。",
+    "endpoint.stream_cut.hint": "请重试；如果经常发生，可设置 MARSHO_STREAM=false。",
+    "endpoint.stream_cut_shown": (
+        "接口 {url} 的流式回答在显示了一部分之后中途断了（{error}），其余部分没有收到，这轮对话没有保存。"
+    ),
+    "endpoint.stream_cut_shown.hint": "请再问一次。",
+    "status.kind.cut": "显示后流式回答中断",
+    "status.learned_stream_only": "  {model} 只接受流式请求（从它的拒绝中学到）",
+    "status.learned_effort": "  {model} 拒绝了 MARSHO_REASONING_EFFORT={value}：不再向这个模型发送",
 }
 
 CATALOGUES: dict[Language, dict[str, str]] = {"zh-CN": ZH, "en": EN}

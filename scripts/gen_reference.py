@@ -51,7 +51,8 @@ class Section(NamedTuple):
 SECTIONS: list[Section] = [
     Section("The LLM endpoint (any OpenAI-compatible one)", "模型接口（任何兼容 OpenAI 的接口）", (
         "marsho_base_url", "marsho_api_key", "marsho_model", "marsho_timeout", "marsho_max_response_bytes",
-        "marsho_max_answer_chars", "marsho_max_concurrent_requests",
+        "marsho_max_answer_chars", "marsho_max_concurrent_requests", "marsho_stream",
+        "marsho_reasoning_effort",
     )),
     Section("When the provider fails", "接口出错时", (
         "marsho_retries", "marsho_retry_budget", "marsho_retry_after_max", "marsho_api_keys",

@@ -240,6 +240,11 @@ class FakeOpenAI:
     embedding_dimension: int = EMBEDDING_DIMENSION
     embedder: Callable[[Body], Answer] | None = None
     """When set, answers `/v1/embeddings` instead of `fake_embedding` (a misbehaving model)."""
+    signatures: dict[str, str] = field(default_factory=dict)
+    """Strict mode, Gemini 3: the thought signature sent with each call id (checked when the
+    call comes back within its turn)."""
+    streamed: int = 0
+    """Answers sent as server-sent events (the request asked for `stream: true`)."""
 
     def __post_init__(self) -> None:
         self._queue: deque[Answer] = deque()
@@ -317,11 +322,67 @@ class FakeOpenAI:
             refusal = provider_refusal(body) if self.strict else None
             if refusal is not None:
                 return error(400, refusal)
+            refused = self._provider_answer(body) if self.strict else None
+            if refused is not None:
+                return refused
             if self._queue:
                 return self._queue.popleft()
         if self.responder is not None:
             return self.responder(body)
         return text("ok")
+
+    def _provider_answer(self, body: Body) -> Answer | None:
+        """Strict mode: the refusal a streaming-era provider gives this request (Gemini 3's
+        missing or altered thought signature, DashScope's stream-only models, OpenAI's
+        reasoning_effort and stream_options rules), or None."""
+        refusal = streaming_refusal(body, self.signatures)
+        if refusal is None:
+            return None
+        status, message, shape = refusal
+        if shape == "gemini":
+            return gemini_error(status, message)
+        return error(status, message)
+
+    def _as_asked(self, body: Body, answer: Answer) -> Answer:
+        """The scripted answer as the provider of the requested model sends it: Gemini 3's tool
+        calls signed (the first call of each response), and streamed as server-sent events when
+        the request asked for a stream (`stream: true`)."""
+        if answer.status != 200 or answer.chunks is not None or answer.drop:
+            return answer
+        if body.get("stream") is not True and not self.strict:
+            return answer  # as scripted (and not read: a test's body may be any bytes)
+        try:
+            payload = json.loads(answer.body)
+        except (ValueError, RecursionError):
+            return answer
+        if not isinstance(payload, dict) or not payload.get("choices"):
+            return answer
+        model = str(body.get("model", "")).casefold()
+        if self.strict and model.startswith("gemini-3"):
+            payload = self._signed(payload)
+        if body.get("stream") is not True:
+            if payload is not None and self.strict and model.startswith("gemini-3"):
+                return dataclasses.replace(answer, body=json.dumps(payload, ensure_ascii=False).encode())
+            return answer
+        options = body.get("stream_options")
+        usage = isinstance(options, dict) and options.get("include_usage") is True
+        streamed_answer = sse_answer(payload, include_usage=usage, empty_ids=model.startswith(("qwq", "qwen")))
+        streamed_answer.delay, streamed_answer.held = answer.delay, answer.held
+        self.streamed += 1
+        return streamed_answer
+
+    def _signed(self, payload: Body) -> Body:
+        """Gemini 3: the first call of a response carries an opaque thought signature in
+        `extra_content.google.thought_signature` (parallel calls after it carry none)."""
+        payload = json.loads(json.dumps(payload))
+        message = payload["choices"][0].get("message") or {}
+        calls = message.get("tool_calls") or []
+        for position, call in enumerate(calls):
+            if position == 0:
+                signature = f"sig-{next(_ids)}-{call.get('id')}"
+                call["extra_content"] = {"google": {"thought_signature": signature}}
+                self.signatures[str(call.get("id"))] = signature
+        return payload
 
     def _embeddings(self, data: bytes) -> Answer:
         """`/v1/embeddings`: each input's `fake_embedding`, in order (or `embedder`'s answer)."""
@@ -365,7 +426,7 @@ class FakeOpenAI:
                 body["_headers"] = {k.lower(): v for k, v in self.headers.items()}
                 generation, released = fake._arrived()
                 try:
-                    answer = fake._next_answer(body)
+                    answer = fake._as_asked(body, fake._next_answer(body))
                     fake._wait_for_company()
                     if answer.held:
                         released.wait(HOLD_LIMIT)
@@ -461,3 +522,172 @@ def embeddings(vectors: list[list[float]], *, model: str = "fake-embedding") -> 
                         for i, vector in enumerate(vectors)],
                "usage": {"prompt_tokens": 0, "total_tokens": 0}}
     return Answer(body=json.dumps(payload).encode())
+
+
+# streaming and the providers of the streaming era ----------------------------------------------
+
+
+def sse_events(events: Iterable[Any], *, done: bool = True, gap: Callable[[], None] | None = None
+               ) -> Callable[[], Iterable[bytes]]:
+    """A server-sent event stream: `data: <json>` for each event (a str is sent as it is), each
+    written (and flushed) on its own, then `data: [DONE]` unless `done` is False (a stream that
+    stops half way); `gap()` runs before each event (a test's wait)."""
+    items = list(events)
+
+    def chunks() -> Iterable[bytes]:
+        for item in items:
+            if gap is not None:
+                gap()
+            data = item if isinstance(item, str) else json.dumps(item, ensure_ascii=False)
+            yield f"data: {data}\n\n".encode()
+        if done:
+            yield b"data: [DONE]\n\n"
+    return chunks
+
+
+def _pieces(text: str, size: int = 6) -> list[str]:
+    return [text[i:i + size] for i in range(0, len(text), size)] or [""]
+
+
+def stream_chunks(payload: Body, *, include_usage: bool = False, empty_ids: bool = False) -> list[Body]:
+    """A completion's chunks as a provider streams it: the role, reasoning and text in pieces,
+    each tool call in fragments by index (id, type and name on the first, arguments in pieces;
+    `empty_ids`: DashScope's `"id": ""` on the later ones, extra fields on the first), the
+    finish reason, and the usage in a last chunk with empty `choices` when asked for."""
+    base = {"id": payload.get("id", "chatcmpl-stream"), "object": "chat.completion.chunk",
+            "created": payload.get("created", 0), "model": payload.get("model", "fake-model")}
+    choice = payload["choices"][0]
+    message = choice.get("message") or {}
+    deltas: list[Body] = [{"role": "assistant", "content": ""}]
+    for piece in _pieces(message.get("reasoning_content") or "") if message.get("reasoning_content") else []:
+        deltas.append({"reasoning_content": piece})
+    if message.get("content"):
+        deltas += [{"content": piece} for piece in _pieces(message["content"])]
+    for index, call in enumerate(message.get("tool_calls") or []):
+        function = call.get("function") or {}
+        first: Body = {"index": index, "id": call.get("id"), "type": "function",
+                       "function": {"name": function.get("name"), "arguments": ""}}
+        first.update({k: v for k, v in call.items() if k not in ("id", "type", "function")})
+        deltas.append({"tool_calls": [first]})
+        for piece in _pieces(str(function.get("arguments") or ""), 4):
+            fragment: Body = {"index": index, "function": {"arguments": piece}}
+            if empty_ids:
+                fragment.update({"id": "", "type": "function"})
+            deltas.append({"tool_calls": [fragment]})
+    chunks = [{**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]} for delta in deltas]
+    chunks.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": choice.get("finish_reason")}]})
+    if include_usage and payload.get("usage"):
+        chunks.append({**base, "choices": [], "usage": payload["usage"]})
+    return chunks
+
+
+def sse_answer(payload: Body, *, include_usage: bool = False, empty_ids: bool = False) -> Answer:
+    """A completion sent as server-sent events (`stream_chunks`), `data: [DONE]` at the end."""
+    chunks = stream_chunks(payload, include_usage=include_usage, empty_ids=empty_ids)
+    return streamed(sse_events(chunks), content_type="text/event-stream")
+
+
+def streamed_text(*pieces: str, usage: Body | None = None, done: bool = True,
+                  finish: bool = True, gap: Callable[[], None] | None = None) -> Answer:
+    """A streamed answer of these text pieces, as they are (a test's own cut: `done` and
+    `finish` False is a stream that stops half way)."""
+    base = {"id": "chatcmpl-pieces", "object": "chat.completion.chunk", "model": "fake-model"}
+    chunks: list[Any] = [{**base, "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]}
+                         for piece in pieces]
+    if finish:
+        chunks.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    if usage is not None:
+        chunks.append({**base, "choices": [], "usage": usage})
+    return streamed(sse_events(chunks, done=done, gap=gap), content_type="text/event-stream")
+
+
+def gemini_error(status: int, message: str) -> Answer:
+    """Gemini's OpenAI-compatible error: a JSON list holding one error object."""
+    body = [{"error": {"code": status, "message": message, "status": "INVALID_ARGUMENT"}}]
+    return Answer(status=status, body=json.dumps(body).encode())
+
+
+GEMINI_SIGNATURE_MISSING = (
+    "Function call is missing a thought_signature in functionCall parts. This is required for "
+    "tools to work correctly, and missing thought_signature may lead to degraded model "
+    "performance. Additional data, function call `default_api:{name}` , position {position}. "
+    "Please refer to https://ai.google.dev/gemini-api/docs/thought-signatures for more details."
+)
+
+DASHSCOPE_STREAM_ONLY = ("This model only support stream mode, please enable the stream parameter "
+                         "to access the model. ")
+
+DASHSCOPE_THINKING_STREAM_ONLY = "parameter.enable_thinking must be set to false for non-streaming calls"
+
+
+def _gemini_signatures(messages: list[Body], issued: dict[str, str]) -> str | None:
+    # within the running turn (after the last user message), as Gemini 3 validates: the first
+    # call of each assistant step must bring back its signature exactly; no call may bring one
+    # it was not given
+    last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
+    for index, message in enumerate(messages):
+        if index <= last_user or message.get("role") != "assistant" or not message.get("tool_calls"):
+            continue
+        for position, call in enumerate(message["tool_calls"]):
+            given = ((call.get("extra_content") or {}).get("google") or {}).get("thought_signature")
+            expected = issued.get(str(call.get("id")))
+            name = (call.get("function") or {}).get("name", "?")
+            if (position == 0 and given is None) or given != expected:
+                if given is not None and given != expected:
+                    return f"Corrupted thought signature for function call `{name}`."
+                return GEMINI_SIGNATURE_MISSING.format(name=name, position=index)
+    return None
+
+
+def _effort_refusal(model: str, body: Body) -> str | None:
+    """OpenAI's rules for `reasoning_effort`: only reasoning models take it, `minimal` only the
+    gpt-5 family, `none` only gpt-5.1."""
+    if "reasoning_effort" not in body:
+        return None
+    effort = body["reasoning_effort"]
+    if not model.startswith(("o1", "o3", "o4", "gpt-5")):
+        return "Unrecognized request argument supplied: reasoning_effort"
+    allowed = ["low", "medium", "high"] + (["minimal"] if model.startswith("gpt-5") else [])
+    allowed += ["none"] if model.startswith("gpt-5.1") else []
+    if effort not in allowed:
+        return (f"Unsupported value: 'reasoning_effort' does not support '{effort}' with this model. "
+                f"Supported values are: {', '.join(repr(value) for value in allowed)}.")
+    return None
+
+
+def _dashscope_refusal(model: str, body: Body, stream: bool) -> str | None:
+    """DashScope: qwq takes only streams and always thinks; qwen3 thinks only when streamed."""
+    if model.startswith("qwq") and not stream:
+        return DASHSCOPE_STREAM_ONLY
+    if model.startswith("qwq") and body.get("enable_thinking") is False:
+        return "The value of the enable_thinking parameter is restricted to True."
+    if model.startswith("qwen3") and body.get("enable_thinking") is True and not stream:
+        return DASHSCOPE_THINKING_STREAM_ONLY
+    return None
+
+
+def streaming_refusal(body: Body, signatures: dict[str, str]) -> tuple[int, str, str] | None:
+    """(status, message, shape) of what a real provider says to a request that breaks its rules
+    of the streaming era, or None: `stream_options` without `stream` (OpenAI), Gemini 3's
+    thought signatures (a JSON-list error), DashScope's stream-only models (qwq, qwen3 thinking),
+    OpenAI's reasoning_effort values, DeepSeek's `thinking` switch's shape."""
+    model = str(body.get("model", "")).casefold()
+    stream = body.get("stream") is True
+    if "stream_options" in body and not stream:
+        return 400, "The 'stream_options' parameter is only allowed when 'stream' is enabled.", "openai"
+    if model.startswith("gemini-3"):
+        refusal = _gemini_signatures(body.get("messages") or [], signatures)
+        if refusal is None and body.get("reasoning_effort") not in (None, "minimal", "low", "medium", "high"):
+            refusal = f"Invalid reasoning_effort value: {body.get('reasoning_effort')}"
+        return None if refusal is None else (400, refusal, "gemini")
+    if model.startswith(("qwq", "qwen3")):
+        refusal = _dashscope_refusal(model, body, stream)
+        return None if refusal is None else (400, refusal, "openai")
+    if model.startswith(("gpt-", "o1", "o3", "o4")):
+        refusal = _effort_refusal(model, body)
+        return None if refusal is None else (400, refusal, "openai")
+    if model.startswith("deepseek") and "thinking" in body:
+        thinking = body["thinking"]
+        if not (isinstance(thinking, dict) and thinking.get("type") in ("enabled", "disabled")):
+            return 400, "Invalid thinking parameter: type must be 'enabled' or 'disabled'", "openai"
+    return None

@@ -14,7 +14,7 @@ from ..store.session import History, Message, Summary, Turn
 from ..tools.model import ToolCall, ToolContext, ToolResult, Toolset
 from ..tools.runner import ToolRunner, clean_text
 from .budget import fit_current, fit_history, history_start
-from .llm import Completion, LLMClient, Route
+from .llm import Completion, LLMClient, Route, TextHook
 from .metering import OverQuota, QuotaReached, current_share
 from .persona import with_turn_note
 from .summary import RESERVE_MARGIN, SUMMARY_GAP_MESSAGES, Summarizer
@@ -106,13 +106,16 @@ async def answer(
     max_tool_rounds: int = 8,
     progress: Progress | None = None,
     announce: Announce | None = None,
+    on_text: TextHook | None = None,
 ) -> TurnOutcome:
     """Ask the model until it answers in text: run each batch of tool calls and send the
     results back, at most `max_tool_rounds` times, then once more without tools.
 
     `prepare` turns the messages this answer has added so far into the request's messages
     (history and budget are its business). Every call gets exactly one tool message; raises
-    EndpointError if the endpoint fails.
+    EndpointError if the endpoint fails. `on_text` is told the answer's text as it streams in
+    (each round's request carries it: agent/model/stream.py tells only a response's answer,
+    never its reasoning or calls); the Reply is the whole answer all the same.
     """
     added: list[Message] = []
     calls: list[tuple[ToolCall, ToolResult]] = []
@@ -122,7 +125,7 @@ async def answer(
     while True:
         offered = tools if tools and rounds < max_tool_rounds else None
         try:
-            completion = await llm.complete(prepare(added), offered, route=route)
+            completion = await llm.complete(prepare(added), offered, route=route, on_text=on_text)
         except QuotaReached as reached:
             if not added:
                 raise  # nothing done yet: the question is refused, nothing is stored
@@ -131,6 +134,8 @@ async def answer(
             break
         rounds += 1
         completion = _kept_calls(_renamed_calls(completion, used, rounds), runner.max_calls)
+        if completion.extras:  # a provider's signatures go back to it within the turn, never stored
+            route.keep_extras(completion)
         results = await _run_round(completion.tool_calls, runner, context, progress, announce)
         # reasoning goes back with its tool calls within this turn (DeepSeek's thinking mode
         # requires it); later turns get the message without it
@@ -177,7 +182,8 @@ def _kept_calls(completion: Completion, max_calls: int) -> Completion:
         return completion
     logger.warning(f"marsho: the model asked for {len(completion.tool_calls)} tool calls in one "
                    f"response; the {len(completion.tool_calls) - kept} past {kept} were dropped")
-    return dataclasses.replace(completion, tool_calls=completion.tool_calls[:kept])
+    return dataclasses.replace(completion, tool_calls=completion.tool_calls[:kept],
+                               extras=completion.extras[:kept])
 
 
 async def _run_round(calls: list[ToolCall], runner: ToolRunner, context: ToolContext | None,
@@ -562,6 +568,7 @@ class Engine:
         progress: Progress | None = None,
         announce: Announce | None = None,
         keep: Callable[[Reply], bool] | None = None,
+        on_text: TextHook | None = None,
     ) -> Reply:
         """Answer `text` in session `key` with the tools the asker may use; the turn is stored
         only if it completes, in one transaction (and, with `keep`, only if `keep(reply)` says so:
@@ -571,6 +578,7 @@ class Engine:
         pictures as a placeholder. `system_prompt` replaces the engine's for this turn; `note`
         (the time, the asker's nickname: persona.turn_note) goes after the question in this
         turn's requests only, never into history, so later requests repeat this one's start.
+        `on_text` is told the answer's text as it streams in (see `answer`).
 
         Raises EndpointError when the endpoint fails (the history is then unchanged), and
         StoreError when the database fails before the model is asked; an answer that could not
@@ -600,6 +608,7 @@ class Engine:
             outcome = await answer(
                 self.llm, self.runner, prepare, tools, context=context,
                 max_tool_rounds=self.max_tool_rounds, progress=progress, announce=announce,
+                on_text=on_text,
             )
             # nothing stored holds a secret, whoever wrote it (the model echoing one, a question)
             turn = [redacted(m) for m in (without_pictures(question, self.picture_placeholder),
@@ -619,6 +628,10 @@ class Engine:
         """Use the model chosen with `marsho.model` before a restart, if any, and count its tokens;
         whether there was one (it wins over MARSHO_MODEL)."""
         chosen = await self.history.get_setting(MODEL_SETTING)
+        # and what the models' refusals taught before the restart (streams only, an effort refused)
+        restore = getattr(self.llm, "restore_learned", None)
+        if restore is not None:
+            await restore(self.history)
         self.llm.model = chosen or self.llm.model
         self.counter = await load_counter(self.llm.model)
         return bool(chosen)

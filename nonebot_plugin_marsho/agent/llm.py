@@ -9,16 +9,17 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from .model.base import Completion, Gate, ModelRequest, ToolMode, split_reasoning
+from .model.base import Completion, Gate, ModelRequest, TextHook, ToolMode, split_reasoning
 from .model.factory import Fallback, ModelSettings, compose
 from .model.fallback import Route
 
 if TYPE_CHECKING:
     from .metering import Meter
+    from .model.learned import Learned, SettingsStore
     from .providers import Endpoint, EndpointStatus
 
-__all__ = ["Completion", "Fallback", "Gate", "LLMClient", "ModelSettings", "Route", "ToolMode",
-           "build_model", "split_reasoning"]
+__all__ = ["Completion", "Fallback", "Gate", "LLMClient", "ModelSettings", "Route", "TextHook",
+           "ToolMode", "build_model", "split_reasoning"]
 
 DEFAULT_TIMEOUT = 60.0
 """Seconds one request may take when `LLMClient(...)` is given no `timeout`: MARSHO_TIMEOUT's
@@ -54,7 +55,7 @@ class LLMClient:
 
     async def complete(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
-        *, route: Route | None = None,
+        *, route: Route | None = None, on_text: TextHook | None = None,
     ) -> Completion:
         """Ask the model, offering `tools` in the model's tool mode; calls come back as
         ToolCalls whatever the mode, and `messages` are always in the native format.
@@ -62,8 +63,10 @@ class LLMClient:
         Each endpoint is retried MARSHO_RETRIES times for failures a retry may fix, then the
         next one of MARSHO_FALLBACKS is asked; all of it within `timeout` + `retry_budget`.
         `route` keeps a turn on the endpoint that answered its first request, and spreads one
-        `retry_budget` over all the turn's requests."""
-        return await self._chain.request(ModelRequest(messages, tools, route))
+        `retry_budget` over all the turn's requests. `on_text`, when given, is told the answer's
+        text as it arrives (the request is streamed unless MARSHO_STREAM=false; see
+        agent/model/stream.py for what it is told)."""
+        return await self._chain.request(ModelRequest(messages, tools, route, on_text=on_text))
 
     async def request(self, request: ModelRequest) -> Completion:
         """The model interface (agent/model/base.py's Model)."""
@@ -71,8 +74,18 @@ class LLMClient:
 
     def status(self) -> list[EndpointStatus]:
         """Each endpoint and key with its state, requests, errors by kind and latency
-        (p50, p95 over the last hour), for `marsho.status`."""
+        (p50, p95 over the last hour), and what was learned of its model, for `marsho.status`."""
         return self._chain.status()
+
+    @property
+    def learned(self) -> Learned:
+        """What the models' refusals taught: the models that take only streams, the reasoning
+        effort a model refused."""
+        return self._parts.learned
+
+    async def restore_learned(self, store: SettingsStore) -> None:
+        """Read what was learned before a restart from `store`, and keep it there from now on."""
+        await self._parts.learned.restore(store)
 
     async def close(self) -> None:
         """Close the connection pools."""

@@ -325,8 +325,11 @@ class Metered(Wrapper):
         hold = await meter.hold(request)  # QuotaReached: not sent
         try:
             completion = await self.inner.request(request)
+            # a stream without its usage chunk: its reasoning was written too, and is billed
+            said = (f"{completion.reasoning}\n{completion.content}"
+                    if completion.streamed and completion.reasoning else completion.content)
             meter.record(request.model, self.host, completion.usage, request=request.body(),
-                         content=completion.content, calls=completion.tool_calls)
+                         content=said, calls=completion.tool_calls)
         finally:
             meter.release(hold)  # in the same step as the record: the tokens are never counted twice
         return completion

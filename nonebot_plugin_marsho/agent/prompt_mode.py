@@ -289,7 +289,9 @@ class PromptTools(Wrapper):
         plain = to_prompt_messages(request.messages)
         if tools:
             plain = _with_system_text(plain, system_addendum(tools))
-        completion = await self.inner.request(dataclasses.replace(request, messages=plain, tools=None))
+        # no text hook: calls written in the text must not be shown as they arrive
+        completion = await self.inner.request(dataclasses.replace(request, messages=plain, tools=None,
+                                                                  on_text=None))
         calls, text = parse_tool_calls(completion.content)
         if not calls:
             return completion

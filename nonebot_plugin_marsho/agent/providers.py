@@ -68,7 +68,7 @@ STATS_SAMPLES = 10_000
 """Latencies kept per endpoint and per key at most (a busy hour is sampled by its latest)."""
 
 Kind = Literal["ok", "rate", "server", "timeout", "dropped", "refused", "empty", "auth",
-               "not_found", "request", "unreadable", "too_large", "no_key"]
+               "not_found", "request", "unreadable", "too_large", "no_key", "cut"]
 """What happened to one request, as `marsho.status` counts it."""
 
 RETRYABLE: frozenset[Kind] = frozenset({"rate", "server", "timeout", "dropped", "empty"})
@@ -82,6 +82,9 @@ KINDS: dict[str, Kind] = {
     "endpoint.429": "rate", "endpoint.5xx": "server", "endpoint.401": "auth", "endpoint.403": "auth",
     "endpoint.404": "not_found", "endpoint.timeout": "timeout", "endpoint.empty_body": "empty",
     "endpoint.too_large": "too_large", "endpoint.no_key": "no_key", "endpoint.4xx": "request",
+    # a stream that stopped half way: tried again unseen; once some of it was shown, it is the
+    # answer (another try would show the start again)
+    "endpoint.stream_cut": "dropped", "endpoint.stream_cut_shown": "cut",
 }
 """The kind of each EndpointError code (endpoint.unreachable: refused or dropped, see kind_of)."""
 
@@ -147,8 +150,9 @@ def retryable(error: EndpointError) -> bool:
 
 def falls_back(error: EndpointError) -> bool:
     """Whether another endpoint may do better: anything but a request the endpoint understood and
-    refused (400, 413, 422: another one would refuse it too) or an answer too large to read."""
-    return kind_of(error) not in ("request", "too_large")
+    refused (400, 413, 422: another one would refuse it too), an answer too large to read, or a
+    stream that stopped after some of it was shown."""
+    return kind_of(error) not in ("request", "too_large", "cut")
 
 
 def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
@@ -476,6 +480,9 @@ class EndpointStatus:
     """While it rests or is skipped: seconds until one request tries it (0: the next one); None:
     none before the rest ends, or one is trying it now (`trying`)."""
     trying: bool = False
+    learned: tuple[tuple[str, str], ...] = ()
+    """What was learned of its model from refusals (model.learned.Learned.facts): it takes only
+    streams, it refused the reasoning effort."""
 
 
 class Endpoint:

@@ -7,18 +7,27 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
+import re
 from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
+from ..exceptions import EndpointError
 from .model.base import Wrapper
 
 if TYPE_CHECKING:
     from .model.base import Completion, Model, ModelRequest
+    from .model.learned import Learned
 
 Message = dict[str, Any]
 
+
+EffortField = Literal["reasoning_effort", "enable_thinking", "thinking", "none"]
+"""How a model family is told the reasoning effort (`Quirks.effort_field`)."""
+
+Effort = Literal["minimal", "low", "medium", "high", "off"]
+"""MARSHO_REASONING_EFFORT's values."""
 
 class Quirks(BaseModel):
     """One model family's needs; the defaults are what OpenAI-compatible servers mostly take."""
@@ -43,6 +52,42 @@ class Quirks(BaseModel):
     token_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
     """The field MARSHO_MAX_ANSWER_TOKENS is sent in (OpenAI's reasoning models refuse
     `max_tokens`)."""
+    effort_field: EffortField | None = Field(default=None, exclude=True)
+    """How MARSHO_REASONING_EFFORT is sent (`effort_options`): OpenAI's and Gemini's
+    `reasoning_effort`, DashScope's `enable_thinking` and `thinking_budget`, DeepSeek's
+    `thinking` switch, or `none` (not sent); None: as EFFORT_FIELDS says for the model's name.
+    Only given by MARSHO_MODEL_QUIRKS, so not in a profile's dump (which says how messages are
+    shaped)."""
+
+
+THINKING_BUDGETS: dict[str, int] = {"minimal": 512, "low": 2048, "medium": 8192, "high": 32768}
+"""DashScope's `thinking_budget` (tokens of reasoning) for each effort."""
+
+
+def effort_options(field: EffortField, effort: str | None) -> dict[str, Any]:
+    """The body fields that ask for `effort` the way `field` says (none for `none`, or no effort)."""
+    if effort is None or field == "none":
+        return {}
+    if field == "reasoning_effort":  # OpenAI's gpt-5.1 and Gemini take "none" for no thinking
+        return {"reasoning_effort": "none" if effort == "off" else effort}
+    if field == "enable_thinking":
+        if effort == "off":
+            return {"enable_thinking": False}
+        return {"enable_thinking": True, "thinking_budget": THINKING_BUDGETS.get(effort, 8192)}
+    return {"thinking": {"type": "disabled" if effort == "off" else "enabled"}}
+
+
+_EFFORT_REFUSED = re.compile(r"reasoning[_ ]effort|enable_thinking|thinking_budget|\bthinking\b",
+                             re.IGNORECASE)
+
+
+def refuses_effort(error: EndpointError, options: Mapping[str, Any]) -> bool:
+    """A 400 naming the field the effort went in (not one saying the model must be streamed)."""
+    from .model.stream import only_streams
+
+    if error.status != 400 or not options or only_streams(error):
+        return False
+    return _EFFORT_REFUSED.search(str(error)) is not None
 
 
 QuirkFields = dict[str, Any]
@@ -59,6 +104,7 @@ class QuirkOverride(BaseModel):
     system_as_user: bool | None = None
     tool_call_content: Literal["null", "empty"] | None = None
     token_field: Literal["max_tokens", "max_completion_tokens"] | None = None
+    effort_field: EffortField | None = None
 
     def fields(self) -> QuirkFields:
         """The fields given (the others stay the profile's)."""
@@ -76,6 +122,25 @@ PROFILES: list[tuple[tuple[str, ...], QuirkFields]] = [
     (("qwen*", "qwq*", "*/qwen*", "*/qwq*"), {"tool_call_content": "empty"}),
 ]
 """Built-in profiles: the first whose pattern matches the model name (any case) applies."""
+
+
+EFFORT_FIELDS: list[tuple[tuple[str, ...], EffortField]] = [
+    (("o1*", "o3*", "o4*", "gpt-5*", "gemini*", "*/gemini*"), "reasoning_effort"),
+    (("gpt-*", "chatgpt-*"), "none"),  # gpt-4o, gpt-4.1: no reasoning to set
+    (("deepseek*", "*/deepseek*"), "thinking"),
+    (("qwen*", "qwq*", "*/qwen*", "*/qwq*"), "enable_thinking"),
+]
+"""How each family takes MARSHO_REASONING_EFFORT, by model name pattern (the first that matches;
+`reasoning_effort` for the others), unless MARSHO_MODEL_QUIRKS gives `effort_field`."""
+
+
+def effort_field_of(model: str, quirks: Quirks) -> EffortField:
+    """The field MARSHO_REASONING_EFFORT goes in for `model`."""
+    if quirks.effort_field is not None:
+        return quirks.effort_field
+    name = model.casefold()
+    return next((field for patterns, field in EFFORT_FIELDS
+                 if any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)), "reasoning_effort")
 
 
 def quirks_for(model: str, overrides: Mapping[str, QuirkFields] | None = None) -> Quirks:
@@ -167,15 +232,21 @@ def _merged(previous: Message, message: Message, quirks: Quirks) -> Message:
 
 class Quirked(Wrapper):
     """The part that shapes each request for its model's family (the conversation stays in the
-    plain OpenAI shape; only the wire changes) and sends MARSHO_MAX_ANSWER_TOKENS in the field
-    the family takes."""
+    plain OpenAI shape; only the wire changes), sends MARSHO_MAX_ANSWER_TOKENS in the field the
+    family takes, and MARSHO_REASONING_EFFORT as the family asks for it: a model that refuses
+    the effort is asked again without it, and from then on (`Learned`)."""
 
     def __init__(self, inner: Model, overrides: Mapping[str, QuirkFields] | None = None,
-                 max_answer_tokens: int | None = None) -> None:
+                 max_answer_tokens: int | None = None, *, reasoning_effort: str | None = None,
+                 learned: Learned | None = None, base_url: str = "") -> None:
         super().__init__(inner)
         self.overrides = dict(overrides or {})
         """MARSHO_MODEL_QUIRKS: fields by model name pattern, over the built-in profiles."""
         self.max_answer_tokens = max_answer_tokens
+        self.reasoning_effort = reasoning_effort
+        """MARSHO_REASONING_EFFORT (None: nothing is sent)."""
+        self.learned = learned
+        self.base_url = base_url
         self._quirks: dict[str, Quirks] = {}
 
     def quirks_of(self, model: str) -> Quirks:
@@ -190,5 +261,19 @@ class Quirked(Wrapper):
         options = {**request.options}
         if self.max_answer_tokens:
             options[quirks.token_field] = self.max_answer_tokens
-        return await self.inner.request(dataclasses.replace(
-            request, messages=shaped(request.messages, quirks, request.foreign), options=options))
+        effort = self.reasoning_effort
+        if effort is not None and self.learned is not None:
+            effort = self.learned.effort_for(request.model, effort)
+        thinking = effort_options(effort_field_of(request.model, quirks), effort) if effort else {}
+        messages = shaped(request.messages, quirks, request.foreign)
+        shaped_request = dataclasses.replace(request, messages=messages, options={**options, **thinking})
+        if not thinking:
+            return await self.inner.request(shaped_request)
+        try:
+            return await self.inner.request(shaped_request)
+        except EndpointError as error:
+            if not refuses_effort(error, thinking) or effort is None:
+                raise
+            if self.learned is not None:
+                self.learned.learn_effort_refused(request.model, effort, self.base_url, error)
+        return await self.inner.request(dataclasses.replace(shaped_request, options=options))

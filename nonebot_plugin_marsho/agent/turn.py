@@ -17,6 +17,7 @@ from .engine import Announce, Engine, Progress, Reply
 from .framing import framed
 from .knowledge import KnowledgeBase
 from .memory import MemoryBook
+from .model.base import TextHook
 from .persona import Prompt, with_turn_note
 
 Content = str | list[dict[str, Any]]
@@ -102,9 +103,12 @@ async def ask(
     knowledge: KnowledgeBase | None = None, progress: Progress | None = None,
     announce: Announce | None = None,
     keep: Callable[[Reply], bool] | None = None,
+    on_text: TextHook | None = None,
 ) -> Reply:
     """Run the turn of `facts` in session `key` (see Engine.chat: stored only if it completes,
-    and `keep` says so; the note never)."""
+    and `keep` says so; the note never). `on_text` is told the answer's text as it streams in
+    (None: not streamed for it, as before)."""
     request = await build_request(facts, prompt, context=context, memories=memories, knowledge=knowledge)
     return await engine.chat(key, request.content, context, system_prompt=request.system_prompt,
-                             note=request.note, progress=progress, announce=announce, keep=keep)
+                             note=request.note, progress=progress, announce=announce, keep=keep,
+                             on_text=on_text)

@@ -32,6 +32,8 @@ def settings_of(config: Config) -> ModelSettings:
         retry_budget=config.marsho_retry_budget,
         retry_after_max=config.marsho_retry_after_max,
         quirks={pattern: given.fields() for pattern, given in config.marsho_model_quirks.items()},
+        stream=config.marsho_stream,
+        reasoning_effort=config.marsho_reasoning_effort or None,
     )
 
 

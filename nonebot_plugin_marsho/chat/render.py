@@ -212,6 +212,13 @@ def _rest_reason(t: Texts, error: MarshoError) -> str:
     return reason
 
 
+def _learned_line(t: Texts, model: str, fact: str, value: str) -> str:
+    """What a model's refusal taught (agent/model/learned.py), as a line under its endpoint."""
+    if fact == "stream_only":
+        return t("status.learned_stream_only", model=model)
+    return t("status.learned_effort", model=model, value=value)
+
+
 def status_text(t: Texts, endpoints: Sequence[EndpointStatus], summaries: SummaryStatus | None = None) -> str:
     """What `marsho.status` answers (superusers): each endpoint and its keys (masked) with its
     state (why and until when it rests, is skipped or is failing), requests, errors by kind and
@@ -224,6 +231,7 @@ def status_text(t: Texts, endpoints: Sequence[EndpointStatus], summaries: Summar
         "auth": t("status.kind.auth"), "not_found": t("status.kind.not_found"),
         "request": t("status.kind.request"), "unreadable": t("status.kind.unreadable"),
         "too_large": t("status.kind.too_large"), "no_key": t("status.kind.no_key"),
+        "cut": t("status.kind.cut"),
     }
 
     def state(name: str, seconds: float, trial_in: float | None = None, trying: bool = False) -> str:
@@ -269,6 +277,7 @@ def status_text(t: Texts, endpoints: Sequence[EndpointStatus], summaries: Summar
     for number, endpoint in enumerate(endpoints):
         name = t("status.primary") if number == 0 else t("status.fallback", number=number)
         lines.append(endpoint_line(name, endpoint))
+        lines += [_learned_line(t, endpoint.model, fact, value) for fact, value in endpoint.learned]
         if len(endpoint.keys) > 1:
             lines += [t("status.key", key=key.masked, state=state(key.state, key.seconds_left),
                         figures=figures(key.requests, key.errors, key.latency)) for key in endpoint.keys]

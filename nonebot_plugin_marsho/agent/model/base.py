@@ -5,6 +5,7 @@ pydantic-ai's models/wrapper.py does; they are composed once, by agent/model/fac
 from __future__ import annotations
 
 import re
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -22,6 +23,13 @@ Message = dict[str, Any]
 ToolMode = Literal["native", "prompt", "off"]
 """How tools reach a model: the API's `tools` field, a text protocol in the prompt, or not at all."""
 
+TextHook = Callable[[str], Awaitable[None]]
+"""Told each piece of an answer's text as a streamed response brings it (agent/model/stream.py
+says which pieces: never reasoning, never a call's arguments)."""
+
+StreamMode = Literal["auto", "true", "false"]
+"""MARSHO_STREAM: stream when a text hook listens or the model takes only streams; always; never."""
+
 
 @dataclass(frozen=True)
 class Completion:
@@ -35,6 +43,12 @@ class Completion:
     so with `reply.cut`)."""
     usage: TokenUsage | None = None
     """The tokens the endpoint reported for the request (None: it reported none)."""
+    extras: tuple[dict[str, Any] | None, ...] = ()
+    """What the provider attached to each tool call beyond id, name and arguments (Gemini's
+    `extra_content` with its thought signature), in the order of `tool_calls`; () when none.
+    Sent back within the turn to the same endpoint only (fallback.Route), never stored."""
+    streamed: bool = False
+    """The answer came as a stream (its text pieces may have been told already)."""
 
     def assistant_message(self, *, with_reasoning: bool = False) -> dict[str, Any]:
         """The assistant message to append to the conversation; reasoning only on request, and
@@ -70,7 +84,8 @@ class ModelRequest:
     chain fills in, per endpoint, the `model` asked, the `deadline` shared by the endpoints, the
     seconds to `keep` for the ones after it, whether there are `more`, the `foreign`
     reasoning another endpoint gave, and the `settings` its errors' hints name; the quirks add
-    body `options` (the token field)."""
+    body `options` (the token field, the reasoning effort); the streaming part sets `stream`,
+    and `on_text` is told the answer's text as it arrives."""
 
     messages: list[Message]
     tools: list[dict[str, Any]] | None = None
@@ -84,6 +99,9 @@ class ModelRequest:
     settings: Mapping[str, str] = field(default_factory=dict)
     """Where the owner set this endpoint's model, keys and URL (`model_setting`, `key_setting`,
     `url_setting`): the hints of its errors name them, in the retry log line as in the reply."""
+    stream: bool = False
+    """Ask for a streamed answer (with its usage in the last chunk)."""
+    on_text: TextHook | None = None
 
     def body(self) -> dict[str, Any]:
         """The chat-completions request body, exactly as it is sent."""
@@ -91,12 +109,15 @@ class ModelRequest:
         if self.tools:
             body["tools"] = self.tools
         body.update(self.options)
+        if self.stream:  # stream_options only beside stream: OpenAI refuses it alone
+            body["stream"] = True
+            body["stream_options"] = {"include_usage": True}
         return body
 
 
 class Model(Protocol):
-    """A model: a request in, a Completion out (or an EndpointError). Streaming will be a second
-    method here (`request_stream`), wrapped by the same parts."""
+    """A model: a request in, a Completion out (or an EndpointError). A streamed request is the
+    same call with `request.stream` set: every part wraps it alike, and the answer is whole."""
 
     async def request(self, request: ModelRequest) -> Completion: ...
 

@@ -6,22 +6,30 @@ the first request is sent, not with this module: loading them takes about 0.75 s
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import time
 import uuid
 import zlib
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator, Awaitable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ...exceptions import EndpointError
+from ...i18n import text
 from ...tools.model import ToolCall
 from ...tools.runner import UNREADABLE_ARGUMENTS, clean_text, json_text
 from ..metering import usage_of
 from ..providers import key_problem, retry_after_seconds
 from .base import Completion, split_reasoning
+from .stream import StreamAssembly, server_events
 
 if TYPE_CHECKING:
     import httpx2  # openai 3's HTTP library: its responses are what the SDK's transport returns
     import openai
+
+    from .base import TextHook
+
+_T = TypeVar("_T")
 
 NO_KEY_PLACEHOLDER = "no-key"
 """Sent when MARSHO_API_KEY is empty: local endpoints accept anything, the SDK insists on a key."""
@@ -155,6 +163,53 @@ async def _read_within(
     return b"".join(parts)
 
 
+def _is_event_stream(headers: httpx2.Headers) -> bool:
+    return headers.get("content-type", "").split(";")[0].strip().lower() == "text/event-stream"
+
+
+_BOUNDED_STREAM: type | None = None
+
+
+def _bounded_stream(stream: httpx2.AsyncByteStream, headers: httpx2.Headers, limit: int) -> Any:
+    """A streamed response's body as it comes, decoded (gzip, deflate), given up as soon as it
+    passes `limit` bytes, decoded or on the wire (as _read_within, without holding it whole).
+    An httpx2 AsyncByteStream, made with the first stream (httpx2 loads with the SDK)."""
+    global _BOUNDED_STREAM
+    if _BOUNDED_STREAM is None:
+        import httpx2
+
+        class BoundedStream(httpx2.AsyncByteStream):
+            def __init__(self, inner: httpx2.AsyncByteStream, headers: httpx2.Headers, limit: int) -> None:
+                self.inner = inner
+                self.limit = limit
+                encoding = headers.get("content-encoding", "").strip().lower()
+                self.inflater = None
+                if encoding in ("gzip", "x-gzip", "deflate"):
+                    self.inflater = zlib.decompressobj(zlib.MAX_WBITS | 32)
+                elif encoding not in ("", "identity"):
+                    raise _Undecodable(f"it is sent in an encoding that is not read here ({encoding[:40]})")
+
+            async def __aiter__(self) -> AsyncIterator[bytes]:
+                size = wire = 0
+                try:
+                    async for chunk in self.inner:
+                        wire += len(chunk)
+                        if self.inflater is not None:
+                            chunk = self.inflater.decompress(chunk, self.limit - size + 1)
+                        size += len(chunk)
+                        if size > self.limit or wire > self.limit:
+                            raise _TooLarge()
+                        yield chunk
+                except zlib.error:
+                    raise _Undecodable("its compressed body is corrupt") from None
+
+            async def aclose(self) -> None:
+                await self.inner.aclose()
+
+        _BOUNDED_STREAM = BoundedStream
+    return _BOUNDED_STREAM(stream, headers, limit)
+
+
 def _was_refused(cause: BaseException | None) -> bool:
     """Whether nothing listens at the address (a refused connection, a name that does not
     resolve): retrying it at once helps nobody. aiohttp's transport reports it as a connect
@@ -220,6 +275,12 @@ class EndpointClient:
         stream = response.stream
         if not isinstance(stream, httpx2.AsyncByteStream):  # pragma: no cover - never sync here
             return
+        if 200 <= response.status_code < 300 and _is_event_stream(response.headers):
+            # a streamed answer: read as it comes (stream()), within the same bound
+            response.stream = _bounded_stream(stream, response.headers, self.max_response_bytes)
+            if "content-encoding" in response.headers:
+                del response.headers["content-encoding"]  # decoded by _bounded_stream
+            return
         try:
             body = await _read_within(stream, response.headers, self.max_response_bytes)
         finally:
@@ -237,11 +298,99 @@ class EndpointClient:
         """POST the request (with `key` in its header, else the client's own); the body of a 2xx
         answer, or an EndpointError."""
         client = self._get_client()
+        response = await self._guarded(self._post(client, request, key), request, key, timeout)
+        return response.content
+
+    async def stream(self, request: dict[str, Any], key: str | None, timeout: float,
+                     on_text: TextHook | None = None) -> Completion:
+        """POST the streamed request and assemble its answer as it comes, telling `on_text` its
+        text (stream.StreamAssembly); every bound holds: `timeout` for the whole answer,
+        max_response_bytes, max_answer_chars, stream.MAX_STREAMED_CALLS. A stream that stops
+        half way is an EndpointError (`endpoint.stream_cut`; `endpoint.stream_cut_shown` once
+        text was told, which is neither retried nor sent elsewhere)."""
+        client = self._get_client()
+        assembly = StreamAssembly(on_text, tools_offered=bool(request.get("tools")),
+                                  max_chars=self.max_answer_chars)
+        try:
+            return await self._guarded(self._streamed(client, request, key, assembly), request, key,
+                                       timeout)
+        except EndpointError as error:
+            if not assembly.started:
+                raise
+            if assembly.shown:
+                raise self._cut(error, shown=True) from None
+            if error.code in ("endpoint.unreachable", "endpoint.unreadable"):
+                raise self._cut(error, shown=False) from None
+            raise
+
+    def _cut(self, error: EndpointError, *, shown: bool) -> EndpointError:
+        """A stream that stopped half way, saying why (the error that stopped it)."""
+        reason = text("en", error.code, **error.params).rstrip(".") if error.code else str(error)
+        if shown:
+            return EndpointError(code="endpoint.stream_cut_shown", hint="endpoint.stream_cut_shown.hint",
+                                 url=self.base_url, error=reason)
+        return EndpointError(code="endpoint.stream_cut", hint="endpoint.stream_cut.hint",
+                             url=self.base_url, error=reason)
+
+    async def _streamed(self, client: openai.AsyncOpenAI, request: dict[str, Any], key: str | None,
+                        assembly: StreamAssembly) -> Completion:
+        import httpx2
+        import openai
+
+        options: Any = {} if key is None else {"headers": {"Authorization": f"Bearer {key}"}}
+        try:
+            events = await client.post("/chat/completions", body=request, cast_to=httpx2.Response,
+                                       options=options, stream=True, stream_cls=openai.AsyncStream[object])
+        except UnicodeEncodeError:
+            events = await client.post("/chat/completions", body=_without_lone_surrogates(request),
+                                       cast_to=httpx2.Response, options=options, stream=True,
+                                       stream_cls=openai.AsyncStream[object])
+        # with cast_to Response the SDK hands the response itself over, its body unread
+        response = events if isinstance(events, httpx2.Response) else events.response
+        try:
+            if not _is_event_stream(response.headers):  # answered in one piece after all
+                return self.read(await response.aread())
+            assembly.started = True
+            try:
+                async for data in server_events(response.aiter_bytes()):
+                    if data.strip() == "[DONE]":
+                        assembly.finished = True
+                        break
+                    await assembly.add(self._event(data))
+            except httpx2.HTTPError as error:  # the connection broke mid-way (not mapped by the SDK here)
+                raise self._unreachable(error) from None
+        finally:
+            await response.aclose()
+        if not assembly.finished:
+            raise EndpointError(code="endpoint.stream_cut", hint="endpoint.stream_cut.hint",
+                                url=self.base_url, error="it ended before saying it was done")
+        await assembly.finish()
+        return dataclasses.replace(self._read({"choices": [{"message": assembly.message()}]}),
+                                   usage=assembly.usage, streamed=True,
+                                   cut=assembly.total > self.max_answer_chars)
+
+    def _event(self, data: str) -> Any:
+        """One event's chunk, or the EndpointError an error event or a broken one is."""
+        try:
+            chunk = json.loads(data)
+        except (ValueError, RecursionError):
+            start = self._scrub(repr(data[:80]))
+            raise EndpointError(code="endpoint.unreadable", url=self.base_url,
+                                error=f"a streamed event is not JSON ({start})") from None
+        if isinstance(chunk, dict) and "error" in chunk and not chunk.get("choices"):
+            message = self._scrub(_shorten(clean_text(_error_fields(chunk)[0]))) or "(no detail)"
+            raise EndpointError(code="endpoint.unreadable", url=self.base_url,
+                                error=f"the endpoint sent an error mid-way: {message}")
+        return chunk
+
+    async def _guarded(self, exchange: Awaitable[_T], request: dict[str, Any], key: str | None,
+                       timeout: float) -> _T:
+        """The exchange within `timeout`, every failure translated into an EndpointError."""
         import openai
 
         started = time.monotonic()
         try:
-            response = await asyncio.wait_for(self._post(client, request, key), max(timeout, 0.001))
+            return await asyncio.wait_for(exchange, max(timeout, 0.001))
         except (asyncio.TimeoutError, openai.APITimeoutError) as error:
             # the aiohttp transport reports a refused connection as a (connect) timeout at once
             if time.monotonic() - started < timeout * 0.9 and error.__cause__ is not None:
@@ -264,7 +413,6 @@ class EndpointClient:
         except openai.OpenAIError as error:
             raise EndpointError(code="endpoint.unreadable", url=self.base_url,
                                 error=self._scrub(_shorten(str(error)))) from None
-        return response.content
 
     async def _post(self, client: openai.AsyncOpenAI, request: dict[str, Any],
                     key: str | None) -> httpx2.Response:
@@ -302,9 +450,10 @@ class EndpointClient:
             data = json.loads(text)
         except (ValueError, RecursionError):
             data = None
-        detail = _error_detail_of(data) if isinstance(data, dict) else ""
-        detail = self._scrub(detail or _shorten(text) or error.reason or "(no detail)")
         fields = _error_fields(data)
+        detail = _error_detail_of(data) if isinstance(data, dict) else _shorten(clean_text(fields[0]))
+        # Gemini's errors come as a list holding one object: its message is the reason
+        detail = self._scrub(detail or _shorten(text) or error.reason or "(no detail)")
         if status in (401, 403, 404, 429):
             failure = EndpointError(code=f"endpoint.{status}", hint=f"endpoint.{status}.hint",
                                     status=status, detail=detail, model=model, url=self.base_url)
@@ -392,14 +541,22 @@ class EndpointClient:
         limit = self.max_answer_chars
         if len(reasoning) > limit:
             reasoning = reasoning[:limit] + "…"
-        return Completion(content=content[:limit], tool_calls=_tool_calls_of(message),
-                          reasoning=reasoning, cut=len(content) > limit, usage=usage_of(response))
+        calls, extras = _tool_calls_of(message)
+        return Completion(content=content[:limit], tool_calls=calls, reasoning=reasoning,
+                          cut=len(content) > limit, usage=usage_of(response),
+                          extras=tuple(extras) if any(extras) else ())
 
 
-def _tool_calls_of(message: dict[str, Any]) -> list[ToolCall]:
+_CALL_KEYS = frozenset({"id", "type", "function", "index"})
+
+
+def _tool_calls_of(message: dict[str, Any]) -> tuple[list[ToolCall], list[dict[str, Any] | None]]:
     """The well-formed tool calls of a message, each with an id of its own (every call must get
-    its own tool message); calls without a function name are left out."""
+    its own tool message), and what the provider attached to each beyond them (Gemini's
+    `extra_content`: kept exactly, to go back within the turn); calls without a function name
+    are left out."""
     calls: list[ToolCall] = []
+    extras: list[dict[str, Any] | None] = []
     seen_ids: set[str] = set()
     raw_calls = message.get("tool_calls")
     for index, raw in enumerate(raw_calls if isinstance(raw_calls, list) else []):
@@ -415,7 +572,9 @@ def _tool_calls_of(message: dict[str, Any]) -> list[ToolCall]:
             unique, suffix = f"{call_id}_{suffix}", suffix + 1
         seen_ids.add(unique)
         calls.append(ToolCall(id=unique, name=clean_text(name), arguments=_arguments_text(function)))
-    return calls
+        extra = {key: value for key, value in raw.items() if key not in _CALL_KEYS}
+        extras.append(extra or None)
+    return calls, extras
 
 
 def _arguments_text(function: dict[str, Any]) -> str:

@@ -1,7 +1,8 @@
 """The one place a model is composed from its settings: for each endpoint of the chain, its
-client, retried over its key pool, billed, shaped for its model's family and offered tools in
-its tool mode; then the chain over them. The settings are plain data (chat/models.py maps the
-Config to them), so the bot, the CLI and tests build models the same way."""
+client, retried over its key pool, billed, shaped for its model's family, streamed when it
+should be and offered tools in its tool mode; then the chain over them. The settings are plain
+data (chat/models.py maps the Config to them), so the bot, the CLI and tests build models the
+same way."""
 
 from __future__ import annotations
 
@@ -15,11 +16,13 @@ from ..providers import RETRY_AFTER_MAX, RETRY_BUDGET, Endpoint
 from ..quirks import Quirked, QuirkFields
 from .endpoint import EndpointClient
 from .fallback import FallbackChain
+from .learned import Learned
 from .retry import Retrying
+from .stream import Streaming
 
 if TYPE_CHECKING:
     from ..metering import Meter
-    from .base import Gate, Model, ToolMode
+    from .base import Gate, Model, StreamMode, ToolMode
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,10 @@ class ModelSettings:
     turn_model_applies: bool = True
     """Whether a turn's own model (the quota's cheaper one) replaces this one (not for a model
     of its own: the summaries', the judge's)."""
+    stream: StreamMode = "auto"
+    """MARSHO_STREAM: `auto` streams when a text hook listens or the model takes only streams."""
+    reasoning_effort: str | None = None
+    """MARSHO_REASONING_EFFORT (None: nothing sent), as each model family takes it (quirks)."""
 
 
 @dataclass
@@ -71,6 +78,8 @@ class Composed:
     """Each endpoint's retries: their gate and how they wait."""
     metered: list[Metered]
     """Each endpoint's bill: the meter it is told."""
+    learned: Learned
+    """What the models' refusals taught (streams only, a reasoning effort refused)."""
 
 
 def compose(settings: ModelSettings, *, gate: Gate | None = None, meter: Meter | None = None) -> Composed:
@@ -83,6 +92,7 @@ def compose(settings: ModelSettings, *, gate: Gate | None = None, meter: Meter |
     secrets = sorted({key.value for ep in endpoints for key in ep.pool.keys if len(key.value) >= 4},
                      key=len, reverse=True)
     modes = ToolModes(settings.tool_mode, settings.tool_mode_by_model)
+    learned = Learned()
     retrying: list[Retrying] = []
     metered: list[Metered] = []
     models: list[Model] = []
@@ -94,9 +104,11 @@ def compose(settings: ModelSettings, *, gate: Gate | None = None, meter: Meter |
                                  retry_budget=settings.retry_budget, gate=gate,
                                  retry_after_max=settings.retry_after_max))
         metered.append(Metered(retrying[-1], ep.host, meter))
-        quirked = Quirked(metered[-1], settings.quirks, settings.max_answer_tokens)
-        models.append(PromptTools(quirked, modes, ep.tool_mode, base_url=ep.base_url))
+        quirked = Quirked(metered[-1], settings.quirks, settings.max_answer_tokens,
+                          reasoning_effort=settings.reasoning_effort, learned=learned, base_url=ep.base_url)
+        streaming = Streaming(quirked, learned, settings.stream, base_url=ep.base_url)
+        models.append(PromptTools(streaming, modes, ep.tool_mode, base_url=ep.base_url))
     chain = FallbackChain(endpoints, models, model=settings.model, timeout=settings.timeout,
                           retry_budget=settings.retry_budget, model_setting=settings.model_setting,
-                          turn_model_applies=settings.turn_model_applies)
-    return Composed(chain, modes, retrying, metered)
+                          turn_model_applies=settings.turn_model_applies, learned=learned)
+    return Composed(chain, modes, retrying, metered, learned)

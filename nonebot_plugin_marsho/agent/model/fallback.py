@@ -16,6 +16,7 @@ from ..providers import Deadline, Endpoint, EndpointStatus, falls_back, named
 
 if TYPE_CHECKING:
     from .base import Completion, Model, ModelRequest
+    from .learned import Learned
 
 
 @dataclass
@@ -29,6 +30,38 @@ class Route:
     reasoning: dict[str, int] = field(default_factory=dict)
     """The reasoning of the turn's tool-call answers, by the endpoint that gave it: it goes back
     to that endpoint only, never to another provider the turn moved to."""
+    extras: dict[str, tuple[int, dict[str, Any]]] = field(default_factory=dict)
+    """By call id: the endpoint that made the call and what it attached to it (Gemini's
+    `extra_content` with its thought signature); sent back, exactly, to that endpoint only."""
+
+    def keep_extras(self, completion: Completion) -> None:
+        """Remember what the endpoint that answered (`endpoint`) attached to the calls of
+        `completion` (their ids as the turn's messages carry them)."""
+        if self.endpoint is None:
+            return
+        for call, extra in zip(completion.tool_calls, completion.extras, strict=False):
+            if extra:
+                self.extras[call.id] = (self.endpoint, extra)
+
+    def with_extras(self, messages: list[dict[str, Any]], index: int) -> list[dict[str, Any]]:
+        """`messages` with what endpoint `index` attached to its own calls put back on them;
+        the messages themselves (stored history) stay plain."""
+        if not self.extras:
+            return messages
+        out: list[dict[str, Any]] = []
+        for message in messages:
+            calls = message.get("tool_calls") if message.get("role") == "assistant" else None
+            if isinstance(calls, list) and any(isinstance(c, dict) and c.get("id") in self.extras
+                                               for c in calls):
+                message = {**message, "tool_calls": [self._extended(call, index) for call in calls]}
+            out.append(message)
+        return out
+
+    def _extended(self, call: Any, index: int) -> Any:
+        kept = self.extras.get(str(call.get("id"))) if isinstance(call, dict) else None
+        if kept is None or kept[0] != index:
+            return call
+        return {**call, **kept[1]}
 
     def foreign_reasoning(self, messages: list[dict[str, Any]], index: int) -> frozenset[str]:
         """The `reasoning_content` of `messages` that endpoint `index` did not give itself."""
@@ -43,7 +76,7 @@ class FallbackChain:
 
     def __init__(self, endpoints: list[Endpoint], models: list[Model], *, model: str, timeout: float,
                  retry_budget: float, model_setting: str = "MARSHO_MODEL",
-                 turn_model_applies: bool = True) -> None:
+                 turn_model_applies: bool = True, learned: Learned | None = None) -> None:
         self.endpoints = endpoints
         self.models = models
         """The model of each endpoint, in the same order."""
@@ -59,6 +92,8 @@ class FallbackChain:
         self.turn_model_applies = turn_model_applies
         """Whether a turn's own model (the quota's cheaper one) replaces this chain's: not for a
         model of its own (the summaries', the judge's)."""
+        self.learned = learned
+        """What was learned of the models from their refusals (shown by `status`)."""
 
     def _turn_model(self) -> str:
         return turn_model() if self.turn_model_applies else ""
@@ -89,8 +124,9 @@ class FallbackChain:
                 continue  # another question is trying it, or it was tried a moment ago
             more = position < len(order) - 1
             foreign = frozenset() if route is None else route.foreign_reasoning(request.messages, ep.index)
-            sent = dataclasses.replace(request, model=self.model_of(ep), deadline=deadline, more=more,
-                                       keep=reserve if more else 0.0, foreign=foreign,
+            messages = request.messages if route is None else route.with_extras(request.messages, ep.index)
+            sent = dataclasses.replace(request, messages=messages, model=self.model_of(ep), deadline=deadline,
+                                       more=more, keep=reserve if more else 0.0, foreign=foreign,
                                        settings=self.settings_of(ep))
             tried = ep.breaker.now()
             try:
@@ -169,8 +205,13 @@ class FallbackChain:
         """Each endpoint and key with its state, requests, errors by kind and latency
         (p50, p95 over the last hour), for `marsho.status`."""
         alone = len(self.endpoints) == 1  # alone, it is never skipped
-        return [ep.status(self.model_of(ep), skipped=ep.breaker.is_open and not alone)
-                for ep in self.endpoints]
+        shown = [ep.status(self.model_of(ep), skipped=ep.breaker.is_open and not alone)
+                 for ep in self.endpoints]
+        if self.learned is None:
+            return shown
+        learned = self.learned
+        return [dataclasses.replace(status, learned=tuple(learned.facts(status.model)))
+                if learned.facts(status.model) else status for status in shown]
 
     async def close(self) -> None:
         """Close every endpoint's connection pool."""

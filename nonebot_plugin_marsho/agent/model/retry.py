@@ -98,7 +98,7 @@ class Retrying:
         while True:
             key = await self._key(deadline, request.keep, tries.last)
             try:
-                completion = await self._attempt(key, body, deadline, request.keep, tries)
+                completion = await self._attempt(key, body, deadline, request, tries)
             except EndpointError as error:
                 ep.pool.tried(key, answered=False)
                 named(error, request.settings)  # before the retry's log line shows its hint
@@ -130,20 +130,25 @@ class Retrying:
             assert pool.last_refusal is not None
             raise _fresh(pool.last_refusal) from None
 
-    async def _attempt(self, key: Key, body: dict[str, object], deadline: Deadline, keep: float,
+    async def _attempt(self, key: Key, body: dict[str, object], deadline: Deadline, request: ModelRequest,
                        tries: _Tries) -> Completion:
         """One exchange: the first gets MARSHO_TIMEOUT, later ones leave `keep` to the fallbacks;
-        the wait for a slot in the gate is not part of MARSHO_TIMEOUT."""
-        reserve = keep if tries.last is not None else 0.0
+        the wait for a slot in the gate is not part of MARSHO_TIMEOUT. A streamed one holds its
+        slot until its last chunk."""
+        reserve = request.keep if tries.last is not None else 0.0
         header = None if self.endpoint.pool.single else key.value
         if self.gate is None:
             timeout = min(self.timeout, deadline.left() - reserve)
             tries.started = deadline.start()
+            if request.stream:
+                return await self.client.stream(body, header, timeout, request.on_text)
             raw = await self.client.post(body, header, timeout)
         else:
             async with self.gate.slot():
                 tries.started = deadline.start()
                 timeout = min(self.timeout, deadline.left() - reserve)
+                if request.stream:
+                    return await self.client.stream(body, header, timeout, request.on_text)
                 raw = await self.client.post(body, header, timeout)
         return self.client.read(raw)
 
