@@ -164,6 +164,11 @@ class _Redactor:
             for pieces, at in self.pieces[match.group(1)]:
                 start, end = pieces.extent(lowered, match.start(), at)
                 if end - start >= pieces.width:
+                    # the spaces at a piece's ends stay: "token tok-…" is "token [redacted]"
+                    while start < end and lowered[start].isspace():
+                        start += 1
+                    while end > start and lowered[end - 1].isspace():
+                        end -= 1
                     spans.append((start, end))
         return spans
 
