@@ -136,7 +136,7 @@ async def test_a_genuine_400_is_still_the_requests_fault(fake: FakeOpenAI, secon
     with pytest.raises(EndpointError) as caught:
         await client.complete(QUESTION)
     assert caught.value.code == "endpoint.4xx" and kind_of(caught.value) == "request"
-    assert brief_reason(caught.value) == "brief.unusable"
+    assert brief_reason(caught.value) == "brief.refused"  # members: the service refused the request
     assert second.requests == []  # another endpoint would refuse it too
     assert client.status()[0].problem is None
 

@@ -60,7 +60,7 @@ DYNAMIC_KEYS: dict[str, list[str]] = {
     '"mcp.disabled" if config.disabled else "mcp.idle"': ["mcp.disabled", "mcp.idle"],
     # chat/render.brief_text(t, reason): what members are told instead of a failure's detail
     "reason": [f"brief.{k}" for k in (
-        "key", "busy", "timeout", "down", "failed", "unusable", "too_large", "database", "config",
+        "key", "busy", "timeout", "down", "failed", "unusable", "refused", "too_large", "database", "config",
         "toolkits", "budget", "internal")],
     # chat/commands/registry.py Command.refused: a form's own refusal, else the common one
     "form.refusal or common": sorted({form.refusal for command in REGISTRY.all() for form in command.forms

@@ -183,7 +183,7 @@ def brief_reason(error: BaseException | None) -> str:
         return {
             "401": "brief.key", "403": "brief.key", "no_key": "brief.key", "429": "brief.busy",
             "timeout": "brief.timeout", "unreachable": "brief.down", "5xx": "brief.failed",
-            "too_large": "brief.too_large",
+            "too_large": "brief.too_large", "4xx": "brief.refused",
         }.get(kind, "brief.unusable")
     return "brief.internal"
 
