@@ -28,6 +28,12 @@ E2E_TOOLSET = REPO_ROOT / "tests" / "toolsets" / "e2e"
 SELF_ID = 1234567
 
 
+UNPAUSED = {"MARSHO_CHAT_ANSWERS_PER_MINUTE": "0"}
+"""What every benchmark's Marsho gets: a benchmark asks one chat more than a lively group does
+in a minute, which the loop guard's breaker (MARSHO_CHAT_ANSWERS_PER_MINUTE, 30) would pause;
+the benchmarks measure answering, not the breaker (bench/bot_loops.py measures that)."""
+
+
 @asynccontextmanager
 async def bot_and_sim(
     fake: FakeOpenAI,
@@ -36,7 +42,7 @@ async def bot_and_sim(
     env: Mapping[str, str] | None = None,
 ) -> AsyncIterator[tuple[BotProcess, OneBotSim]]:
     """A real `bot.py` against `fake`, and a connected OneBot v11 simulator."""
-    process = BotProcess(base_url=fake.base_url, toolkit_dirs=toolkit_dirs, env=env)
+    process = BotProcess(base_url=fake.base_url, toolkit_dirs=toolkit_dirs, env={**UNPAUSED, **(env or {})})
     async with process:
         async with process.simulator(self_id=SELF_ID) as sim:
             yield process, sim

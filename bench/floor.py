@@ -59,6 +59,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench._common import (  # noqa: E402
     REPO_ROOT,
     SELF_ID,
+    UNPAUSED,
     FakeOpenAI,
     SpyCosts,
     median_ms,
@@ -365,7 +366,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def sides_for(args: argparse.Namespace) -> list[Side]:
-    env = dict(setting.partition("=")[::2] for setting in args.env)
+    env = {**UNPAUSED, **dict(setting.partition("=")[::2] for setting in args.env)}
     sides = [Side("floor", REPO_ROOT, script=FLOOR_BOT), Side("marsho", REPO_ROOT, env=env)]
     for root in args.against:
         root = root.resolve()

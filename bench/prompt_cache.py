@@ -26,7 +26,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._common import CHAT_TOOLSET, SELF_ID, FakeOpenAI, run  # noqa: E402
+from bench._common import CHAT_TOOLSET, SELF_ID, UNPAUSED, FakeOpenAI, run  # noqa: E402
 from nonebot_plugin_marsho.agent.summary import SUMMARY_PROMPT  # noqa: E402
 from tests.fake_openai import Answer, text  # noqa: E402
 from tests.onebot_sim import BotProcess  # noqa: E402
@@ -119,7 +119,7 @@ async def main() -> None:
 
     fake.responder = respond
     bot = BotProcess(base_url=fake.base_url, toolkit_dirs=[CHAT_TOOLSET], bot_py=CLOCK_BOT,
-                     env={"BENCH_CLOCK_STEP": CLOCK_STEP, "MARSHO_TIME_PROMPT": "true"})
+                     env={**UNPAUSED, "BENCH_CLOCK_STEP": CLOCK_STEP, "MARSHO_TIME_PROMPT": "true"})
     try:
         async with bot, bot.simulator(self_id=SELF_ID) as sim:
             for turn in range(TURNS):
