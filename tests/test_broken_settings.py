@@ -19,6 +19,14 @@ from tests.onebot import group_message, onebot_bot, reply_call
 PROBLEM = "invalid settings in .env: MARSHO_TIMEOUT='soon': Input should be a valid number"
 
 
+@pytest.fixture(autouse=True)
+def _english(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What .env says, as conftest sets it (MARSHO_LANG=en), whatever a test before changed."""
+    settings = get_driver().config.__pydantic_extra__
+    assert settings is not None
+    monkeypatch.setitem(settings, "marsho_lang", "en")
+
+
 def broken(marsho: Marsho) -> Marsho:
     """The bot as plugin.py builds it when a setting is bad: the defaults, and the problem."""
     return dataclasses.replace(marsho, config=Config(), config_error=PROBLEM)
@@ -45,7 +53,7 @@ def test_the_language_is_read_on_its_own(
     settings = get_driver().config.__pydantic_extra__  # what .env says (setitem restores it)
     assert settings is not None
     if written is None:
-        monkeypatch.delitem(settings, "marsho_lang")
+        monkeypatch.delitem(settings, "marsho_lang", raising=False)
     else:
         monkeypatch.setitem(settings, "marsho_lang", written)
     assert broken(marsho).texts.language == language
