@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import importlib
 import json
 import threading
 import time
@@ -437,6 +438,13 @@ class SqlStore:
         except StoreError:
             self._started = None  # the database may be back next time
             raise
+
+    def upsert(self, table: Table) -> Any:
+        """An INSERT of `table` that can say `on_conflict_do_update`, in this database's dialect
+        (PostgreSQL's is imported only for a PostgreSQL database: about 2 MB and 70 ms)."""
+        name = "postgresql" if self.dialect == "postgresql" else "sqlite"
+        dialect = importlib.import_module(f"sqlalchemy.dialects.{name}")
+        return dialect.insert(table)
 
     @property
     def shared(self) -> bool:

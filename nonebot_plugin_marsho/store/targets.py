@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import select
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
 
 from ..exceptions import StoreError
@@ -36,11 +35,10 @@ class TargetStore:
 
     async def save(self, saved: SavedTarget) -> None:
         """Keep the chat's target, replacing the one before (one statement)."""
-        dialect = postgresql if self.store.dialect == "postgresql" else sqlite
         values = {"chat_key": saved.chat_key, "adapter": saved.adapter, "self_id": saved.self_id,
                   "seen_at": saved.seen_at,
                   "target": json.dumps(saved.target, ensure_ascii=False, sort_keys=True)}
-        statement = dialect.insert(targets_table).values(**values)
+        statement = self.store.upsert(targets_table).values(**values)
         statement = statement.on_conflict_do_update(
             index_elements=["chat_key"], set_={name: statement.excluded[name] for name in values
                                                if name != "chat_key"})
