@@ -10,7 +10,6 @@ notice) sends through it, never through NoneBot's internals.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from collections import OrderedDict
@@ -24,6 +23,7 @@ from nonebot_plugin_alconna.uniseg import Receipt, SerializeFailed, Target, UniM
 
 from ..exceptions import MarshoError, StoreError
 from ..redaction import logger
+from ..store.session import SessionLocks
 from ..store.sql import SqlStore
 from ..store.targets import SavedTarget, TargetStore
 from .outgoing import speak_to
@@ -98,7 +98,9 @@ class TargetBook:
         """The connected bots by self id (NoneBot's, unless a test gives its own)."""
         self._known: OrderedDict[str, tuple[str, float]] = OrderedDict()
         """Chat key → (its target as saved, when it was written), the most recently seen last."""
-        self._saving = asyncio.Lock()
+        self._saving = SessionLocks()
+        """One lock per chat whose target is being saved: a chat's first questions at once read and
+        write it once, and other chats' saves do not wait for it."""
 
     async def remember(self, bot: Bot, event: Event, chat_key: str) -> Target | None:
         """Keep where `event` was said as chat `chat_key`'s target, and return it (None for an
@@ -114,7 +116,7 @@ class TargetBook:
             return None
         if self._fresh(chat_key, dumped):
             return target
-        async with self._saving:  # a chat's first questions at once: one reads, one writes
+        async with self._saving.hold(chat_key):  # a chat's first questions at once: one reads, one writes
             if not self._fresh(chat_key, dumped):
                 await self._save(chat_key, dumped, adapter=bot.adapter.get_name(), self_id=str(bot.self_id))
         return target

@@ -1,0 +1,64 @@
+"""Saving a chat's target waits only for that chat's own save: a burst of new chats is not
+serialised behind one lock (chat/targets.py's TargetBook)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from nonebot_plugin_marsho.chat.targets import TargetBook
+from nonebot_plugin_marsho.store.sql import SqlStore
+from nonebot_plugin_marsho.store.targets import SavedTarget
+from tests.platforms import PLATFORMS
+
+
+class HeldStore:
+    """A TargetStore whose reads of `held` chats wait until released; it records the saves."""
+
+    def __init__(self, held: set[str]) -> None:
+        self.held = held
+        self.release = asyncio.Event()
+        self.reading: set[str] = set()
+        self.saved: list[str] = []
+
+    async def get(self, chat_key: str) -> SavedTarget | None:
+        self.reading.add(chat_key)
+        if chat_key in self.held:
+            await self.release.wait()
+        return None
+
+    async def save(self, saved: SavedTarget) -> None:
+        self.saved.append(saved.chat_key)
+
+
+async def test_a_slow_save_of_one_chat_does_not_hold_another_chats() -> None:
+    first, second = PLATFORMS["OneBot V11"](), PLATFORMS["OneBot V11"]()
+    second.group_id = "30002"
+    book = TargetBook(SqlStore("sqlite://"))
+    store = HeldStore({"first"})
+    book.store = store  # type: ignore[assignment]
+    slow = asyncio.create_task(book.remember(first.bot, first.group_event("marsho hi"), "first"))
+    while "first" not in store.reading:
+        await asyncio.sleep(0)
+    other = asyncio.create_task(book.remember(second.bot, second.group_event("marsho hi"), "second"))
+    for _ in range(50):  # turns of the event loop, not time
+        await asyncio.sleep(0)
+    assert store.saved == ["second"]  # saved while the first chat's read still waits
+    assert other.done()
+    store.release.set()
+    await slow
+    assert store.saved == ["second", "first"]
+
+
+async def test_a_chats_first_questions_at_once_read_and_write_it_once() -> None:
+    chat = PLATFORMS["OneBot V11"]()
+    book = TargetBook(SqlStore("sqlite://"))
+    store = HeldStore({"chat"})
+    book.store = store  # type: ignore[assignment]
+    asks: list[Any] = [asyncio.create_task(book.remember(chat.bot, chat.group_event("marsho hi"), "chat"))
+                       for _ in range(5)]
+    while "chat" not in store.reading:
+        await asyncio.sleep(0)
+    store.release.set()
+    await asyncio.gather(*asks)
+    assert store.saved == ["chat"]
