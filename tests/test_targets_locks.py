@@ -7,6 +7,7 @@ import asyncio
 from typing import Any
 
 from nonebot_plugin_marsho.chat.targets import TargetBook
+from nonebot_plugin_marsho.exceptions import StoreError
 from nonebot_plugin_marsho.store.sql import SqlStore
 from nonebot_plugin_marsho.store.targets import SavedTarget
 from tests.platforms import PLATFORMS
@@ -20,6 +21,8 @@ class HeldStore:
         self.release = asyncio.Event()
         self.reading: set[str] = set()
         self.saved: list[str] = []
+        self.listed = 0
+        self.unlisted = True
 
     async def get(self, chat_key: str) -> SavedTarget | None:
         self.reading.add(chat_key)
@@ -29,6 +32,12 @@ class HeldStore:
 
     async def save(self, saved: SavedTarget) -> None:
         self.saved.append(saved.chat_key)
+
+    async def newest(self, limit: int) -> list[SavedTarget]:
+        self.listed += 1
+        if self.unlisted:  # the saved chats cannot be listed: each new one is read first
+            raise StoreError(code="store.read", url="sqlite://", detail="OperationalError: locked")
+        return []
 
 
 async def test_a_slow_save_of_one_chat_does_not_hold_another_chats() -> None:
@@ -62,3 +71,15 @@ async def test_a_chats_first_questions_at_once_read_and_write_it_once() -> None:
     store.release.set()
     await asyncio.gather(*asks)
     assert store.saved == ["chat"]
+
+
+async def test_new_chats_are_written_without_a_read_once_the_saved_ones_are_listed() -> None:
+    chats = [PLATFORMS["OneBot V11"]() for _ in range(3)]
+    book = TargetBook(SqlStore("sqlite://"))
+    store = HeldStore(set())
+    store.unlisted = False
+    book.store = store  # type: ignore[assignment]
+    await asyncio.gather(*(book.remember(chat.bot, chat.group_event("marsho hi"), f"chat{n}")
+                           for n, chat in enumerate(chats)))
+    assert store.listed == 1 and store.reading == set()
+    assert sorted(store.saved) == ["chat0", "chat1", "chat2"]

@@ -10,6 +10,7 @@ notice) sends through it, never through NoneBot's internals.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections import OrderedDict
@@ -98,6 +99,12 @@ class TargetBook:
         """The connected bots by self id (NoneBot's, unless a test gives its own)."""
         self._known: OrderedDict[str, tuple[str, float]] = OrderedDict()
         """Chat key → (its target as saved, when it was written), the most recently seen last."""
+        self._all_known = False
+        """Every chat with a saved target is in `_known` (read once, `_read_known`): a chat that
+        is not is new, and is written without a read first."""
+        self._reading: asyncio.Future[None] | None = None
+        self._forgotten = 0
+        """Chats dropped from `_known` so far."""
         self._saving = SessionLocks()
         """One lock per chat whose target is being saved: a chat's first questions at once read and
         write it once, and other chats' saves do not wait for it."""
@@ -129,9 +136,32 @@ class TargetBook:
         self._known.move_to_end(chat_key)
         return True
 
+    async def _read_known(self) -> None:
+        """Read the chats seen last (up to MAX_KNOWN), once, all the saves waiting for it; if they
+        are all of them, a chat not among them has no saved target."""
+        if self._reading is None:
+            self._reading = asyncio.ensure_future(self._read_newest())
+        try:
+            await asyncio.shield(self._reading)
+        except StoreError:
+            self._reading = None  # read chat by chat meanwhile; tried again next time
+
+    async def _read_newest(self) -> None:
+        found = await self.store.newest(MAX_KNOWN + 1)
+        forgotten = self._forgotten
+        for saved in reversed(found[:MAX_KNOWN]):
+            if saved.chat_key not in self._known:  # a save since has the newer one
+                self._keep(saved.chat_key, json.dumps(saved.target, ensure_ascii=False, sort_keys=True),
+                           saved.seen_at)
+        self._all_known = len(found) <= MAX_KNOWN and self._forgotten == forgotten
+
     async def _save(self, chat_key: str, dumped: str, *, adapter: str, self_id: str) -> None:
         try:
-            if chat_key not in self._known:  # not seen since the start (or forgotten): as saved
+            if chat_key not in self._known and not self._all_known:
+                await self._read_known()
+                if self._fresh(chat_key, dumped):
+                    return
+            if chat_key not in self._known and not self._all_known:  # forgotten: as saved
                 saved = await self.store.get(chat_key)
                 if saved is not None:
                     self._keep(chat_key, json.dumps(saved.target, ensure_ascii=False, sort_keys=True),
@@ -150,6 +180,8 @@ class TargetBook:
         self._known.move_to_end(chat_key)
         while len(self._known) > MAX_KNOWN:
             self._known.popitem(last=False)
+            self._all_known = False  # the chat forgotten is read again when it speaks
+            self._forgotten += 1
 
     async def target(self, chat_key: str) -> Target | None:
         """The chat's saved target, or None when marsho has not answered there."""

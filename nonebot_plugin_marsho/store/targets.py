@@ -67,3 +67,24 @@ class TargetStore:
         except ValueError as error:
             raise StoreError(code="store.read", url=self.store.safe_url, detail=_describe(error)) from None
         return SavedTarget(chat_key, target, row.adapter, row.self_id, row.seen_at)
+
+    async def newest(self, limit: int) -> list[SavedTarget]:
+        """The `limit` chats seen last, the most recently seen first (one read)."""
+        columns = targets_table.c
+        await self.store._ready()
+        try:
+            async with self.store._connection(write=False) as conn:
+                rows = (await conn.execute(
+                    select(columns.chat_key, columns.target, columns.adapter, columns.self_id,
+                           columns.seen_at)
+                    .order_by(columns.seen_at.desc()).limit(limit))).all()
+        except SQLAlchemyError as error:
+            raise StoreError(code="store.read", url=self.store.safe_url, detail=_describe(error)) from None
+        found = []
+        for row in rows:
+            try:
+                target = json.loads(row.target)
+            except ValueError:
+                continue  # unreadable: `get` says so when the chat is spoken to
+            found.append(SavedTarget(row.chat_key, target, row.adapter, row.self_id, row.seen_at))
+        return found
