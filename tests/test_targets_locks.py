@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from sqlalchemy import event
+
 from nonebot_plugin_marsho.chat.targets import TargetBook
 from nonebot_plugin_marsho.exceptions import StoreError
 from nonebot_plugin_marsho.store.sql import SqlStore
@@ -22,6 +24,7 @@ class HeldStore:
         self.reading: set[str] = set()
         self.saved: list[str] = []
         self.listed = 0
+        self.writes = 0
         self.unlisted = True
 
     async def get(self, chat_key: str) -> SavedTarget | None:
@@ -30,8 +33,9 @@ class HeldStore:
             await self.release.wait()
         return None
 
-    async def save(self, saved: SavedTarget) -> None:
-        self.saved.append(saved.chat_key)
+    async def save_all(self, take: Any) -> None:
+        self.writes += 1
+        self.saved.extend(saved.chat_key for saved in take())
 
     async def newest(self, limit: int) -> list[SavedTarget]:
         self.listed += 1
@@ -83,3 +87,30 @@ async def test_new_chats_are_written_without_a_read_once_the_saved_ones_are_list
                            for n, chat in enumerate(chats)))
     assert store.listed == 1 and store.reading == set()
     assert sorted(store.saved) == ["chat0", "chat1", "chat2"]
+    assert store.writes == 1  # new chats at the same moment: one write
+
+
+async def test_a_burst_of_new_chats_is_one_write_and_every_target_is_kept(tmp_path: Any) -> None:
+    store = SqlStore(f"sqlite:///{tmp_path / 'marsho.db'}")
+    inserts: list[str] = []
+
+    def record(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        if statement.lstrip().upper().startswith("INSERT") and "marsho_targets" in statement:
+            inserts.append(statement)
+
+    try:
+        chats = [PLATFORMS["OneBot V11"]() for _ in range(20)]
+        for n, chat in enumerate(chats):
+            chat.group_id = str(70000 + n)
+        await store.start()
+        event.listen(store.engine.sync_engine, "before_cursor_execute", record)
+        book = TargetBook(store)
+        await asyncio.gather(*(book.remember(chat.bot, chat.group_event("marsho hi"), f"chat{n}")
+                               for n, chat in enumerate(chats)))
+        assert len(inserts) == 1
+        restarted = TargetBook(store)
+        for n, chat in enumerate(chats):
+            found = await restarted.target(f"chat{n}")
+            assert found is not None and found.id == chat.group_id
+    finally:
+        await store.close()

@@ -104,6 +104,9 @@ class TargetBook:
         is not is new, and is written without a read first."""
         self._reading: asyncio.Future[None] | None = None
         self._forgotten = 0
+        self._batch: dict[str, SavedTarget] | None = None
+        """Targets waiting for the write `_batch_written` to start."""
+        self._batch_written: asyncio.Future[None] | None = None
         """Chats dropped from `_known` so far."""
         self._saving = SessionLocks()
         """One lock per chat whose target is being saved: a chat's first questions at once read and
@@ -169,11 +172,26 @@ class TargetBook:
                     if self._fresh(chat_key, dumped):
                         return
             now = self.clock()
-            await self.store.save(SavedTarget(chat_key, json.loads(dumped), adapter, self_id, now))
+            await self._write(SavedTarget(chat_key, json.loads(dumped), adapter, self_id, now))
         except StoreError as error:
             logger.warning(f"marsho: the target of chat {chat_key} was not saved: {error}")
             return
         self._keep(chat_key, dumped, now)
+
+    async def _write(self, saved: SavedTarget) -> None:
+        """Write the chat's target with the others being written at the same moment (a burst of
+        new chats: one transaction, not one each, so the turns' own writes do not wait behind
+        them), and return once it is written."""
+        if self._batch is None:
+            self._batch = {}
+            self._batch_written = asyncio.ensure_future(self.store.save_all(self._take_batch))
+        self._batch[saved.chat_key] = saved
+        assert self._batch_written is not None
+        await asyncio.shield(self._batch_written)
+
+    def _take_batch(self) -> list[SavedTarget]:
+        batch, self._batch = self._batch or {}, None  # later saves make the next batch
+        return list(batch.values())
 
     def _keep(self, chat_key: str, dumped: str, seen_at: float) -> None:
         self._known[chat_key] = (dumped, seen_at)

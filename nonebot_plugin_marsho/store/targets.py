@@ -5,6 +5,7 @@ it means), the adapter, the bot's self id and when the chat was last seen."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +47,26 @@ class TargetStore:
         try:
             async with self.store._connection(write=True) as conn:
                 await conn.execute(statement)
+        except (SQLAlchemyError, TypeError, ValueError) as error:
+            raise StoreError(code="store.save", url=self.store.safe_url, detail=_describe(error)) from None
+
+    async def save_all(self, take: Callable[[], Sequence[SavedTarget]]) -> None:
+        """Keep the targets `take()` gives, replacing the ones before, in one statement: `take`
+        is called once the write can start, so saves that arrive while it waits for its turn
+        (SQLite's writers take turns) join it."""
+        statement = self.store.upsert(targets_table)
+        statement = statement.on_conflict_do_update(
+            index_elements=["chat_key"],
+            set_={name: statement.excluded[name] for name in ("target", "adapter", "self_id", "seen_at")})
+        await self.store._ready()
+        try:
+            async with self.store._connection(write=True) as conn:
+                rows = [{"chat_key": saved.chat_key, "adapter": saved.adapter, "self_id": saved.self_id,
+                         "seen_at": saved.seen_at,
+                         "target": json.dumps(saved.target, ensure_ascii=False, sort_keys=True)}
+                        for saved in take()]
+                if rows:
+                    await conn.execute(statement, rows)
         except (SQLAlchemyError, TypeError, ValueError) as error:
             raise StoreError(code="store.save", url=self.store.safe_url, detail=_describe(error)) from None
 
