@@ -559,12 +559,18 @@ class Config(BaseModel):
 
     zh: 一次响应中最多执行几个工具调用；其余的会得到一条说明未执行及原因的结果。"""
 
-    marsho_max_concurrent_requests: int = Field(default=64, ge=1)
+    marsho_max_concurrent_requests: int = Field(default=256, ge=1)
     """Requests to the endpoint in flight at once, across all chats; the others wait their turn,
-    taken fairly across chats, so a flood in one group cannot starve the others.
+    taken fairly across chats, so a flood in one group cannot starve the others. 256 lets a
+    burst of a couple of hundred chats be answered in one round instead of waves (the SDK's
+    connection pool allows 1,000 per endpoint; each request in flight holds its answer, a few KB,
+    at most MARSHO_MAX_RESPONSE_BYTES); lower it for a provider that limits concurrent requests
+    (its 429 errors are retried, but each costs a wait) or for a bot with little memory.
 
     zh: 所有聊天合计同时向接口发出的请求数上限；其余请求排队，在各聊天之间公平轮流，所以一个群刷屏也不
-    会让其他群等不到回答。"""
+    会让其他群等不到回答。默认 256：两百来个聊天同时提问时一轮就能全部发出，而不必分几批等待（SDK 的连接池
+    每个接口允许 1000 个连接；每个进行中的请求占用它的回答，通常几 KB，最多 MARSHO_MAX_RESPONSE_BYTES）；
+    如果服务商限制并发请求数（超出时返回 429，会重试，但每次都要等待），或机器内存很小，请调低。"""
 
     marsho_user_queue: int = Field(default=2, ge=1, le=20)
     """Questions one user may have running or waiting at once; more are dropped with one notice.

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import math
 import re
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Protocol
 
 from ..redaction import logger
@@ -48,7 +50,15 @@ class TokenCounter:
 
     def __init__(self, encoding: _Encoding | None = None, name: str = "estimate") -> None:
         self._encoding = encoding
-        self.name = name
+        self._name = name
+        self._model: str | None = None
+        """The model whose encoding is looked up at the first count (`deferred`), until then."""
+
+    @property
+    def name(self) -> str:
+        """What counts: `tiktoken <encoding>`, `estimate`, or, before the first count of a
+        `deferred` counter (a start's log line asks before any), `chosen at the first count`."""
+        return self._name
 
     @classmethod
     def for_model(cls, model: str) -> TokenCounter:
@@ -70,8 +80,49 @@ class TokenCounter:
                            f"({type(error).__name__}); counting tokens with the estimate")
             return cls()
 
+    @classmethod
+    def deferred(cls, model: str) -> TokenCounter:
+        """The counter `for_model` gives, looked up at its first count: nothing is imported
+        before (tiktoken is about 1.2 MB, an encoding tens of MB), and nothing is downloaded on
+        the thread that counts. An encoding tiktoken has on disk (its cache, or a package's file)
+        is loaded then; one it would have to fetch is fetched in a thread of its own, counting
+        with the estimate until it is loaded."""
+        counter = cls(name="chosen at the first count")
+        counter._model = model
+        return counter
+
+    def _resolve(self) -> None:
+        model, self._model = self._model, None
+        if model is None:
+            return
+        self._name = "estimate"
+        try:
+            import tiktoken
+
+            encoding_name = tiktoken.encoding_name_for_model(model)
+        except (ImportError, KeyError):
+            return
+        try:
+            with _offline():
+                self._encoding, self._name = tiktoken.get_encoding(encoding_name), f"tiktoken {encoding_name}"
+        except _NotOnDisk:
+            logger.info(f"marsho: fetching tiktoken's {encoding_name} for {model}; counting tokens with "
+                        "the estimate until it is loaded")
+            threading.Thread(target=self._fetch, args=(model, encoding_name), daemon=True,
+                             name="marsho-tiktoken").start()
+        except Exception as error:  # a broken cache
+            logger.warning(f"marsho: tiktoken could not load {encoding_name} for {model} "
+                           f"({type(error).__name__}); counting tokens with the estimate")
+
+    def _fetch(self, model: str, encoding_name: str) -> None:
+        loaded = TokenCounter.for_model(model)  # logs when it cannot
+        if loaded._encoding is not None:
+            self._encoding, self._name = loaded._encoding, f"tiktoken {encoding_name}"
+
     def count_text(self, text: str) -> int:
         """Tokens of a piece of text."""
+        if self._model is not None:
+            self._resolve()
         if self._encoding is None:
             return estimate_tokens(text)
         return len(self._encoding.encode(text, disallowed_special=()))
@@ -120,12 +171,42 @@ class TokenCounter:
         return text[:low] + note
 
 
-async def load_counter(model: str, timeout: float = 15) -> TokenCounter:
-    """`TokenCounter.for_model` off the event loop (tiktoken may fetch its tokenizer once), and
-    the estimate if that takes longer than `timeout` seconds."""
+async def load_counter(model: str) -> TokenCounter:
+    """The counter for `model`, looked up at its first count (`TokenCounter.deferred`): a start
+    imports and downloads nothing for it."""
+    return TokenCounter.deferred(model)
+
+
+class _NotOnDisk(Exception):
+    """tiktoken would have to download the encoding (`_offline`)."""
+
+
+_local = threading.local()
+_guard_lock = threading.Lock()
+
+
+@contextmanager
+def _offline() -> Iterator[None]:
+    """In this thread, until the block ends, tiktoken reads its files from disk only: a file it
+    would download raises _NotOnDisk instead (other threads are left alone)."""
+    import tiktoken.load
+
+    with _guard_lock:
+        if not getattr(tiktoken.load.read_file, "_marsho_guard", False):
+            tiktoken.load.read_file = _guarded(tiktoken.load.read_file)
+    _local.offline = True
     try:
-        return await asyncio.wait_for(asyncio.to_thread(TokenCounter.for_model, model), timeout)
-    except asyncio.TimeoutError:
-        logger.warning(f"marsho: loading the tokenizer for {model} took too long; "
-                       "counting tokens with the estimate")
-        return TokenCounter()
+        yield
+    finally:
+        _local.offline = False
+
+
+def _guarded(read_file: Any) -> Any:
+    def read(blobpath: str) -> bytes:
+        if getattr(_local, "offline", False) and "://" in blobpath:
+            raise _NotOnDisk(blobpath)
+        data: bytes = read_file(blobpath)
+        return data
+
+    read._marsho_guard = True  # type: ignore[attr-defined]
+    return read

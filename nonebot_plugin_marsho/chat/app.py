@@ -149,7 +149,7 @@ def language_on_its_own(default: Language) -> Language:
     return value if value in LANGUAGES else default
 
 
-@dataclass
+@dataclass(repr=False)
 class Marsho:
     """Everything the handlers use, built from one Config; nothing else in the plugin holds state.
 
@@ -229,6 +229,11 @@ class Marsho:
         # off everywhere until the groups' choices are read, so nothing answers unsolicited
         # before the bot is ready; the accounts it ignores are ignored from the first message
         self._standby = ActiveReplies(None, ignored=config.marsho_ignored_users, now=self.prompt.now)
+
+    def __repr__(self) -> str:
+        """Short: NoneBot's trace line of every handler run formats the matcher's state, which
+        holds the app (the whole config and services, formatted for every turn, otherwise)."""
+        return f"<Marsho {'ready' if self.services is not None else 'not ready'}>"
 
     @property
     def ready(self) -> bool:

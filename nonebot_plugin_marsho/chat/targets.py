@@ -24,6 +24,7 @@ from nonebot_plugin_alconna.uniseg import Receipt, SerializeFailed, Target, UniM
 
 from ..exceptions import MarshoError, StoreError
 from ..redaction import logger
+from ..store.session import SessionLocks
 from ..store.sql import SqlStore
 from ..store.targets import SavedTarget, TargetStore
 from .outgoing import speak_to
@@ -98,7 +99,18 @@ class TargetBook:
         """The connected bots by self id (NoneBot's, unless a test gives its own)."""
         self._known: OrderedDict[str, tuple[str, float]] = OrderedDict()
         """Chat key → (its target as saved, when it was written), the most recently seen last."""
-        self._saving = asyncio.Lock()
+        self._all_known = False
+        """Every chat with a saved target is in `_known` (read once, `_read_known`): a chat that
+        is not is new, and is written without a read first."""
+        self._reading: asyncio.Future[None] | None = None
+        self._forgotten = 0
+        self._batch: dict[str, SavedTarget] | None = None
+        """Targets waiting for the write `_batch_written` to start."""
+        self._batch_written: asyncio.Future[None] | None = None
+        """Chats dropped from `_known` so far."""
+        self._saving = SessionLocks()
+        """One lock per chat whose target is being saved: a chat's first questions at once read and
+        write it once, and other chats' saves do not wait for it."""
 
     async def remember(self, bot: Bot, event: Event, chat_key: str) -> Target | None:
         """Keep where `event` was said as chat `chat_key`'s target, and return it (None for an
@@ -114,7 +126,7 @@ class TargetBook:
             return None
         if self._fresh(chat_key, dumped):
             return target
-        async with self._saving:  # a chat's first questions at once: one reads, one writes
+        async with self._saving.hold(chat_key):  # a chat's first questions at once: one reads, one writes
             if not self._fresh(chat_key, dumped):
                 await self._save(chat_key, dumped, adapter=bot.adapter.get_name(), self_id=str(bot.self_id))
         return target
@@ -127,9 +139,32 @@ class TargetBook:
         self._known.move_to_end(chat_key)
         return True
 
+    async def _read_known(self) -> None:
+        """Read the chats seen last (up to MAX_KNOWN), once, all the saves waiting for it; if they
+        are all of them, a chat not among them has no saved target."""
+        if self._reading is None:
+            self._reading = asyncio.ensure_future(self._read_newest())
+        try:
+            await asyncio.shield(self._reading)
+        except StoreError:
+            self._reading = None  # read chat by chat meanwhile; tried again next time
+
+    async def _read_newest(self) -> None:
+        found = await self.store.newest(MAX_KNOWN + 1)
+        forgotten = self._forgotten
+        for saved in reversed(found[:MAX_KNOWN]):
+            if saved.chat_key not in self._known:  # a save since has the newer one
+                self._keep(saved.chat_key, json.dumps(saved.target, ensure_ascii=False, sort_keys=True),
+                           saved.seen_at)
+        self._all_known = len(found) <= MAX_KNOWN and self._forgotten == forgotten
+
     async def _save(self, chat_key: str, dumped: str, *, adapter: str, self_id: str) -> None:
         try:
-            if chat_key not in self._known:  # not seen since the start (or forgotten): as saved
+            if chat_key not in self._known and not self._all_known:
+                await self._read_known()
+                if self._fresh(chat_key, dumped):
+                    return
+            if chat_key not in self._known and not self._all_known:  # forgotten: as saved
                 saved = await self.store.get(chat_key)
                 if saved is not None:
                     self._keep(chat_key, json.dumps(saved.target, ensure_ascii=False, sort_keys=True),
@@ -137,17 +172,34 @@ class TargetBook:
                     if self._fresh(chat_key, dumped):
                         return
             now = self.clock()
-            await self.store.save(SavedTarget(chat_key, json.loads(dumped), adapter, self_id, now))
+            await self._write(SavedTarget(chat_key, json.loads(dumped), adapter, self_id, now))
         except StoreError as error:
             logger.warning(f"marsho: the target of chat {chat_key} was not saved: {error}")
             return
         self._keep(chat_key, dumped, now)
+
+    async def _write(self, saved: SavedTarget) -> None:
+        """Write the chat's target with the others being written at the same moment (a burst of
+        new chats: one transaction, not one each, so the turns' own writes do not wait behind
+        them), and return once it is written."""
+        if self._batch is None:
+            self._batch = {}
+            self._batch_written = asyncio.ensure_future(self.store.save_all(self._take_batch))
+        self._batch[saved.chat_key] = saved
+        assert self._batch_written is not None
+        await asyncio.shield(self._batch_written)
+
+    def _take_batch(self) -> list[SavedTarget]:
+        batch, self._batch = self._batch or {}, None  # later saves make the next batch
+        return list(batch.values())
 
     def _keep(self, chat_key: str, dumped: str, seen_at: float) -> None:
         self._known[chat_key] = (dumped, seen_at)
         self._known.move_to_end(chat_key)
         while len(self._known) > MAX_KNOWN:
             self._known.popitem(last=False)
+            self._all_known = False  # the chat forgotten is read again when it speaks
+            self._forgotten += 1
 
     async def target(self, chat_key: str) -> Target | None:
         """The chat's saved target, or None when marsho has not answered there."""

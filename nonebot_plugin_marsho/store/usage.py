@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import case, delete, func, insert, literal, or_, select, text, union_all
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
 
 from ..exceptions import StoreError
@@ -98,8 +97,7 @@ class UsageStore:
         self.store = store
 
     def _insert(self, table: Any) -> Any:
-        dialect = postgresql if self.store.dialect == "postgresql" else sqlite
-        return dialect.insert(table)
+        return self.store.upsert(table)
 
     async def write(self, rows: Sequence[UsageRow]) -> None:
         """Store the rows and add their tokens to the running totals, in one transaction."""

@@ -9,7 +9,6 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import docstring_parser
 from pydantic import BaseModel, ConfigDict, Field, create_model
 from pydantic.errors import PydanticSchemaGenerationError, PydanticUserError
 
@@ -112,6 +111,8 @@ def describe_function(
     hidden = set(hidden)
     signature = read_signature(func)
     hints = _type_hints(func)
+    import docstring_parser  # here, not at import: tools are described when toolkits load
+
     doc = docstring_parser.parse(inspect.getdoc(func) or "")
     param_docs = {param.arg_name: param.description for param in doc.params}
     fields: dict[str, Any] = {}

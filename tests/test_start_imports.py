@@ -1,0 +1,58 @@
+"""What a start on SQLite leaves unimported, by module (tests/test_start.py checks libraries):
+PostgreSQL's dialect and driver, and the tokenizer, which the first count loads."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+CHILD = """
+import asyncio, json, sys
+import nonebot
+from nonebot.adapters.onebot.v11 import Adapter
+
+nonebot.init(driver="~fastapi+~httpx+~websockets")  # as bot.py does
+nonebot.get_driver().register_adapter(Adapter)
+nonebot.load_plugin("nonebot_plugin_marsho")
+from nonebot_plugin_marsho.plugin import marsho
+
+async def main():
+    await marsho.start()
+    problem = "" if marsho.ready else marsho.problem
+    await marsho.stop()
+    return problem
+
+problem = asyncio.run(main())
+print(json.dumps({"problem": problem, "loaded": sorted(sys.modules)}))
+"""
+
+NOT_AT_START = {
+    "sqlalchemy.dialects.postgresql": "a PostgreSQL database (store/sql.SqlStore.upsert)",
+    "asyncpg": "the same",
+    "tiktoken": "the first token count (agent/tokens.TokenCounter.deferred)",
+}
+
+
+def test_a_start_on_sqlite_imports_neither_postgresql_nor_the_tokenizer(tmp_path: Path) -> None:
+    env = {
+        "PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(REPO_ROOT),
+        "LOCALSTORE_DATA_DIR": str(tmp_path / "data"), "LOCALSTORE_CACHE_DIR": str(tmp_path / "cache"),
+        "LOCALSTORE_CONFIG_DIR": str(tmp_path / "config"),
+        "MARSHO_BASE_URL": "http://127.0.0.1:9/v1", "MARSHO_API_KEY": "k", "MARSHO_MODEL": "gpt-4o-mini",
+        "TIKTOKEN_CACHE_DIR": str(tmp_path / "tiktoken"),
+    }
+    for _ in range(2):  # the first creates the database (Alembic loads every dialect it knows)
+        done = subprocess.run([sys.executable, "-c", CHILD], cwd=tmp_path, env=env, capture_output=True,
+                              text=True, timeout=120, check=False)
+        assert done.returncode == 0, done.stderr[-4000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["problem"] == ""
+    loaded = set(result["loaded"])
+    assert "nonebot_plugin_marsho.store.sql" in loaded
+    early = {name: why for name, why in NOT_AT_START.items() if name in loaded}
+    assert early == {}, early
