@@ -553,37 +553,10 @@ class Marsho:
                           per_member=config.marsho_memory_per_member,
                           chars=config.marsho_memory_chars, recall=config.marsho_memory_recall,
                           days=config.marsho_memory_days, language=config.marsho_lang)
-        toolkit = book.toolkit()
         # MARSHO_DISABLED_TOOLS, MARSHO_TOOL_PERMISSIONS and MARSHO_DISABLED_TOOLKITS apply as to
         # any toolkit (`memory__forget` for admins only...)
-        off = set(config.marsho_disabled_tools)
-        toolset.disabled.extend(tool.name for tool in toolkit.tools if tool.name in off)
-        toolkit.tools = [tool for tool in toolkit.tools if tool.name not in off]
-        for tool in toolkit.tools:
-            override = (config.marsho_tool_permissions.get(tool.name)
-                        or config.marsho_tool_permissions.get(toolkit.name))
-            try:
-                if override:
-                    tool.permission = check_permission(override, tool.name)
-            except ToolDefinitionError as error:  # the tool keeps its own
-                logger.warning(f"marsho: toolkit {toolkit.name}: MARSHO_TOOL_PERMISSIONS: {error}")
-        clash = next((kit for kit in toolset.toolkits if kit.name == toolkit.name), None)
-        if toolkit.name in config.marsho_disabled_toolkits:
-            toolset.disabled.append(toolkit.name)
-            logger.info(f"marsho: the memory tools are off (MARSHO_DISABLED_TOOLKITS names "
-                        f"{toolkit.name!r}); the memories that fit each question are still recalled")
-        elif clash is not None:
-            problem = LoadProblem(toolkit.name, clash.path or Path(toolkit.name),
-                                  f"a toolkit named {toolkit.name!r} is already loaded, so the built-in "
-                                  "memory tools are not; rename yours to use them")
-            toolset.problems.append(problem)
-            logger.error(f"marsho: toolkit {toolkit.name}: {problem}")
-        else:
-            toolset.add(toolkit)
-            toolset.toolkits.remove(toolkit)  # listed (marsho.tools) with the other built-in ones
-            toolset.toolkits.insert(sum(kit.source == "built-in" for kit in toolset.toolkits), toolkit)
-            logger.info(f"marsho: toolkit {toolkit.name} ({toolkit.source}) loaded: "
-                        + ", ".join(tool.name for tool in toolkit.tools))
+        self.add_builtin(toolset, book.toolkit(),
+                         off_note="; the memories that fit each question are still recalled")
         return book
 
     async def add_group_actions(self, toolset: Toolset, store: SqlStore) -> GroupActions:
@@ -618,7 +591,7 @@ class Marsho:
         self.add_builtin(toolset, knowledge.toolkit())
         return knowledge
 
-    def add_builtin(self, toolset: Toolset, toolkit: Toolkit) -> bool:
+    def add_builtin(self, toolset: Toolset, toolkit: Toolkit, *, off_note: str = "") -> bool:
         """Add a built-in toolkit made at startup to `toolset` with MARSHO_DISABLED_TOOLS,
         MARSHO_TOOL_PERMISSIONS and MARSHO_DISABLED_TOOLKITS applied as to any toolkit; False
         when it is off, or a toolkit of the user's already has its name (reported)."""
@@ -637,7 +610,7 @@ class Marsho:
         clash = next((kit for kit in toolset.toolkits if kit.name == toolkit.name), None)
         if toolkit.name in config.marsho_disabled_toolkits:
             toolset.disabled.append(toolkit.name)
-            logger.info(f"marsho: toolkit {toolkit.name} is off (MARSHO_DISABLED_TOOLKITS)")
+            logger.info(f"marsho: toolkit {toolkit.name} is off (MARSHO_DISABLED_TOOLKITS){off_note}")
             return False
         if clash is not None:
             problem = LoadProblem(toolkit.name, clash.path or Path(toolkit.name),
