@@ -173,6 +173,19 @@ def token(value: str, pattern: re.Pattern[str] = TOKEN) -> str | None:
     return found if found.isascii() and pattern.fullmatch(found) else None
 
 
+def own_ids(bot: Bot) -> set[str]:
+    """Every id the bot's own account goes by: its `self_id`, and the other the platform gives it
+    (a QQ bot's user id in guilds, a Feishu bot's open_id; its self_id is the app's id)."""
+    ids = {str(bot.self_id)}
+    for holder in ("self_info", "bot_info"):
+        try:
+            info = getattr(bot, holder, None)
+        except Exception:  # QQ's self_info before the bot has connected
+            continue
+        ids |= {str(found) for name in ("id", "open_id") if (found := getattr(info, name, None))}
+    return ids
+
+
 def guild_channel(group_id: str) -> tuple[str, str]:
     """A guild channel's "<guild>/<channel>" as (guild, channel)."""
     guild, _, channel = group_id.partition("/")
