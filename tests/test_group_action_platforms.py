@@ -1,0 +1,304 @@
+"""The group tools (issue 28) on Discord, the QQ official API's guilds, Kook and Feishu, through
+each adapter's own events and Bot (tests/platforms.py records every API call and answers the
+member, role and permission calls): the role table on each, the exact call that acts, nothing
+that acts when refused, the tools a platform lacks not offered, and ids in the platform's own
+spelling. The asker's context is built as a turn builds it (where_of, asker_role, _tool_context).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+from nonebot.adapters import Event
+
+from nonebot_plugin_marsho.agent.group_actions import Action
+from nonebot_plugin_marsho.chat.ask import _tool_context
+from nonebot_plugin_marsho.chat.group_actions import GroupActions, shows_ids
+from nonebot_plugin_marsho.chat.incoming import Limits, read_question
+from nonebot_plugin_marsho.chat.matchers import asker_role
+from nonebot_plugin_marsho.chat.where import where_of
+from nonebot_plugin_marsho.i18n import Texts
+from nonebot_plugin_marsho.store.sql import SqlStore
+from nonebot_plugin_marsho.tools.model import ToolContext, ToolResponse
+from tests.platforms import GUILD_ROLE_CHATS, Chat, DiscordGuildChat, forget_uninfo_sessions
+
+Call = tuple[str, dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Platform:
+    """How one adapter's chat is driven here."""
+
+    name: str
+    where: str
+    """The scene the group tools act in: "channel" (a guild channel) or "group"."""
+    tools: tuple[Action, ...]
+    user: Callable[[int], str]
+    """The n-th person's id, as the platform spells it."""
+    bot_id: Callable[[Chat], str]
+    acting: Callable[[Call], bool]
+    """Whether a recorded call acts (mutes, kicks, recalls)."""
+    top_bot: str | None
+    """The role that puts the bot above an admin here (None: one the bot cannot hold beside an
+    owner who asks)."""
+    bad_id: str
+    """An id that is not the platform's, and the words the refusal names its form with."""
+    form: str
+
+
+def _named(*apis: str) -> Callable[[Call], bool]:
+    return lambda call: call[0] in apis
+
+
+PLATFORMS = {p.name: p for p in (
+    Platform("Discord", "channel", ("mute", "unmute", "kick", "recall"),
+             lambda n: f"14000000000000001{n:02d}", lambda chat: chat.self_id,
+             _named("modify_guild_member", "remove_guild_member", "delete_message"),
+             "admin", "@Bob", "is not a Discord id"),
+    Platform("QQ", "channel", ("mute", "unmute", "kick", "recall"),
+             lambda n: f"1441152186775633{n:02d}", lambda chat: chat.bot._self_info.id,
+             _named("patch_guild_member_mute", "delete_member", "delete_message"),
+             "owner", "１２３", "is not a QQ guild member id"),
+    Platform("Kaiheila", "channel", ("kick", "recall"),
+             lambda n: f"22000{n:02d}", lambda chat: chat.self_id,
+             _named("guild_kickout", "message_delete"), None, "22 00", "is not a Kook id"),
+    Platform("Feishu", "group", ("kick", "recall"),
+             lambda n: f"ou_{n:032d}", lambda chat: chat.bot_open_id,
+             lambda call: call[1].get("method") == "DELETE", None, "12345", "starts with ou_"),
+)}
+ASKER, TARGET = 1, 2
+
+
+@pytest.fixture(autouse=True)
+def _fresh_uninfo() -> Iterator[None]:
+    forget_uninfo_sessions()
+    yield
+    forget_uninfo_sessions()
+
+
+@pytest.fixture
+async def store() -> Any:
+    sql = SqlStore("sqlite+aiosqlite://")
+    await sql.start()
+    yield sql
+    await sql.close()
+
+
+def chat_of(name: str) -> Chat:
+    return GUILD_ROLE_CHATS[name]()
+
+
+async def asked(chat: Chat, platform: Platform, roles: dict[str, str], **options: Any) -> tuple[Event, ToolContext]:
+    """A message of the asker (`roles`: asker, target and bot by their ids) and the tools' context
+    for it, as a turn builds it."""
+    asker = platform.user(ASKER)
+    event = chat.event(platform.where, "marsho please", user_id=asker, **options)
+    chat.roles.update(roles)
+    where = await where_of(chat.bot, event)
+    role = await asker_role(chat.bot, event, where)
+    return event, _tool_context(chat.bot, event, where, "k", role, personal=True)
+
+
+def acted(chat: Chat, platform: Platform) -> list[Call]:
+    return [call for call in chat.calls if platform.acting(call)]
+
+
+def expected_call(chat: Chat, platform: Platform, action: Action, subject: str, seconds: int = 0) -> Call:
+    """The one call `action` on `subject` makes on the platform (Discord's mute: checked apart)."""
+    guild, channel, group = chat.guild_id, chat.channel_id, chat.group_id
+    if platform.name == "Discord":
+        return {"kick": ("remove_guild_member", {"guild_id": int(guild), "user_id": int(subject)}),
+                "recall": ("delete_message", {"channel_id": int(channel), "message_id": int(subject)})}[action]
+    if platform.name == "QQ":
+        return {"mute": ("patch_guild_member_mute", {"guild_id": guild, "user_id": subject, "mute_seconds": seconds}),
+                "unmute": ("patch_guild_member_mute", {"guild_id": guild, "user_id": subject, "mute_seconds": 0}),
+                "kick": ("delete_member", {"guild_id": guild, "user_id": subject}),
+                "recall": ("delete_message", {"channel_id": channel, "message_id": subject})}[action]
+    if platform.name == "Kaiheila":
+        return {"kick": ("guild_kickout", {"guild_id": guild, "target_id": subject}),
+                "recall": ("message_delete", {"msg_id": subject})}[action]
+    return {"kick": (f"im/v1/chats/{group}/members", {
+        "method": "DELETE", "query": {"member_id_type": "open_id"}, "body": {"id_list": [subject]}}),
+            "recall": (f"im/v1/messages/{subject}", {"method": "DELETE"})}[action]
+
+
+async def run(actions: GroupActions, context: ToolContext, action: Action, subject: str) -> ToolResponse:
+    return await actions.run(context, action, subject, minutes=2 if action == "mute" else 0)
+
+
+def person_actions(platform: Platform) -> list[Action]:
+    """The platform's tools that act on a person."""
+    return [a for a in platform.tools if a != "recall"]
+
+
+CELLS = [(name, action) for name, p in PLATFORMS.items() for action in person_actions(p)]
+
+
+def assert_acted(chat: Chat, platform: Platform, action: Action, subject: str, seconds: int = 0) -> None:
+    made = acted(chat, platform)
+    if platform.name == "Discord" and action in ("mute", "unmute"):
+        [(api, params)] = made
+        until = params.pop("communication_disabled_until")
+        assert (api, params) == ("modify_guild_member", {"guild_id": int(chat.guild_id), "user_id": int(subject)})
+        if action == "unmute":
+            assert until is None
+        else:  # from the moment of the call: at most the test's own run in between
+            assert isinstance(until, datetime) and until - datetime.now(timezone.utc) <= timedelta(seconds=seconds)
+            assert until - datetime.now(timezone.utc) > timedelta(seconds=seconds - 60)
+        return
+    assert made == [expected_call(chat, platform, action, subject, seconds)]
+
+
+# --- the role table ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("name", "action"), CELLS)
+async def test_an_admin_acts_on_a_member_with_the_platforms_own_call(store: SqlStore, name: str, action: Action) -> None:
+    platform, chat = PLATFORMS[name], chat_of(name)
+    target = platform.user(TARGET)
+    _, context = await asked(chat, platform, {platform.user(ASKER): "admin", target: "member",
+                                              platform.bot_id(chat): "admin"})
+    result = await run(GroupActions(store, kick=True), context, action, target)
+    assert result.status == "success", result.content
+    assert_acted(chat, platform, action, target, seconds=120)
+
+
+@pytest.mark.parametrize(("name", "action"), CELLS)
+@pytest.mark.parametrize(("asker", "target", "said"), [
+    ("member", "member", "The person asking"),
+    ("admin", "admin", "The "),
+    ("admin", "owner", "they are the group's owner"),
+])
+async def test_nobody_acts_on_their_equal_or_above(store: SqlStore, name: str, action: Action, asker: str,
+                                                   target: str, said: str) -> None:
+    platform, chat = PLATFORMS[name], chat_of(name)
+    _, context = await asked(chat, platform, {platform.user(ASKER): asker, platform.user(TARGET): target,
+                                              platform.bot_id(chat): "admin"})
+    result = await run(GroupActions(store, kick=True), context, action, platform.user(TARGET))
+    assert result.status == "error" and said in result.content, result.content
+    assert acted(chat, platform) == []
+
+
+@pytest.mark.parametrize(("name", "action"), CELLS)
+async def test_the_owner_acts_on_an_admin_where_the_bot_is_above_them(
+        store: SqlStore, name: str, action: Action) -> None:
+    platform, chat = PLATFORMS[name], chat_of(name)
+    target, bot_id = platform.user(TARGET), platform.bot_id(chat)
+    if isinstance(chat, DiscordGuildChat):
+        chat.positions[bot_id] = 50
+    _, context = await asked(chat, platform, {platform.user(ASKER): "owner", target: "admin",
+                                              bot_id: platform.top_bot or "admin"})
+    result = await run(GroupActions(store, kick=True), context, action, target)
+    if platform.top_bot is None:  # the owner may; the bot, a manager, may not act on one
+        assert result.status == "error" and "I cannot" in result.content, result.content
+        assert acted(chat, platform) == []
+    else:
+        assert result.status == "success", result.content
+        assert_acted(chat, platform, action, target, seconds=120)
+
+
+@pytest.mark.parametrize(("name", "action"), CELLS)
+async def test_a_bot_without_the_permission_does_nothing_and_says_why(
+        store: SqlStore, name: str, action: Action) -> None:
+    platform, chat = PLATFORMS[name], chat_of(name)
+    _, context = await asked(chat, platform, {platform.user(ASKER): "admin", platform.user(TARGET): "member",
+                                              platform.bot_id(chat): "member"})
+    result = await run(GroupActions(store, kick=True), context, action, platform.user(TARGET))
+    assert result.status == "error" and result.content.startswith("I cannot"), result.content
+    assert acted(chat, platform) == []
+    if name in ("Discord", "Kaiheila"):  # roles by permission: the one missing is named
+        assert "permission" in result.content, result.content
+
+
+@pytest.mark.parametrize("name", PLATFORMS)
+async def test_a_tool_the_platform_lacks_is_not_offered(store: SqlStore, name: str) -> None:
+    platform, chat = PLATFORMS[name], chat_of(name)
+    _, context = await asked(chat, platform, {platform.user(ASKER): "admin"})
+    tools = {tool.name.removeprefix("group__"): tool for tool in GroupActions(store, kick=True).toolkit().tools}
+    assert {action for action, tool in tools.items() if context.may_use(tool)} == set(platform.tools)
+    for action in set(tools) - set(platform.tools):
+        result = await run(GroupActions(store, kick=True), context, action, platform.user(TARGET))  # type: ignore[arg-type]
+        assert result.status == "error" and "nothing was done" in result.content
+    assert acted(chat, platform) == []
+
+
+@pytest.mark.parametrize("name", PLATFORMS)
+async def test_an_id_not_in_the_platforms_spelling_is_refused_naming_its_form(store: SqlStore, name: str) -> None:
+    platform, chat = PLATFORMS[name], chat_of(name)
+    _, context = await asked(chat, platform, {platform.user(ASKER): "admin", platform.bot_id(chat): "admin"})
+    before = len(chat.calls)
+    result = await run(GroupActions(store, kick=True), context, "kick", platform.bad_id)
+    assert result.status == "error" and platform.form in result.content, result.content
+    assert chat.calls[before:] == []
+
+
+# --- recalls: the quoted message's id as the question shows it ------------------------------------
+
+
+async def preprocessed(chat: Chat, event: Event) -> Event:
+    """`event` after its adapter's own preprocessing of a quote (QQ and Feishu fetch the quoted
+    message in Bot.handle_event, before any matcher)."""
+    import importlib
+
+    check = getattr(importlib.import_module(type(chat.bot).__mro__[2].__module__), "_check_reply", None)
+    if check is not None:
+        await check(chat.bot, event)
+    return event
+
+
+async def question_text(chat: Chat, event: Event, actions: GroupActions) -> str:
+    """The question as the model reads it, where the group tools may run."""
+    assert shows_ids(actions, chat.bot, event)
+    await preprocessed(chat, event)
+    question = await read_question(chat.bot, event, "marsho please", vision=False, model="m", limits=Limits(),
+                                   marsho_name="Marsho", t=Texts("en"), ids=True)
+    return "\n".join(part["text"] for part in question.parts if part["type"] == "text")
+
+
+QUOTED_ID = re.compile(r"\(message id: ([^)]+)\) from [^\n]*\(id:([^)]+)\)")
+
+
+@pytest.mark.parametrize("name", PLATFORMS)
+@pytest.mark.parametrize(("asker", "acts"), [("admin", True), ("member", False)])
+async def test_the_quoted_message_is_recalled_by_the_id_the_question_shows(
+        store: SqlStore, name: str, asker: str, acts: bool) -> None:
+    platform, chat = PLATFORMS[name], chat_of(name)
+    actions = GroupActions(store)
+    event, context = await asked(chat, platform, {platform.user(ASKER): asker, platform.bot_id(chat): "admin"},
+                                 quote="spam spam")
+    found = QUOTED_ID.search(await question_text(chat, event, actions))
+    assert found is not None, await question_text(chat, event, actions)
+    message_id, sender = found.groups()
+    chat.roles.setdefault(sender, "member")
+    result = await actions.run(context, "recall", message_id)
+    assert (result.status == "success") is acts, result.content
+    if acts:
+        assert acted(chat, platform) == [expected_call(chat, platform, "recall", message_id)]
+        assert sender in result.content
+    else:
+        assert acted(chat, platform) == []
+
+
+@pytest.mark.parametrize("name", PLATFORMS)
+async def test_questions_outside_a_place_with_the_tools_show_no_ids(store: SqlStore, name: str) -> None:
+    chat = chat_of(name)
+    assert not shows_ids(GroupActions(store), chat.bot, chat.private_event("marsho hi"))
+    if name == "QQ":  # a QQ group (not a guild) has no member roles to ask: no tools there
+        group_event = chat.group_event("marsho hi")
+        assert not shows_ids(GroupActions(store), chat.bot, group_event)
+
+
+@pytest.mark.parametrize(("name", "options"), [("QQ", {}), ("Feishu", {"at_bot": True})])
+async def test_a_mention_of_the_bot_by_its_other_id_is_no_target(store: SqlStore, name: str,
+                                                                 options: dict[str, Any]) -> None:
+    """A QQ guild message @s the bot by its user id (not its app id, self_id), a Feishu one by
+    its open_id: neither is shown as someone to act on."""
+    platform, chat = PLATFORMS[name], chat_of(name)
+    event, _ = await asked(chat, platform, {platform.user(ASKER): "admin"}, **options)
+    asked_text = await question_text(chat, event, GroupActions(store))
+    assert "(id:" not in asked_text, asked_text
