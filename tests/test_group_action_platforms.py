@@ -302,3 +302,110 @@ async def test_a_mention_of_the_bot_by_its_other_id_is_no_target(store: SqlStore
     event, _ = await asked(chat, platform, {platform.user(ASKER): "admin"}, **options)
     asked_text = await question_text(chat, event, GroupActions(store))
     assert "(id:" not in asked_text, asked_text
+
+
+# --- what is each platform's own ---------------------------------------------------------------------
+
+
+async def discord_asked(store: SqlStore, asker: str = "admin", target: str = "member",
+                        **options: Any) -> tuple[DiscordGuildChat, ToolContext]:
+    platform = PLATFORMS["Discord"]
+    chat = DiscordGuildChat()
+    _, context = await asked(chat, platform, {platform.user(ASKER): asker, platform.user(TARGET): target,
+                                              chat.self_id: "admin"}, **options)
+    chat.positions[chat.self_id] = 50
+    return chat, context
+
+
+@pytest.mark.parametrize(("asker_position", "acts"), [(9, True), (5, False), (3, False)])
+async def test_on_discord_an_admin_times_out_an_admin_only_from_a_higher_role(
+        store: SqlStore, asker_position: int, acts: bool) -> None:
+    chat, context = await discord_asked(store, target="admin")
+    chat.positions[PLATFORMS["Discord"].user(ASKER)] = asker_position
+    result = await GroupActions(store).run(context, "mute", PLATFORMS["Discord"].user(TARGET), minutes=5)
+    assert (result.status == "success") is acts, result.content
+    assert bool(acted(chat, PLATFORMS["Discord"])) is acts
+    if not acts:
+        assert "highest role" in result.content
+
+
+async def test_on_discord_the_bots_role_must_be_above_the_targets(store: SqlStore) -> None:
+    chat, context = await discord_asked(store, asker="owner", target="admin")
+    chat.positions[chat.self_id] = 4
+    result = await GroupActions(store).run(context, "mute", PLATFORMS["Discord"].user(TARGET), minutes=5)
+    assert result.status == "error" and "my highest role here is not above theirs" in result.content
+    assert acted(chat, PLATFORMS["Discord"]) == []
+
+
+async def test_on_discord_an_administrator_is_never_timed_out(store: SqlStore) -> None:
+    chat, context = await discord_asked(store, asker="owner", target="admin")
+    chat.administrators.add(PLATFORMS["Discord"].user(TARGET))
+    result = await GroupActions(store).run(context, "mute", PLATFORMS["Discord"].user(TARGET), minutes=5)
+    assert result.status == "error" and "Administrator permission" in result.content, result.content
+    assert acted(chat, PLATFORMS["Discord"]) == []
+
+
+async def test_on_discord_a_timeout_past_28_days_is_refused_naming_the_limit(store: SqlStore) -> None:
+    chat, context = await discord_asked(store)
+    target = PLATFORMS["Discord"].user(TARGET)
+    result = await GroupActions(store).run(context, "mute", target, minutes=28 * 24 * 60 + 1)
+    assert result.status == "error" and "28 days" in result.content and "40320" in result.content
+    assert chat.calls[-1][0] != "modify_guild_member" and acted(chat, PLATFORMS["Discord"]) == []
+    result = await GroupActions(store).run(context, "mute", target, minutes=28 * 24 * 60)
+    assert result.status == "success", result.content
+
+
+async def test_on_discord_a_channel_that_denies_manage_messages_stops_a_recall(store: SqlStore) -> None:
+    chat, context = await discord_asked(store, quote="spam")
+    quoted = next(iter(chat.messages))
+    chat.roles[chat.messages[quoted]["author"]["id"]] = "member"
+    chat.overwrites = [{"id": DiscordGuildChat.MOD_ROLE, "type": 0, "allow": "0", "deny": str(1 << 13)}]
+    result = await GroupActions(store).run(context, "recall", quoted)
+    assert result.status == "error" and "Manage Messages" in result.content, result.content
+    assert acted(chat, PLATFORMS["Discord"]) == []
+    assert "The person asking does not have" in result.content  # theirs is told first
+    allowed = [{"id": who, "type": 1, "allow": str(1 << 13), "deny": "0"}
+               for who in (PLATFORMS["Discord"].user(ASKER), chat.self_id)]  # a member's own wins
+    chat.overwrites = [*allowed, {"id": DiscordGuildChat.MOD_ROLE, "type": 0, "allow": "0", "deny": str(1 << 13)}]
+    other = await discord_asked(store, quote="spam")  # a fresh chat: the roles are cached a minute
+    other[0].overwrites = chat.overwrites
+    other[0].roles[chat.messages[quoted]["author"]["id"]] = "member"
+    result = await GroupActions(store).run(other[1], "recall", next(iter(other[0].messages)))
+    assert result.status == "success", result.content
+
+
+@pytest.mark.parametrize(("action", "acts"), [("recall", True), ("mute", False)])
+async def test_a_qq_channel_admin_recalls_in_their_channel_but_mutes_nobody(
+        store: SqlStore, action: Action, acts: bool) -> None:
+    platform = PLATFORMS["QQ"]
+    chat = GUILD_ROLE_CHATS["QQ"]()
+    event, context = await asked(chat, platform, {platform.bot_id(chat): "admin"}, quote="spam")
+    chat.channel_admins.add(platform.user(ASKER))  # type: ignore[attr-defined]
+    await preprocessed(chat, event)
+    quoted = str(event.message_reference.message_id)  # type: ignore[attr-defined]
+    subject = quoted if action == "recall" else platform.user(TARGET)
+    result = await run(GroupActions(store), context, action, subject)
+    assert (result.status == "success") is acts, result.content
+    assert bool(acted(chat, platform)) is acts
+
+
+async def test_the_tools_are_not_offered_in_a_qq_group(store: SqlStore) -> None:
+    chat = GUILD_ROLE_CHATS["QQ"]()
+    event = chat.group_event("marsho mute someone", role="admin")
+    where = await where_of(chat.bot, event)
+    context = _tool_context(chat.bot, event, where, "k", await asker_role(chat.bot, event, where), personal=True)
+    assert not any(context.may_use(tool) for tool in GroupActions(store, kick=True).toolkit().tools)
+    result = await GroupActions(store).run(context, "mute", PLATFORMS["QQ"].user(TARGET), minutes=1)
+    assert result.status == "error" and "nothing was done" in result.content
+    assert [api for api, _ in chat.calls if api in ("patch_guild_member_mute", "get_member")] == []
+
+
+async def test_a_feishu_message_of_another_chat_is_not_recalled(store: SqlStore) -> None:
+    platform, chat = PLATFORMS["Feishu"], GUILD_ROLE_CHATS["Feishu"]()
+    _, context = await asked(chat, platform, {platform.user(ASKER): "admin", platform.bot_id(chat): "admin"},
+                             quote="spam")
+    quoted = next(iter(chat.messages))
+    chat.messages[quoted]["chat_id"] = "oc_another"
+    result = await GroupActions(store).run(context, "recall", quoted)
+    assert result.status == "error" and "not sent in this group" in result.content, result.content
+    assert acted(chat, platform) == []
