@@ -409,3 +409,12 @@ async def test_a_feishu_message_of_another_chat_is_not_recalled(store: SqlStore)
     result = await GroupActions(store).run(context, "recall", quoted)
     assert result.status == "error" and "not sent in this group" in result.content, result.content
     assert acted(chat, platform) == []
+
+
+@pytest.mark.parametrize(("name", "written"), [("Discord", "<@{id}>"), ("QQ", "<@!{id}>")])
+async def test_a_mention_shows_the_id_the_tools_take(store: SqlStore, name: str, written: str) -> None:
+    platform, chat = PLATFORMS[name], chat_of(name)
+    target = platform.user(TARGET)
+    event = chat.event(platform.where, "marsho mute " + written.format(id=target), user_id=platform.user(ASKER))
+    asked_text = await question_text(chat, event, GroupActions(store))
+    assert f"(id:{target})" in asked_text, asked_text
