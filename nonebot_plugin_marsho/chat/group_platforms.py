@@ -182,7 +182,10 @@ class QQGuild(GuildPlatform):
 
     def own_id(self, bot: Bot) -> str:
         """The bot's user id in guilds (its app id, `self_id`, is another)."""
-        info = getattr(bot, "_self_info", None)
+        try:
+            info = getattr(bot, "self_info", None)
+        except RuntimeError:  # not connected yet
+            info = None
         return str(getattr(info, "id", None) or bot.self_id)
 
     def message_id(self, value: str) -> str:
