@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from nonebot.adapters import Event
 
-from nonebot_plugin_marsho.agent.group_actions import Action
+from nonebot_plugin_marsho.agent.group_actions import Action, Party, refusal
 from nonebot_plugin_marsho.chat.ask import _tool_context
 from nonebot_plugin_marsho.chat.group_actions import GroupActions, shows_ids
 from nonebot_plugin_marsho.chat.incoming import Limits, read_question
@@ -418,3 +418,20 @@ async def test_a_mention_shows_the_id_the_tools_take(store: SqlStore, name: str,
     event = chat.event(platform.where, "marsho mute " + written.format(id=target), user_id=platform.user(ASKER))
     asked_text = await question_text(chat, event, GroupActions(store))
     assert f"(id:{target})" in asked_text, asked_text
+
+
+# --- the rule with ranks, apart from any platform -------------------------------------------------
+
+
+@pytest.mark.parametrize(("asker", "target", "bot", "allowed"), [
+    (Party("1", "admin", rank=9), Party("2", "admin", rank=5), Party("b", "admin", rank=20, is_bot=True), True),
+    (Party("1", "admin", rank=5), Party("2", "admin", rank=5), Party("b", "admin", rank=20, is_bot=True), False),
+    (Party("1", "admin", rank=9), Party("2", "member", rank=12), Party("b", "admin", rank=20, is_bot=True), False),
+    (Party("1", "member", rank=30), Party("2", "member", rank=0), Party("b", "admin", rank=20, is_bot=True), False),
+    (Party("1", "admin", rank=30), Party("2", "owner"), Party("b", "admin", rank=40, is_bot=True), False),
+    (Party("1", "owner"), Party("2", "admin", rank=25), Party("b", "admin", rank=20, is_bot=True), False),
+    (Party("1", "owner"), Party("2", "admin", rank=5), Party("b", "admin", rank=20, is_bot=True), True),
+    (Party("1", "admin"), Party("2", "admin"), Party("b", "owner", is_bot=True), False),  # no ranks: the roles
+])
+def test_between_ranked_admins_the_higher_rank_decides(asker: Party, target: Party, bot: Party, allowed: bool) -> None:
+    assert (refusal("kick", asker, target, bot) is None) is allowed
