@@ -8,9 +8,10 @@ spelling. The asker's context is built as a turn builds it (where_of, asker_role
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from typing import Any
 
 import pytest
@@ -115,8 +116,8 @@ def expected_call(chat: Chat, platform: Platform, action: Action, subject: str, 
         return {"kick": ("remove_guild_member", {"guild_id": int(guild), "user_id": int(subject)}),
                 "recall": ("delete_message", {"channel_id": int(channel), "message_id": int(subject)})}[action]
     if platform.name == "QQ":
-        return {"mute": ("patch_guild_member_mute", {"guild_id": guild, "user_id": subject, "mute_seconds": seconds}),
-                "unmute": ("patch_guild_member_mute", {"guild_id": guild, "user_id": subject, "mute_seconds": 0}),
+        return {"unmute": ("patch_guild_member_mute", {"guild_id": guild, "user_id": subject,
+                                                       "mute_end_timestamp": 0, "mute_seconds": 0}),
                 "kick": ("delete_member", {"guild_id": guild, "user_id": subject}),
                 "recall": ("delete_message", {"channel_id": channel, "message_id": subject})}[action]
     if platform.name == "Kaiheila":
@@ -139,17 +140,30 @@ def person_actions(platform: Platform) -> list[Action]:
 CELLS = [(name, action) for name, p in PLATFORMS.items() for action in person_actions(p)]
 
 
-def assert_acted(chat: Chat, platform: Platform, action: Action, subject: str, seconds: int = 0) -> None:
-    made = acted(chat, platform)
+def _at(timestamp: float) -> datetime:
+    return datetime.fromtimestamp(timestamp, timezone.utc)
+
+
+def assert_acted(chat: Chat, platform: Platform, action: Action, subject: str, seconds: int = 0,
+                 since: float = 0.0) -> None:
+    """The one call made; a mute's end counted from `since` (taken before the run) to now."""
+    made, now = acted(chat, platform), time.time()
     if platform.name == "Discord" and action in ("mute", "unmute"):
         [(api, params)] = made
         until = params.pop("communication_disabled_until")
         assert (api, params) == ("modify_guild_member", {"guild_id": int(chat.guild_id), "user_id": int(subject)})
         if action == "unmute":
             assert until is None
-        else:  # from the moment of the call: at most the test's own run in between
-            assert isinstance(until, datetime) and until - datetime.now(timezone.utc) <= timedelta(seconds=seconds)
-            assert until - datetime.now(timezone.utc) > timedelta(seconds=seconds - 60)
+        else:
+            assert isinstance(until, datetime)
+            assert _at(since + seconds) <= until <= _at(now + seconds)
+        return
+    if platform.name == "QQ" and action == "mute":
+        [(api, params)] = made
+        until = params.pop("mute_end_timestamp")
+        assert (api, params) == ("patch_guild_member_mute", {"guild_id": chat.guild_id, "user_id": subject,
+                                                             "mute_seconds": seconds})
+        assert int(since) + seconds <= until <= now + seconds
         return
     assert made == [expected_call(chat, platform, action, subject, seconds)]
 
@@ -163,9 +177,10 @@ async def test_an_admin_acts_on_a_member_with_the_platforms_own_call(store: SqlS
     target = platform.user(TARGET)
     _, context = await asked(chat, platform, {platform.user(ASKER): "admin", target: "member",
                                               platform.bot_id(chat): "admin"})
+    since = time.time()
     result = await run(GroupActions(store, kick=True), context, action, target)
     assert result.status == "success", result.content
-    assert_acted(chat, platform, action, target, seconds=120)
+    assert_acted(chat, platform, action, target, seconds=120, since=since)
 
 
 @pytest.mark.parametrize(("name", "action"), CELLS)
@@ -193,13 +208,14 @@ async def test_the_owner_acts_on_an_admin_where_the_bot_is_above_them(
         chat.positions[bot_id] = 50
     _, context = await asked(chat, platform, {platform.user(ASKER): "owner", target: "admin",
                                               bot_id: platform.top_bot or "admin"})
+    since = time.time()
     result = await run(GroupActions(store, kick=True), context, action, target)
     if platform.top_bot is None:  # the owner may; the bot, a manager, may not act on one
         assert result.status == "error" and "I cannot" in result.content, result.content
         assert acted(chat, platform) == []
     else:
         assert result.status == "success", result.content
-        assert_acted(chat, platform, action, target, seconds=120)
+        assert_acted(chat, platform, action, target, seconds=120, since=since)
 
 
 @pytest.mark.parametrize(("name", "action"), CELLS)

@@ -25,6 +25,7 @@ here imports an adapter: an owner without one installed still imports us.
 from __future__ import annotations
 
 import re
+import time
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -218,8 +219,12 @@ class QQGuild(GuildPlatform):
         return str(field(author, "id"))
 
     async def mute(self, bot: Bot, group_id: str, user_id: str, seconds: int) -> None:
+        """Both fields set: the adapter sends the one left out as the text "None", and QQ reads
+        mute_end_timestamp first (0 in both lifts a mute)."""
         guild_id, _ = guild_channel(group_id)
-        await call(bot, "patch_guild_member_mute", guild_id=guild_id, user_id=user_id, mute_seconds=seconds)
+        until = int(time.time()) + seconds if seconds else 0
+        await call(bot, "patch_guild_member_mute", guild_id=guild_id, user_id=user_id,
+                   mute_end_timestamp=until, mute_seconds=seconds)
 
     async def kick(self, bot: Bot, group_id: str, user_id: str) -> None:
         guild_id, _ = guild_channel(group_id)
