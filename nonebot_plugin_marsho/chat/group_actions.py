@@ -307,9 +307,12 @@ class GroupActions:
         subject = str(subject).strip()
         platform = self.platform(context)
         if (platform is None or context.group_id is None or not context.user_id
-                or not platform.acts_in(context.group_id) or action not in platform.actions):
+                or not platform.acts_in(context.group_id)):
             return ToolResponse.error("Group actions work only in a group chat on a platform that has "
                                       "them; nothing was done.")
+        if action not in platform.actions:
+            return ToolResponse.error(f"{platform.label or platform.name} has no way for a bot to {action} "
+                                      "someone; nothing was done.")
         if await self.turned_off(context.chat_key):
             return ToolResponse.error("This group's admins turned group actions off here "
                                       "(marsho.actions on turns them on again); nothing was done.")

@@ -81,6 +81,8 @@ class GroupPlatform:
     name = ""
     word = ""
     """What the platform's user ids are called ("a QQ id")."""
+    label = ""
+    """The platform as people call it ("Kook"; the adapter's name when empty)."""
     negative_message_ids = False
     """Whether message ids may be below zero (go-cqhttp's and Lagrange's are hashes)."""
     actions: frozenset[Action] = ALL_ACTIONS

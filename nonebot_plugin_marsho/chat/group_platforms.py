@@ -248,6 +248,7 @@ class Kook(GuildPlatform):
     """Kook: no text mute (its guild mute is the microphone and headset only)."""
 
     name = "Kaiheila"
+    label = "Kook (its guild mute is for voice only)"
     word = "a Kook id"
     actions = frozenset(("kick", "recall"))
 
@@ -315,6 +316,7 @@ class Feishu(GroupPlatform):
     """Feishu (Lark) group chats: no per-user mute."""
 
     name = "Feishu"
+    label = "Feishu"
     word = "a Feishu open_id"
     actions = frozenset(("kick", "recall"))
     asker_from_platform = True
