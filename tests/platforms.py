@@ -1495,3 +1495,122 @@ def carries_png(value: Any, depth: int = 0) -> bool:
     if hasattr(value, "__dict__"):
         return carries_png(vars(value), depth + 1)
     return False
+
+
+# --- the guild roles the group tools ask for (issue 28) --------------------------------------------
+# Each chat below answers, beside what its base answers, the member, role and permission calls of
+# chat/group_platforms.py from `roles` (owner, admin, member) and the extras a test sets, and the
+# calls that act (mute, kick, recall) with what the platform returns for them.
+
+DISCORD_MODERATE, DISCORD_KICK, DISCORD_MANAGE_MESSAGES = 1 << 40, 1 << 1, 1 << 13
+DISCORD_ADMINISTRATOR = 1 << 3
+
+
+class DiscordGuildChat(DiscordChat):
+    """Discord with a guild owner (`owner_id` of the one whose role is "owner"), and a moderator
+    role for admins: Moderate, Kick and Manage Messages, not Administrator (`administrators`
+    have that role too). `positions` sets a member's highest role's position (default: 5 for
+    admins, 0 for members); `overwrites` the channel's permission overwrites."""
+
+    MOD_ROLE = "1500000000000000002"
+    ADMINISTRATOR_ROLE = "1500000000000000003"
+
+    def __init__(self, files: Files | None = None) -> None:
+        super().__init__(files)
+        self.positions: dict[str, int] = {}
+        self.administrators: set[str] = set()
+        self.overwrites: list[dict[str, Any]] = []
+
+    def _own_roles(self, user_id: str) -> list[str]:
+        role = self.roles.get(user_id, "member")
+        if role != "admin":
+            return []
+        own = f"16{user_id[-17:]}"  # a role of their own, at their position
+        return [self.MOD_ROLE, own] + ([self.ADMINISTRATOR_ROLE] if user_id in self.administrators else [])
+
+    def answer(self, api: str, data: dict[str, Any]) -> Any:
+        if api == "get_guild":
+            owner = next((u for u, r in self.roles.items() if r == "owner"), "1")
+            return super().answer(api, data) | {"owner_id": owner}
+        if api == "get_guild_member":
+            user_id = str(data["user_id"])
+            if user_id not in self.roles and user_id != self.self_id:
+                return RuntimeError("404: Unknown Member")
+            return {"user": self._user(user_id), **self._member(user_id), "roles": self._own_roles(user_id)}
+        if api == "get_guild_roles":
+            def role(role_id: str, name: str, permissions: int, position: int) -> dict[str, Any]:
+                return {"id": role_id, "name": name, "color": 0, "hoist": False, "position": position,
+                        "permissions": str(permissions), "managed": False, "mentionable": False, "flags": 0}
+            own = [role(f"16{u[-17:]}", f"of {u}", 0, self.positions.get(u, 5))
+                   for u, r in self.roles.items() if r == "admin"]
+            return [role(self.guild_id, "@everyone", 0, 0),
+                    role(self.MOD_ROLE, "Moderator", DISCORD_MODERATE | DISCORD_KICK | DISCORD_MANAGE_MESSAGES, 1),
+                    role(self.ADMINISTRATOR_ROLE, "Administrator", DISCORD_ADMINISTRATOR, 1), *own]
+        if api == "get_channel" and str(data["channel_id"]) == self.channel_id:
+            return super().answer(api, data) | {"permission_overwrites": self.overwrites}
+        if api in ("modify_guild_member", "remove_guild_member", "delete_message"):
+            return None
+        return super().answer(api, data)
+
+
+class QQGuildChat(QQChat):
+    """QQ guild channels with `channel_admins` (role 5) who manage this channel."""
+
+    def __init__(self, files: Files | None = None) -> None:
+        super().__init__(files)
+        self.channel_admins: set[str] = set()
+
+    def answer(self, api: str, data: dict[str, Any]) -> Any:
+        if api == "get_member" and data["user_id"] in self.channel_admins:
+            return super().answer(api, data) | {"roles": ["5"]}
+        if api == "get_channel_permissions":
+            manages = data["user_id"] in self.channel_admins and data["channel_id"] == self.channel_id
+            return {"channel_id": data["channel_id"], "user_id": data["user_id"],
+                    "permissions": "7" if manages else "5"}
+        if api in ("patch_guild_member_mute", "delete_member", "delete_message"):
+            return None
+        return super().answer(api, data)
+
+
+KOOK_KICK, KOOK_MANAGE_MESSAGES = 1 << 6, 1 << 13
+
+
+class KookGuildChat(KookChat):
+    """Kook with a guild master (the one whose role is "owner") and an admin role that may kick
+    and manage messages (not the administrator bit)."""
+
+    def answer(self, api: str, data: dict[str, Any]) -> Any:
+        if api == "guild_view":
+            owner = next((u for u, r in self.roles.items() if r == "owner"), "1")
+            return super().answer(api, data) | {"user_id": owner, "master_id": owner}
+        if api == "guildRole_list":
+            listed = super().answer(api, data)
+            listed["items"][1]["permissions"] = KOOK_KICK | KOOK_MANAGE_MESSAGES
+            return listed
+        if api in ("guild_kickout", "message_delete"):
+            return None
+        return super().answer(api, data)
+
+
+class FeishuManagedChat(FeishuChat):
+    """Feishu group chats whose owner is the one whose role is "owner" and whose managers are
+    those whose role is "admin" (the bot's app id among the bot managers when it is one)."""
+
+    def answer(self, api: str, data: dict[str, Any]) -> Any:
+        method = data.get("method")
+        if method == "DELETE":
+            return {"code": 0, "msg": "success", "data": {}}
+        if api == f"im/v1/chats/{self.group_id}" and (data.get("query") or {}).get("user_id_type") == "open_id":
+            answer = super().answer(api, data)
+            owner = next((u for u, r in self.roles.items() if r == "owner"), self.owner_id)
+            admins = [u for u, r in self.roles.items() if r == "admin" and u != self.bot_open_id]
+            bots = [self.self_id] if self.roles.get(self.bot_open_id) == "admin" else []
+            answer["data"] |= {"owner_id": owner, "owner_id_type": "open_id",
+                               "user_manager_id_list": admins, "bot_manager_id_list": bots}
+            return answer
+        return super().answer(api, data)
+
+
+GUILD_ROLE_CHATS: dict[str, type[Chat]] = {
+    chat.adapter_name: chat for chat in (DiscordGuildChat, QQGuildChat, KookGuildChat, FeishuManagedChat)}
+"""The chats of the adapters whose group tools are in chat/group_platforms.py."""

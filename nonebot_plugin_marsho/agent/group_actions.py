@@ -36,12 +36,18 @@ class Party:
     """One of the bot's SUPERUSERS."""
     is_bot: bool = False
     """The bot's own account."""
+    rank: int | None = None
+    """Where the platform orders its members by more than the three roles (Discord's highest
+    role's position): between two with a rank who are neither the owner nor a member, the
+    higher rank decides instead of the roles."""
 
 
-def minutes_problem(minutes: int) -> str | None:
-    """Why a mute of `minutes` cannot be asked for, None when it can."""
-    if not 1 <= minutes <= MAX_MUTE_MINUTES:
-        return (f"A mute lasts 1 to {MAX_MUTE_MINUTES} minutes (30 days), not {minutes}: nothing was "
+def minutes_problem(minutes: int, *, most: int = MAX_MUTE_MINUTES, limit: str = "") -> str | None:
+    """Why a mute of `minutes` cannot be asked for, None when it can; `most` and `limit` (in
+    words, "Discord's longest timeout, 28 days") where the platform's bound is lower."""
+    if not 1 <= minutes <= most:
+        span = limit or "30 days"
+        return (f"A mute lasts 1 to {most} minutes ({span}), not {minutes}: nothing was "
                 "done. Ask how long, within that, or use group__unmute to lift one.")
     return None
 
@@ -74,17 +80,42 @@ def refusal(action: Action, asker: Party, target: Party, bot: Party) -> str | No
             return None
         if target.role == "owner":
             return f"Nobody can {what}: they are the group's owner. Nothing was done."
-        if ROLE_RANK[asker.role] <= ROLE_RANK[target.role]:
+        if _ranked(asker, target):
+            if not _outranks(asker, target):
+                return (f"The highest role of the person asking is not above {target.user_id}'s, so "
+                        f"they cannot {what} on this platform. Nothing was done.")
+        elif ROLE_RANK[asker.role] <= ROLE_RANK[target.role]:
             return (f"The person asking is a {asker.role} of this group and {target.user_id} is "
                     f"a{'n' if target.role != 'member' else ''} {target.role}: only someone above them "
                     f"(an admin for a member, the owner for an admin) can {what}. Nothing was done.")
     if target.is_bot:
+        return None
+    return _bot_refusal(what, target, bot)
+
+
+def _bot_refusal(what: str, target: Party, bot: Party) -> str | None:
+    """Why the bot's own standing does not reach `target`, None when it does."""
+    if _ranked(bot, target):
+        if not _outranks(bot, target):
+            return (f"I cannot {what}: my highest role here is not above theirs. Nothing was done; "
+                    "a group admin can do it, or move my role above theirs.")
         return None
     if ROLE_RANK[bot.role] <= ROLE_RANK[target.role]:
         need = "the group's owner" if target.role == "admin" else "an admin of the group"
         return (f"I cannot {what}: my own role in this group is {bot.role}, and it takes {need}. "
                 "Nothing was done; a group admin can do it, or make me an admin.")
     return None
+
+
+def _ranked(actor: Party, target: Party) -> bool:
+    """Whether the platform's ranks decide between `actor` and `target`: both have one, the
+    actor has the authority at all (not a member) and is not the owner, who is above all."""
+    return (actor.rank is not None and target.rank is not None and actor.role == "admin"
+            and target.role != "owner")
+
+
+def _outranks(actor: Party, target: Party) -> bool:
+    return actor.rank is not None and target.rank is not None and actor.rank > target.rank
 
 
 def _described(action: Action, target: Party) -> str:

@@ -15,10 +15,10 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from nonebot.adapters import Bot, Event
-from nonebot.exception import ActionFailed
 
 from ..agent.group_actions import (
     GROUP_TOOLS,
@@ -36,9 +36,21 @@ from ..store.group_actions import GroupActionLog, LoggedAction
 from ..store.sql import SqlStore
 from ..tools.model import ToolContext, Toolkit, ToolResponse
 from ..tools.schema import function_tool
+from .group_base import (
+    BadId,
+    Elsewhere,
+    GroupPlatform,
+    Refused,
+    Standing,
+    Unplaced,
+    call,
+    canonical_number,
+)
+from .group_platforms import Discord, Feishu, Kook, QQGuild
 from .where import looks_private
 
-__all__ = ["GROUP_TOOLS", "PLATFORMS", "SETTING", "TOOLKIT", "GroupActions", "OneBotV11"]
+__all__ = ["GROUP_TOOLS", "PLATFORMS", "SETTING", "TOOLKIT", "BadId", "GroupActions", "GroupPlatform",
+           "OneBotV11", "Refused", "Telegram", "canonical_number"]
 
 SETTING = "group_actions"
 """The group setting (marsho_group_settings) a group's admins turn off with `marsho.actions off`."""
@@ -49,107 +61,6 @@ HOUR = 3600.0
 NOT_OFFERED = ("the group tools work only in group chats, on a platform that has them, where the group's "
                "admins have not turned them off (marsho.actions)")
 """Why a group tool called elsewhere (a private chat) does nothing."""
-MAX_ID_DIGITS = 19
-"""The most digits of a platform id: QQ and Telegram ids are 64-bit integers."""
-
-
-class BadId(ValueError):
-    """An argument that is no id of the platform: `reason` names what one looks like."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
-class Refused(Exception):
-    """The platform refused a call (retcode != 0, an error): `reason` in its own words."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
-class Elsewhere(Refused):
-    """The message is not known to be the group's: the rules refuse it, the platform was not wrong."""
-
-
-class Unplaced(Elsewhere):
-    """The platform names the message's sender but not its chat: refused, though the asker's
-    authority over `sender` is told first when it does not reach either."""
-
-    def __init__(self, reason: str, *, sender: str) -> None:
-        super().__init__(reason)
-        self.sender = sender
-
-
-def canonical_number(value: str, *, negative: bool = False) -> str | None:
-    """`value` as a platform writes a whole-number id (ASCII digits, no leading zero; below
-    zero only with `negative`), or None when it is not one: "010099" is "10099", while "²",
-    "１" or "١" are no id at all (Python's int() would read the last two as 1)."""
-    digits = value.strip()
-    sign = "-" if negative and digits.startswith("-") else ""
-    digits = digits[len(sign):].lstrip("0")
-    if not digits.isascii() or not digits.isdigit() or len(digits) > MAX_ID_DIGITS:
-        return None
-    return sign + digits if int(digits) < 2**63 else None
-
-
-class GroupPlatform:
-    """One adapter's group calls; ids as the platform writes them."""
-
-    name = ""
-    word = ""
-    """What the platform's user ids are called ("a QQ id")."""
-    negative_message_ids = False
-    """Whether message ids may be below zero (go-cqhttp's and Lagrange's are hashes)."""
-
-    def user_id(self, value: str) -> str:
-        """The user id `value` in the platform's one spelling; BadId when it is not one."""
-        found = canonical_number(value)
-        if found is None:
-            raise BadId(f"{_shown(value)} is not {self.word}: {self.word} is a positive whole number in "
-                        "ASCII digits 0-9, like 12345, without leading zeros (the number in a mention's "
-                        "(id:...))")
-        return found
-
-    def message_id(self, value: str) -> str:
-        """The message id `value` in the platform's one spelling; BadId when it is not one."""
-        found = canonical_number(value, negative=self.negative_message_ids)
-        if found is None:
-            raise BadId(f"{_shown(value)} is not a message id here: a message id is a whole number in "
-                        "ASCII digits 0-9, like 12345 (the one given with the quoted message)")
-        return found
-
-    async def role(self, bot: Bot, group_id: str, user_id: str) -> GroupRole:
-        raise NotImplementedError
-
-    async def sender_of(self, bot: Bot, event: Event, group_id: str, message_id: str) -> str:
-        """Who sent message `message_id` of the group (`event`: the question, which may quote it)."""
-        raise NotImplementedError
-
-    async def mute(self, bot: Bot, group_id: str, user_id: str, seconds: int) -> None:
-        raise NotImplementedError
-
-    async def kick(self, bot: Bot, group_id: str, user_id: str) -> None:
-        raise NotImplementedError
-
-    async def recall(self, bot: Bot, group_id: str, message_id: str) -> None:
-        raise NotImplementedError
-
-
-async def _call(bot: Bot, api: str, **params: Any) -> Any:
-    """One platform call; a refusal (or a failure) becomes Refused with its words."""
-    try:
-        return await bot.call_api(api, **params)
-    except ActionFailed as error:
-        info = getattr(error, "info", None)
-        info = info if isinstance(info, dict) else {}
-        words = info.get("wording") or info.get("message") or info.get("msg")
-        raise Refused(f"{api} failed: {words or error}") from None
-    except Exception as error:  # a timeout, a dropped connection
-        raise Refused(f"{api} failed: {type(error).__name__}: {error}") from None
-
-
 class OneBotV11(GroupPlatform):
     """OneBot v11 (NapCat, LLOneBot, Lagrange...): set_group_ban, set_group_kick, delete_msg."""
 
@@ -158,7 +69,7 @@ class OneBotV11(GroupPlatform):
     negative_message_ids = True
 
     async def role(self, bot: Bot, group_id: str, user_id: str) -> GroupRole:
-        data = await _call(bot, "get_group_member_info", group_id=int(group_id), user_id=int(user_id),
+        data = await call(bot, "get_group_member_info", group_id=int(group_id), user_id=int(user_id),
                            no_cache=True)
         role = (data or {}).get("role") if isinstance(data, dict) else None
         return role if role in ("owner", "admin") else "member"
@@ -168,7 +79,7 @@ class OneBotV11(GroupPlatform):
         or the question quotes it (a quote is of the same chat; NapCat and go-cqhttp name the
         group, the simulator and some implementations give only `message_type`). A message of
         another group, or a private one (whose get_msg never names a group), is not recalled."""
-        data = await _call(bot, "get_msg", message_id=int(message_id))
+        data = await call(bot, "get_msg", message_id=int(message_id))
         if not isinstance(data, dict):
             raise Refused(f"get_msg gave nothing for message {message_id}")
         kind, found_in = data.get("message_type"), data.get("group_id")
@@ -190,14 +101,14 @@ class OneBotV11(GroupPlatform):
         return found
 
     async def mute(self, bot: Bot, group_id: str, user_id: str, seconds: int) -> None:
-        await _call(bot, "set_group_ban", group_id=int(group_id), user_id=int(user_id), duration=seconds)
+        await call(bot, "set_group_ban", group_id=int(group_id), user_id=int(user_id), duration=seconds)
 
     async def kick(self, bot: Bot, group_id: str, user_id: str) -> None:
-        await _call(bot, "set_group_kick", group_id=int(group_id), user_id=int(user_id),
+        await call(bot, "set_group_kick", group_id=int(group_id), user_id=int(user_id),
                     reject_add_request=False)
 
     async def recall(self, bot: Bot, group_id: str, message_id: str) -> None:
-        await _call(bot, "delete_msg", message_id=int(message_id))
+        await call(bot, "delete_msg", message_id=int(message_id))
 
 
 TELEGRAM_ROLES: dict[str, GroupRole] = {"creator": "owner", "administrator": "admin", "member": "member",
@@ -218,7 +129,7 @@ class Telegram(GroupPlatform):
     word = "a Telegram id"
 
     async def role(self, bot: Bot, group_id: str, user_id: str) -> GroupRole:
-        member = await _call(bot, "get_chat_member", chat_id=int(group_id), user_id=int(user_id))
+        member = await call(bot, "get_chat_member", chat_id=int(group_id), user_id=int(user_id))
         status = member.get("status") if isinstance(member, dict) else getattr(member, "status", None)
         role = TELEGRAM_ROLES.get(str(status))
         if role is None:
@@ -235,22 +146,23 @@ class Telegram(GroupPlatform):
 
     async def mute(self, bot: Bot, group_id: str, user_id: str, seconds: int) -> None:
         if seconds:
-            await _call(bot, "restrict_chat_member", chat_id=int(group_id), user_id=int(user_id),
+            await call(bot, "restrict_chat_member", chat_id=int(group_id), user_id=int(user_id),
                         permissions=TELEGRAM_MUTED, until_date=int(time.time()) + seconds)
         else:
-            await _call(bot, "restrict_chat_member", chat_id=int(group_id), user_id=int(user_id),
+            await call(bot, "restrict_chat_member", chat_id=int(group_id), user_id=int(user_id),
                         permissions=dict.fromkeys(TELEGRAM_MUTED, True))
 
     async def kick(self, bot: Bot, group_id: str, user_id: str) -> None:
-        await _call(bot, "ban_chat_member", chat_id=int(group_id), user_id=int(user_id))
-        await _call(bot, "unban_chat_member", chat_id=int(group_id), user_id=int(user_id),
+        await call(bot, "ban_chat_member", chat_id=int(group_id), user_id=int(user_id))
+        await call(bot, "unban_chat_member", chat_id=int(group_id), user_id=int(user_id),
                     only_if_banned=True)
 
     async def recall(self, bot: Bot, group_id: str, message_id: str) -> None:
-        await _call(bot, "delete_message", chat_id=int(group_id), message_id=int(message_id))
+        await call(bot, "delete_message", chat_id=int(group_id), message_id=int(message_id))
 
 
-PLATFORMS: dict[str, GroupPlatform] = {platform.name: platform for platform in (OneBotV11(), Telegram())}
+PLATFORMS: dict[str, GroupPlatform] = {platform.name: platform for platform in (
+    OneBotV11(), Telegram(), Discord(), QQGuild(), Kook(), Feishu())}
 """The adapters that offer the group tools, by adapter name; elsewhere they are not offered."""
 
 
@@ -274,16 +186,13 @@ def _quotes(event: Event | None, message_id: str) -> bool:
     return quoted is not None and canonical_number(str(quoted), negative=True) == message_id
 
 
-def _shown(value: str) -> str:
-    """An argument quoted in a result, cut short (the model may have been talked into anything)."""
-    return repr(value if len(value) <= 40 else value[:40] + "…")
-
-
 def shows_ids(actions: GroupActions | None, bot: Bot, event: Event) -> bool:
     """Whether a question from `event` shows the ids of the people it mentions and of the message
     it quotes: where the group tools may be offered (a group, a platform that has them, the tools
     on), so that everywhere else questions read as they always did."""
-    return actions is not None and bot.adapter.get_name() in PLATFORMS and not looks_private(event)
+    platform = PLATFORMS.get(bot.adapter.get_name())
+    return (actions is not None and platform is not None and not looks_private(event)
+            and platform.acts_in_event(event))
 
 
 class GroupActions:
@@ -298,7 +207,7 @@ class GroupActions:
         self.now = now
         self.off: set[str] = set()
         """The groups (keys) whose admins turned the tools off, as this process last read them."""
-        self._roles: dict[tuple[str, ...], tuple[float, GroupRole]] = {}
+        self._roles: dict[tuple[str, ...], tuple[float, Standing]] = {}
         self._slots = asyncio.Lock()
         """Held while a slot of the hourly bound is taken: parallel calls of one answer take turns."""
 
@@ -316,10 +225,12 @@ class GroupActions:
         bot = context.bot
         return PLATFORMS.get(bot.adapter.get_name()) if isinstance(bot, Bot) else None
 
-    def offered(self, context: ToolContext) -> bool:
-        """Whether the tools are offered in the chat of `context`: a group, on a platform that
-        has the calls, that has not turned them off."""
-        return (context.group_id is not None and self.platform(context) is not None
+    def offered(self, context: ToolContext, action: Action | None = None) -> bool:
+        """Whether the tools (`action`'s, when given) are offered in the chat of `context`: a
+        group, on a platform that has the calls there, that has not turned them off."""
+        platform = self.platform(context)
+        return (context.group_id is not None and platform is not None
+                and (action is None or action in platform.actions) and platform.acts_in(context.group_id)
                 and context.chat_key not in self.off)
 
     # the tools
@@ -376,15 +287,16 @@ class GroupActions:
             """
             return await self.run(context, "recall", message_id)
 
-        functions: list[tuple[Callable[..., Any], str]] = [(mute, "mute"), (unmute, "unmute")]
+        functions: list[tuple[Callable[..., Any], Action]] = [(mute, "mute"), (unmute, "unmute")]
         if self.kick:
             functions.append((kick, "kick"))
         functions.append((recall, "recall"))
-        tools = [function_tool(function, name=f"{TOOLKIT}__{name}", toolkit=TOOLKIT)
-                 for function, name in functions]
-        for tool in tools:  # any ToolContext (a message's turn, a reminder's) offers them only there
-            tool.offered = self.offered
+        tools = []
+        for function, name in functions:  # any ToolContext (a turn's, a reminder's) offers them only there
+            tool = function_tool(function, name=f"{TOOLKIT}__{name}", toolkit=TOOLKIT)
+            tool.offered = partial(self.offered, action=name)
             tool.not_offered = NOT_OFFERED
+            tools.append(tool)
         return Toolkit(name=TOOLKIT, source="built-in", tools=tools,
                        sends="mutes, kicks and recalls in the group, as its admins could")
 
@@ -394,13 +306,18 @@ class GroupActions:
         logged; the result says what happened or why not."""
         subject = str(subject).strip()
         platform = self.platform(context)
-        if platform is None or context.group_id is None or not context.user_id:
+        if (platform is None or context.group_id is None or not context.user_id
+                or not platform.acts_in(context.group_id)):
             return ToolResponse.error("Group actions work only in a group chat on a platform that has "
                                       "them; nothing was done.")
+        if action not in platform.actions:
+            return ToolResponse.error(f"{platform.label or platform.name} has no way for a bot to {action} "
+                                      "someone; nothing was done.")
         if await self.turned_off(context.chat_key):
             return ToolResponse.error("This group's admins turned group actions off here "
                                       "(marsho.actions on turns them on again); nothing was done.")
-        problem = minutes_problem(minutes) if action == "mute" else None
+        problem = (minutes_problem(minutes, most=platform.most_minutes, limit=platform.limit)
+                   if action == "mute" else None)
         if problem is not None:
             return ToolResponse.error(problem)
         try:  # one spelling for every check, the log and the call: "010099" is 10099
@@ -416,7 +333,7 @@ class GroupActions:
     async def _run(self, context: ToolContext, platform: GroupPlatform, action: Action, subject: str,
                    minutes: int) -> ToolResponse:
         bot, group = context.bot, str(context.group_id)
-        self_id = canonical_number(str(bot.self_id)) or str(bot.self_id)
+        self_id = platform.own_id(bot)
         target_id, unplaced = subject, None
         if action == "recall":
             found = await self._sender(context, platform, subject)
@@ -431,18 +348,28 @@ class GroupActions:
             early = await self._over_limit(context)
         if early is not None:
             return await self._ended(context, action, target_id, detail, "denied", early)
+        superuser = context.role == "superuser"
         try:
-            asker = Party(context.user_id, role=_platform_role(context),
-                          superuser=context.role == "superuser")
-            if not target.is_bot:
-                target = Party(target_id, role=await self._role(platform, bot, group, target_id),
-                               superuser=target.superuser)
-            me = Party(self_id, role=await self._role(platform, bot, group, self_id), is_bot=True)
+            asked = platform.asker_from_platform and not superuser and not own
+            mine = (await self._role(platform, bot, group, context.user_id, action) if asked
+                    else Standing(_platform_role(context)))
+        except Refused as refused:
+            return await self._ended(context, action, target_id, detail, "failed",
+                                     f"The platform would not say the role of the person asking "
+                                     f"({refused.reason}); nothing was done.")
+        asker = Party(context.user_id, role=mine.role, superuser=superuser, rank=mine.rank)
+        try:
+            theirs = (Standing() if target.is_bot
+                      else await self._role(platform, bot, group, target_id, action))
+            target = Party(target_id, role=theirs.role, superuser=target.superuser, is_bot=target.is_bot,
+                           rank=theirs.rank)
+            bots = await self._role(platform, bot, group, self_id, action)
+            me = Party(self_id, role=bots.role, is_bot=True, rank=bots.rank)
         except Refused as refused:
             return await self._ended(context, action, target_id, detail, "failed",
                                      f"{target_id} is not a member of this group, or the platform would "
                                      f"not say ({refused.reason}); nothing was done.")
-        why = refusal(action, asker, target, me) or unplaced
+        why = _why_not(action, asker, target, me, (mine, theirs, bots)) or unplaced
         if why is not None:
             return await self._ended(context, action, target_id, detail, "denied", why)
         row, over = await self._reserve(context, action, target_id, detail)
@@ -518,13 +445,15 @@ class GroupActions:
                 await self.log.settle(row, "denied", over)
         return row, over
 
-    async def _role(self, platform: GroupPlatform, bot: Bot, group: str, user_id: str) -> GroupRole:
-        """The member's role as the platform says, asked at most once per ROLES_TTL."""
-        key = (platform.name, str(bot.self_id), group, user_id)
+    async def _role(self, platform: GroupPlatform, bot: Bot, group: str, user_id: str,
+                    action: Action) -> Standing:
+        """The member's standing as the platform says (for `action`, where it depends on it),
+        asked at most once per ROLES_TTL."""
+        key = (platform.name, str(bot.self_id), group, user_id, action if platform.roles_per_action else "")
         cached = self._roles.get(key)
         if cached is not None and cached[0] > time.monotonic():
             return cached[1]
-        role = await platform.role(bot, group, user_id)
+        role = await platform.standing(bot, group, user_id, action)
         if len(self._roles) > 4096:
             self._roles.clear()
         self._roles[key] = (time.monotonic() + ROLES_TTL, role)
@@ -554,6 +483,28 @@ class GroupActions:
         logger.info(f"marsho: group__{action} asked by {context.user_id} in {context.chat_key} "
                     f"on {target}: {outcome}")
         return ToolResponse.success(sentence) if outcome == "done" else ToolResponse.error(sentence)
+
+
+def _why_not(action: Action, asker: Party, target: Party, me: Party,
+             standings: tuple[Standing, Standing, Standing]) -> str | None:
+    """Why the action may not run (agent/group_actions.py's rules), told with the permission the
+    platform would want where that is what is missing, and the platform's own shield."""
+    why = refusal(action, asker, target, me)
+    mine, theirs, bots = standings
+    if why is None:
+        if theirs.shielded and not target.is_bot:
+            return f"{theirs.shielded}: nothing was done."
+        return None
+    what = f"{action} {target.user_id}" if action != "recall" else f"recall a message of {target.user_id}"
+    if (asker.role == "member" and mine.lacks and not asker.superuser
+            and target_problem(action, target) is None):
+        return (f"The person asking does not have {mine.lacks}, which it takes to {what}: only those "
+                "who could do it themselves can have me do it. Nothing was done.")
+    if me.role == "member" and bots.lacks and refusal(action, asker, target, Party(me.user_id, role="owner",
+                                                                                   is_bot=True)) is None:
+        return (f"I cannot {what}: I do not have {bots.lacks}. Nothing was done; a group admin can do it, "
+                "or give me that permission.")
+    return why
 
 
 def _platform_role(context: ToolContext) -> GroupRole:

@@ -17,6 +17,7 @@ from ..agent.framing import framed
 from ..agent.persona import tagged_speaker
 from ..i18n import Texts
 from ..redaction import logger
+from .group_base import own_ids
 from .media import MediaError, data_url, download_image, sniff_image
 from .native import Content, own_content, quoted_content
 from .where import platform_name
@@ -85,7 +86,7 @@ def text_only(bot: Bot, event: Event) -> bool:
 _SENDER_FIELDS = ("sender", "author", "from_", "user")
 """Where a quoted message names its sender: OneBot and QQ `sender`, Discord `author`, Telegram
 `from_`, Satori and Kook `user`/`author`."""
-_ID_FIELDS = ("user_id", "id", "open_id", "user_openid", "member_openid")
+_ID_FIELDS = ("user_id", "id", "id_", "open_id", "user_openid", "member_openid")
 _NAME_FIELDS = ("card", "nickname", "nick", "global_name", "first_name", "username", "name")
 
 
@@ -95,7 +96,7 @@ def _sender(bot: Bot, origin: Any, marsho_name: str) -> tuple[str | None, str | 
     if sender is None:
         return None, None
     user_id = next((i for f in _ID_FIELDS if (i := getattr(sender, f, None)) is not None), None)
-    if user_id is not None and str(user_id) == str(bot.self_id):
+    if user_id is not None and str(user_id) in own_ids(bot):
         return marsho_name, None
     name = next((n for f in _NAME_FIELDS if isinstance(n := getattr(sender, f, None), str) and n), None)
     name = name or user_id
@@ -149,8 +150,9 @@ def mentions(bot: Bot, message: UniMessage) -> list[tuple[str, str | None]]:
     """The people a message @-mentions, in order, once each: (id, name as shown, if the platform
     gives one). A mention of the bot itself is left out: it calls marsho, it is no target."""
     found: dict[str, str | None] = {}
+    mine = own_ids(bot)
     for segment in message[At]:
-        if segment.flag == "user" and segment.target and segment.target != str(bot.self_id):
+        if segment.flag == "user" and segment.target and segment.target not in mine:
             found.setdefault(str(segment.target), segment.display)
     return list(found.items())
 
