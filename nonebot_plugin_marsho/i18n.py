@@ -479,8 +479,12 @@ EN: dict[str, str] = {
         "Group actions are off for this bot (MARSHO_GROUP_ACTIONS): its owner can turn them on."
     ),
     "actions.state_on": (
-        "My group tools (mute, unmute, recall) are on in this group; {name}.actions off turns them off here."
+        "My group tools ({tools}) are on in this group; {name}.actions off turns them off here."
     ),
+    "actions.tool_mute": "mute",
+    "actions.tool_unmute": "unmute",
+    "actions.tool_kick": "kick",
+    "actions.tool_recall": "recall",
     "actions.state_off": "My group tools are off in this group; {name}.actions on turns them on here.",
     "actions.on": "Done: my group tools are on in this group again.",
     "actions.off": (
@@ -1147,8 +1151,12 @@ ZH: dict[str, str] = {
     "quote.label_id": "[引用的消息（消息 id：{message_id}）]",
     "actions.disabled": "本机器人没有开启群管理操作（MARSHO_GROUP_ACTIONS），需要机器人主人开启。",
     "actions.state_on": (
-        "我的群管理工具（禁言、解除禁言、撤回）在本群已开启；{name}.actions off 可在本群关闭。"
+        "我的群管理工具（{tools}）在本群已开启；{name}.actions off 可在本群关闭。"
     ),
+    "actions.tool_mute": "禁言",
+    "actions.tool_unmute": "解除禁言",
+    "actions.tool_kick": "踢出",
+    "actions.tool_recall": "撤回",
     "actions.state_off": "我的群管理工具在本群已关闭；{name}.actions on 可在本群重新开启。",
     "actions.on": "好了：我的群管理工具在本群重新开启了。",
     "actions.off": (
