@@ -208,7 +208,9 @@ EN: dict[str, str] = {
     "nickname.set": "Got it, I'll call you {nickname}!",
     "nickname.cleared": "Done: I forgot your nickname.",
     "nickname.too_long": "That nickname is too long: at most {limit} characters, please.",
-    "nickname.invalid": "A nickname is one line of plain text, without @, colons, quotes or brackets.",
+    "nickname.invalid": ("A nickname is one line of plain text, without @, colons, double quotes "
+                         "(\" “ ” 「 」…) or the brackets [ ] < > { } 【 】; single quotes and round "
+                         "brackets are fine."),
     "nickname.reserved": "That name is mine! Pick another one.",
     "group.only": "{command} works in groups only.",
     "context.show_on": (
@@ -260,7 +262,8 @@ EN: dict[str, str] = {
                         "keywords word1 word2 ({name}.active keywords off).",
     "active.over_max": "The bot's owner allows a chance of at most {max} (MARSHO_ACTIVE_MAX).",
     "persona.too_long": "That persona is too long: at most {limit} characters, please.",
-    "persona.invalid": "A persona is plain text, without quotes or brackets.",
+    "persona.invalid": ("A persona is plain text, without double quotes (\" “ ” 「 」…) or the brackets "
+                        "[ ] < > { } 【 】; single quotes and round brackets are fine."),
     # refusals and failures
     "rate.limited": "You are asking a bit fast: try again in {wait}.",
     "queue.full": "You already have questions waiting; I'll answer those first.",
@@ -476,8 +479,12 @@ EN: dict[str, str] = {
         "Group actions are off for this bot (MARSHO_GROUP_ACTIONS): its owner can turn them on."
     ),
     "actions.state_on": (
-        "My group tools (mute, unmute, recall) are on in this group; {name}.actions off turns them off here."
+        "My group tools ({tools}) are on in this group; {name}.actions off turns them off here."
     ),
+    "actions.tool_mute": "mute",
+    "actions.tool_unmute": "unmute",
+    "actions.tool_kick": "kick",
+    "actions.tool_recall": "recall",
     "actions.state_off": "My group tools are off in this group; {name}.actions on turns them on here.",
     "actions.on": "Done: my group tools are on in this group again.",
     "actions.off": (
@@ -923,7 +930,8 @@ ZH: dict[str, str] = {
     "nickname.set": "好的，以后我就叫你「{nickname}」啦！",
     "nickname.cleared": "好了：我忘掉了你的昵称。",
     "nickname.too_long": "昵称太长了：最多 {limit} 个字符。",
-    "nickname.invalid": "昵称只能是一行普通文字，不能包含 @、冒号、引号或括号。",
+    "nickname.invalid": ("昵称只能是一行普通文字，不能包含 @、冒号、双引号（\" “ ” 「 」等）"
+                         "或 [ ] < > { } 【 】 这些括号；单引号和圆括号可以用。"),
     "nickname.reserved": "这个名字是我的哦！换一个吧。",
     "group.only": "{command} 只能在群里使用。",
     "context.show_on": (
@@ -969,7 +977,8 @@ ZH: dict[str, str] = {
                         "keywords 词1 词2（{name}.active keywords off）。",
     "active.over_max": "机器人的主人只允许最高 {max} 的概率（MARSHO_ACTIVE_MAX）。",
     "persona.too_long": "人设太长了：最多 {limit} 个字符。",
-    "persona.invalid": "人设只能是纯文本，不能有引号或括号。",
+    "persona.invalid": ("人设只能是纯文本，不能有双引号（\" “ ” 「 」等）或 [ ] < > { } 【 】 "
+                        "这些括号；单引号和圆括号可以用。"),
     "rate.limited": "你问得有点快啦：请 {wait}后再试。",
     "queue.full": "你已经有问题在排队啦，我先回答那些。",
     "bill.yours": "你的用量：",
@@ -1142,8 +1151,12 @@ ZH: dict[str, str] = {
     "quote.label_id": "[引用的消息（消息 id：{message_id}）]",
     "actions.disabled": "本机器人没有开启群管理操作（MARSHO_GROUP_ACTIONS），需要机器人主人开启。",
     "actions.state_on": (
-        "我的群管理工具（禁言、解除禁言、撤回）在本群已开启；{name}.actions off 可在本群关闭。"
+        "我的群管理工具（{tools}）在本群已开启；{name}.actions off 可在本群关闭。"
     ),
+    "actions.tool_mute": "禁言",
+    "actions.tool_unmute": "解除禁言",
+    "actions.tool_kick": "踢出",
+    "actions.tool_recall": "撤回",
     "actions.state_off": "我的群管理工具在本群已关闭；{name}.actions on 可在本群重新开启。",
     "actions.on": "好了：我的群管理工具在本群重新开启了。",
     "actions.off": (

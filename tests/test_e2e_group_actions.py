@@ -207,7 +207,7 @@ async def test_admins_list_the_actions_and_turn_the_tools_off_in_their_group(
     endpoint.responder = calling("group__mute", user_id=str(MEMBER), minutes=10)
     await sim.ask(mute(MEMBER), group_id=group, user_id=ADMIN, role="admin")
     _, listed = await sim.ask("marsho.actions", group_id=group, user_id=ADMIN, role="admin")
-    assert listed.text.startswith("My group tools (mute, unmute, recall) are on in this group")
+    assert listed.text.startswith("My group tools (mute, unmute, kick, recall) are on in this group")
     assert f"{ADMIN} asked: mute {MEMBER} for 10 min: done" in listed.text
     _, refused = await sim.ask("marsho.actions", group_id=group, user_id=MEMBER, role="member")
     assert "admins" in refused.text and "asked: mute" not in refused.text

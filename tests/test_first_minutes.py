@@ -78,7 +78,7 @@ async def test_a_fallbacks_retry_log_line_names_its_own_entry(
     recording(client)
     assert (await client.complete(QUESTION)).content == "from the backup"
     [line] = [line for line in logged if "retry 1 of 1" in line]
-    assert line.rstrip().endswith("Check MARSHO_FALLBACKS entry 1's base_url and that the endpoint is up."), line
+    assert line.rstrip().endswith("Check MARSHO_FALLBACKS #1 base_url and that the endpoint is up."), line
 
 
 # --- a 400 that is really a key or setup problem ---------------------------------------------------
@@ -123,7 +123,7 @@ async def test_a_400_saying_the_key_is_wrong_is_a_key_problem(fake: FakeOpenAI, 
     assert failure.code == "endpoint.401" and failure.status == 400 and kind_of(failure) == "auth"
     assert brief_reason(failure) == "brief.key"  # members: "the model's service refused the bot's key"
     assert str(failure) == (
-        f"The endpoint rejected the API key (400: {message}). Check MARSHO_API_KEY (or MARSHO_API_KEYS); "
+        f"The endpoint rejected the API key (400: {message}). Check MARSHO_API_KEY / MARSHO_API_KEYS; "
         "behind a proxy (LiteLLM, OneAPI, NewAPI), check the key it expects and its own setup (its "
         "database, its log): a 400 like this one is how it says so.")
     assert error_text(Texts("zh-CN"), failure).startswith(f"接口拒绝了 API 密钥（400：{message}）。请检查 MARSHO_API_KEY")
@@ -212,7 +212,7 @@ async def test_status_shows_an_endpoint_failing_on_its_key_until_it_answers(
         await client.complete(QUESTION)
     await ask_status(app, 1, status_reply(client, (
         "The endpoint rejected the API key (400: No connected db.). Check MARSHO_API_KEY "
-        "(or MARSHO_API_KEYS); behind a proxy (LiteLLM, OneAPI, NewAPI), check the key it expects and its own "
+        "/ MARSHO_API_KEYS; behind a proxy (LiteLLM, OneAPI, NewAPI), check the key it expects and its own "
         "setup (its database, its log): a 400 like this one is how it says so.")))
     await client.complete(QUESTION)  # the proxy's setup mended: answered
     await ask_status(app, 2, status_reply(client))
@@ -246,9 +246,9 @@ async def test_no_key_at_all_tells_the_owner_to_set_marsho_api_key(fake: FakeOpe
         await client.complete(QUESTION)
     failure = caught.value
     assert failure.code == "endpoint.no_key" and kind_of(failure) == "no_key"
-    assert str(failure) == f"No API key is set for {fake.base_url}. Set MARSHO_API_KEY (or MARSHO_API_KEYS) in .env."
+    assert str(failure) == f"No API key is set for {fake.base_url}. Set MARSHO_API_KEY / MARSHO_API_KEYS in .env."
     assert error_text(Texts("zh-CN"), failure) == (
-        f"没有为 {fake.base_url} 设置 API 密钥。请在 .env 中设置 MARSHO_API_KEY (or MARSHO_API_KEYS)。")
+        f"没有为 {fake.base_url} 设置 API 密钥。请在 .env 中设置 MARSHO_API_KEY / MARSHO_API_KEYS。")
     assert brief_reason(failure) == "brief.key"  # members: the short reason, as before
     assert len(fake.requests) == 1 and waits == []
     assert client.status()[0].problem is not None and client.status()[0].errors == {"no_key": 1}
@@ -278,7 +278,7 @@ async def test_no_key_for_a_fallback_names_its_own_entry(fake: FakeOpenAI, secon
         await client.complete(QUESTION)
     problem = client.status()[1].problem
     assert problem is not None and str(problem) == (
-        f"No API key is set for {second.base_url}. Set MARSHO_FALLBACKS entry 1's api_key or api_keys in .env.")
+        f"No API key is set for {second.base_url}. Set MARSHO_FALLBACKS #1 api_key / api_keys in .env.")
 
 
 async def test_an_endpoint_that_needs_no_key_is_asked_with_an_empty_one(fake: FakeOpenAI) -> None:
@@ -297,7 +297,7 @@ async def test_no_key_on_openai_sends_nothing_and_status_says_why(fake: FakeOpen
     [status] = client.status()
     assert status.requests == 0 and status.problem is not None
     assert str(status.problem) == ("No API key is set for https://api.openai.com/v1. Set MARSHO_API_KEY "
-                                   "(or MARSHO_API_KEYS) in .env.")
+                                   "/ MARSHO_API_KEYS in .env.")
 
 
 async def test_status_shows_the_endpoint_failing_for_want_of_a_key(
@@ -313,7 +313,7 @@ async def test_status_shows_the_endpoint_failing_for_want_of_a_key(
     await ask_status(app, 1, "\n".join([
         "Model endpoints (requests since start; latency over the last hour):",
         f"primary: fake-model at {fake.base_url}: failing; 1 request, errors: no key 1, p50 {LATENCY}, "
-        f"p95 {LATENCY}; why: No API key is set for {fake.base_url}. Set MARSHO_API_KEY (or MARSHO_API_KEYS) "
+        f"p95 {LATENCY}; why: No API key is set for {fake.base_url}. Set MARSHO_API_KEY / MARSHO_API_KEYS "
         "in .env.",
         "Summaries of trimmed history (the chat model): requests since start: 0 answered, 0 failed",
     ]))
@@ -333,7 +333,7 @@ async def test_the_start_warns_of_a_missing_key_only_off_this_machine_and_networ
     await llm.close()
     warned = [line for line in logged if "no API key is set" in line]
     if base_url in PUBLIC:
-        assert warned == [f"marsho: no API key is set for {base_url}: set MARSHO_API_KEY (or MARSHO_API_KEYS) "
+        assert warned == [f"marsho: no API key is set for {base_url}: set MARSHO_API_KEY / MARSHO_API_KEYS "
                           "in .env, unless that endpoint needs none"]
     else:
         assert warned == []
@@ -344,7 +344,7 @@ async def test_a_fallback_without_a_key_is_warned_about_with_its_own_entry(logge
         {"base_url": "https://api.deepseek.com/v1", "model": "deepseek-chat"}]))
     await llm.close()
     assert [line for line in logged if "no API key is set" in line] == [
-        "marsho: no API key is set for https://api.deepseek.com/v1: set MARSHO_FALLBACKS entry 1's api_key or "
+        "marsho: no API key is set for https://api.deepseek.com/v1: set MARSHO_FALLBACKS #1 api_key / "
         "api_keys in .env, unless that endpoint needs none"]
 
 
@@ -365,4 +365,4 @@ def test_ask_without_a_key_tells_the_owner_to_set_marsho_api_key(fake: FakeOpenA
     done = marsho_cli(folder, "ask", "hi")
     assert done.returncode == 1, done.stdout + done.stderr
     assert done.stderr.strip().endswith(
-        f"error: No API key is set for {fake.base_url}. Set MARSHO_API_KEY (or MARSHO_API_KEYS) in .env."), done.stderr
+        f"error: No API key is set for {fake.base_url}. Set MARSHO_API_KEY / MARSHO_API_KEYS in .env."), done.stderr

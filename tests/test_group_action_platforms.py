@@ -244,6 +244,14 @@ async def test_a_tool_the_platform_lacks_is_not_offered(store: SqlStore, name: s
 
 
 @pytest.mark.parametrize("name", PLATFORMS)
+@pytest.mark.parametrize("kick", [True, False])
+def test_marsho_actions_names_the_tools_this_platform_has(store: SqlStore, name: str, kick: bool) -> None:
+    platform, chat = PLATFORMS[name], chat_of(name)
+    listed = GroupActions(store, kick=kick).actions_on(chat.bot)
+    assert listed == [action for action in platform.tools if kick or action != "kick"]
+
+
+@pytest.mark.parametrize("name", PLATFORMS)
 async def test_an_id_not_in_the_platforms_spelling_is_refused_naming_its_form(store: SqlStore, name: str) -> None:
     platform, chat = PLATFORMS[name], chat_of(name)
     _, context = await asked(chat, platform, {platform.user(ASKER): "admin", platform.bot_id(chat): "admin"})

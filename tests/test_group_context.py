@@ -416,7 +416,8 @@ def test_a_persona_is_one_normalised_line() -> None:
 
 async def test_a_bad_persona_is_refused_with_why(app: App, fake: FakeOpenAI, plugin_engine) -> None:
     await command(app, said('marsho.persona a "quoted" pirate', group_id=new_group(), user_id=ADMIN, role="admin"),
-                  "A persona is plain text, without quotes or brackets.")
+                  "A persona is plain text, without double quotes (\" “ ” 「 」…) or the brackets "
+                  "[ ] < > { } 【 】; single quotes and round brackets are fine.")
 
 
 async def test_the_chat_goes_with_one_question_and_again_after_a_failed_turn(tmp_path: Path) -> None:

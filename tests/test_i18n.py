@@ -50,6 +50,7 @@ DYNAMIC_KEYS: dict[str, list[str]] = {
     'f"media.{result.kind}"': [f"media.{k}" for k in (
         "too_large", "timeout", "not_image", "http", "blocked", "network", "bad_url")],
     'f"bill.{name}"': ["bill.today", "bill.week", "bill.month"],
+    'f"actions.tool_{action}"': [f"actions.tool_{a}" for a in ("mute", "unmute", "kick", "recall")],
     'f"quota.used_up_{over.scope}"': ["quota.used_up_user", "quota.used_up_group", "quota.used_up_all"],
     'f"quota.set_{scope}"': ["quota.set_user", "quota.set_group"],
     'f"quota.changed_{scope}"': ["quota.changed_user", "quota.changed_group"],

@@ -335,7 +335,7 @@ async def test_an_endpoint_failure_is_explained_and_history_is_kept(
         ctx.receive_event(bot, event)
         ctx.should_call_api(*reply_call(
             event, "Sorry, I could not get an answer: The endpoint rejected the API key "
-            "(401: bad key). Check MARSHO_API_KEY (or MARSHO_API_KEYS)."), result={"message_id": 3})
+            "(401: bad key). Check MARSHO_API_KEY / MARSHO_API_KEYS."), result={"message_id": 3})
     turns, _, _ = await plugin_engine.history.stats(matchers.session_key(
         "OneBot V11", group_id="20001", user_id="10001"))
     assert turns == 1

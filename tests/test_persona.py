@@ -45,7 +45,8 @@ SHANGHAI = ZoneInfo("Asia/Shanghai")
 SPRING_FESTIVAL = datetime(2026, 2, 17, 9, 5, 42, tzinfo=SHANGHAI)
 """A Tuesday, the first day of the lunar year 丙午 (the test checks it with lunar-python)."""
 NICKNAME_UNSET = "You have no nickname yet. Tell me one: marsho.nickname <name>"
-NICKNAME_INVALID = "A nickname is one line of plain text, without @, colons, quotes or brackets."
+NICKNAME_INVALID = ("A nickname is one line of plain text, without @, colons, double quotes (\" “ ” 「 」…) "
+                    "or the brackets [ ] < > { } 【 】; single quotes and round brackets are fine.")
 
 Event = GroupMessageEvent | PrivateMessageEvent
 

@@ -302,10 +302,10 @@ async def test_a_fallbacks_refusal_names_its_own_entry_not_the_primarys_settings
     hints = [line.rstrip().split(") failed: ", 1)[1] for line in logged if ") failed: " in line]
     assert hints == [
         "The endpoint failed (503: overloaded). Try again later.",
-        f"Not found (404: no model b). Check MARSHO_FALLBACKS entry 1's model (b) and MARSHO_FALLBACKS "
-        f"entry 1's base_url ({second.base_url}).",
-        "The endpoint rejected the API key (401: bad key). Check MARSHO_API_KEY (or MARSHO_API_KEYS).",
-        "The endpoint refused access (403: forbidden). Check MARSHO_FALLBACKS entry 1's api_key or api_keys "
+        f"Not found (404: no model b). Check MARSHO_FALLBACKS #1 model (b) and MARSHO_FALLBACKS "
+        f"#1 base_url ({second.base_url}).",
+        "The endpoint rejected the API key (401: bad key). Check MARSHO_API_KEY / MARSHO_API_KEYS.",
+        "The endpoint refused access (403: forbidden). Check MARSHO_FALLBACKS #1 api_key / api_keys "
         "and the account's permissions.",
     ]
 
@@ -318,7 +318,7 @@ async def test_a_fallback_without_a_key_on_openai_is_told_to_set_its_own(
     with pytest.raises(EndpointError):
         await client.complete(QUESTION)  # nothing is sent there: no key
     assert any(line.rstrip().endswith("No API key is set for https://api.openai.com/v1. Set MARSHO_FALLBACKS "
-                                      "entry 1's api_key or api_keys in .env.") for line in logged), logged
+                                      "#1 api_key / api_keys in .env.") for line in logged), logged
 
 
 async def test_the_judge_models_refusal_names_marsho_active_judge_model(fake: FakeOpenAI, tmp_path: Path) -> None:

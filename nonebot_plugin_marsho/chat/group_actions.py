@@ -195,6 +195,9 @@ def shows_ids(actions: GroupActions | None, bot: Bot, event: Event) -> bool:
             and platform.acts_in_event(event))
 
 
+ACTION_ORDER: tuple[Action, ...] = ("mute", "unmute", "kick", "recall")
+
+
 class GroupActions:
     """The group tools on one database, with MARSHO_GROUP_ACTIONS_KICK and _PER_HOUR."""
 
@@ -220,6 +223,15 @@ class GroupActions:
         """A group's admins turn the tools on or off there."""
         await self.store.set_group_setting(group_key, SETTING, None if on else "off")
         (self.off.discard if on else self.off.add)(group_key)
+
+    def actions_on(self, bot: Bot) -> list[Action]:
+        """The actions the group tools take through `bot`'s platform, in the tools' order: its
+        own (Kook and Feishu have no mute), kick only with MARSHO_GROUP_ACTIONS_KICK."""
+        platform = PLATFORMS.get(bot.adapter.get_name())
+        if platform is None:
+            return []
+        return [action for action in ACTION_ORDER
+                if action in platform.actions and (action != "kick" or self.kick)]
 
     def platform(self, context: ToolContext) -> GroupPlatform | None:
         bot = context.bot

@@ -193,12 +193,13 @@ class FallbackChain:
         fallback's or the summary model's mistake is not looked for in MARSHO_MODEL."""
         model = "MARSHO_QUOTA_FALLBACK_MODEL" if self._turn_model() else self.model_setting
         if ep.index:
-            entry = f"MARSHO_FALLBACKS entry {ep.index}"
+            # written without words of either language: the hints around them are in MARSHO_LANG
+            entry = f"MARSHO_FALLBACKS #{ep.index}"  # #1: the first entry
             if ep.model and not self._turn_model():
-                model = f"{entry}'s model"
-            return {"model_setting": model, "key_setting": f"{entry}'s api_key or api_keys",
-                    "url_setting": f"{entry}'s base_url"}
-        return {"model_setting": model, "key_setting": "MARSHO_API_KEY (or MARSHO_API_KEYS)",
+                model = f"{entry} model"
+            return {"model_setting": model, "key_setting": f"{entry} api_key / api_keys",
+                    "url_setting": f"{entry} base_url"}
+        return {"model_setting": model, "key_setting": "MARSHO_API_KEY / MARSHO_API_KEYS",
                 "url_setting": "MARSHO_BASE_URL"}
 
     def status(self) -> list[EndpointStatus]:

@@ -33,7 +33,8 @@ async def actions_command(context: CommandContext) -> str:
         state = t("actions.disabled")
     else:
         off = await actions.turned_off(group)
-        state = t("actions.state_off", name=name) if off else t("actions.state_on", name=name)
+        tools = t.join(t(f"actions.tool_{action}") for action in actions.actions_on(context.bot))
+        state = t("actions.state_off", name=name) if off else t("actions.state_on", name=name, tools=tools)
     store: SqlStore = context.services.store if context.services is not None else app.built().store
     logged = await GroupActionLog(store).recent(group, limit=LISTED)
     if not logged:
