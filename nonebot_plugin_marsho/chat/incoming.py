@@ -13,12 +13,14 @@ from typing import Any
 from nonebot.adapters import Bot, Event
 from nonebot_plugin_alconna.uniseg import At, Image, Reply, UniMessage, image_fetch
 
+from ..agent.documents import Extracted
 from ..agent.framing import framed
 from ..agent.persona import tagged_speaker
 from ..i18n import Texts
 from ..redaction import logger
 from .media import MediaError, data_url, download_image, sniff_image
 from .native import Content, own_content, quoted_content
+from .shared_files import SharedFile, files_of
 from .where import platform_name
 
 
@@ -44,6 +46,11 @@ class Question:
     """Pictures in the message and the quote (sent or not)."""
     quoted_text: str = ""
     """The quoted message's text, if the asker replied to one."""
+    files: list[SharedFile] = field(default_factory=list)
+    """The files of the quoted message, then of the message itself (not read yet:
+    chat/question_files.py reads them)."""
+    read: list[Extracted] = field(default_factory=list)
+    """Those of `files` that were read (chat/question_files.py), for the model."""
 
     @property
     def text(self) -> str:
@@ -231,7 +238,7 @@ async def read_question(
     quote: Quoted | None = None
     mentioned: list[tuple[str, str | None]] = []
     if not text_only(bot, event):
-        own, quote, mentioned = await _read_message(bot, event, marsho_name)
+        own, quote, mentioned, question.files = await _read_message(bot, event, marsho_name)
     quoted = quote.content if quote else None
     if quote is not None and not ids:  # its sender's id only for their short id
         quote = Quoted(quote.content, quote.sender, quote.sender_id)
@@ -270,18 +277,55 @@ def _words(text: str, mentioned: list[tuple[str, str | None]], t: Texts, *, fram
     return text
 
 
+def discord_quoted(event: Event) -> Any:
+    """The message a Discord message quotes: the one the event carries (`referenced_message`),
+    else the one the adapter fetched for it (`reply`, by get_channel_message: Discord leaves
+    `referenced_message` out when it did not look the message up), else the first snapshot of
+    a forwarded message; None when there is none."""
+    for found in (getattr(event, "referenced_message", None), getattr(event, "reply", None)):
+        if isinstance(getattr(found, "content", None), str):
+            return found
+    snapshots = getattr(event, "message_snapshots", None)
+    if isinstance(snapshots, list) and snapshots:
+        found = getattr(snapshots[0], "message", None)
+        if isinstance(getattr(found, "content", None), str):
+            return found
+    return None
+
+
+def _with_quoted(bot: Bot, event: Event) -> tuple[Event, Any]:
+    """(the event as the quote readers take it, the quoted message as the platform gave it):
+    on Discord, with the quoted message in `referenced_message` wherever the adapter found it
+    (without it a quote read empty: `[Quoted message]` then `[End of quote]`)."""
+    if bot.adapter.get_name() != "Discord":
+        return event, None
+    quoted = discord_quoted(event)
+    if quoted is None or quoted is getattr(event, "referenced_message", None):
+        return event, quoted
+    try:
+        return event.model_copy(update={"referenced_message": quoted}), quoted  # type: ignore[attr-defined]
+    except Exception:  # not a pydantic event
+        return event, quoted
+
+
 async def _read_message(
     bot: Bot, event: Event, marsho_name: str
-) -> tuple[list[Image], Quoted | None, list[tuple[str, str | None]]]:
+) -> tuple[list[Image], Quoted | None, list[tuple[str, str | None]], list[SharedFile]]:
     """(the asker's own pictures, the first quoted message that could be read, the people the
-    message mentions)."""
+    message mentions, the files of the quote and of the message)."""
     try:
         message = await UniMessage.of(event.get_message(), bot=bot).attach_reply(event, bot)
     except Exception as error:  # an adapter alconna cannot read: the text is enough
         logger.warning(f"marsho: could not read the message's pictures or quote: {error}")
         message = UniMessage()
+    event, platform_quote = _with_quoted(bot, event)
     own = own_content(bot, event, message).images
     mentioned = mentions(bot, message)
+    try:
+        files = files_of(bot, event, message, platform_quote)
+    except Exception as error:  # a segment alconna cannot read: no files then
+        logger.warning(f"marsho: could not read the message's files: {error}")
+        files = []
     for reply in message[Reply]:
         found = quoted_content(bot, event, reply)
         if found is None:  # the implementation could not find it (get_msg failed)
@@ -289,8 +333,8 @@ async def _read_message(
         quoted_by, sender_id = _sender(bot, reply.origin, marsho_name)
         if quoted_by is None and bot.adapter.get_name() == "Discord":
             quoted_by, sender_id = _sender(bot, getattr(event, "referenced_message", None), marsho_name)
-        return own, Quoted(found, quoted_by, sender_id, str(reply.id or "")), mentioned
-    return own, None, mentioned
+        return own, Quoted(found, quoted_by, sender_id, str(reply.id or "")), mentioned, files
+    return own, None, mentioned, files
 
 
 async def _pictures(

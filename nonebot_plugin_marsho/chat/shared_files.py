@@ -1,0 +1,197 @@
+"""Files people share (issue 29): the files a message carries or quotes, downloaded under the
+pictures' address rules, and why one could not be had, in the chat's language. The knowledge
+base (`marsho.kb add`, chat/kb.py) and the files read with a question (chat/question_files.py)
+both use it.
+
+Files: OneBot v11 `file` segments (NapCat, LLOneBot: `file` name, `file_id`, `file_size`, `url`),
+with `get_group_file_url` (groups) or `get_file` when there is no URL; Discord attachments that
+are not pictures (alconna keeps only their names; the address is on the event, or on the quoted
+message); elsewhere the adapter's file segment with its URL (nonebot-plugin-alconna's File).
+Downloaded under the pictures' address rules (MARSHO_IMAGE_ALLOW_PRIVATE), within
+MARSHO_FILE_MAX_BYTES and MARSHO_FILE_TIMEOUT.
+"""
+
+from __future__ import annotations
+
+import mimetypes
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from nonebot.adapters import Bot, Event
+
+from ..agent.documents import CODES, DocumentError
+from ..i18n import Texts
+from ..net.download import DownloadError, download_file
+from ..redaction import logger
+from .where import Where
+
+if TYPE_CHECKING:  # (chat/app.py imports what imports this)
+    from .app import Marsho
+
+Purpose = Literal["kb", "file"]
+"""What a file was for, which words its refusal uses: added to the knowledge base ("kb": "not
+added"), read for a question ("file": "not read")."""
+
+
+@dataclass(frozen=True)
+class SharedFile:
+    """A file a message carries: its name and declared size, and how to have it (a URL, or the
+    OneBot implementation's file id)."""
+
+    name: str
+    size: int | None = None
+    url: str = ""
+    file_id: str = ""
+    busid: Any = None
+
+
+def _onebot_file(data: dict[str, Any]) -> SharedFile:
+    name = str(data.get("name") or data.get("file") or data.get("file_name") or "file")
+    size = data.get("file_size") or data.get("size")
+    try:
+        declared = int(size) if size not in (None, "") else None
+    except (TypeError, ValueError):
+        declared = None
+    return SharedFile(name=Path(name).name or "file", size=declared, url=str(data.get("url") or ""),
+                      file_id=str(data.get("file_id") or data.get("id") or ""), busid=data.get("busid"))
+
+
+def _segments_files(message: Any) -> list[SharedFile]:
+    files = []
+    for segment in message or []:
+        if getattr(segment, "type", None) == "file":
+            files.append(_onebot_file(dict(segment.data)))
+    return files
+
+
+def discord_attachments(message: Any) -> list[SharedFile]:
+    """The attachments of a Discord message that are not pictures (those are read as pictures)."""
+    files = []
+    for attachment in getattr(message, "attachments", None) or ():
+        name = str(getattr(attachment, "filename", "") or "file")
+        kind = getattr(attachment, "content_type", None) or mimetypes.guess_type(name)[0]
+        url = getattr(attachment, "url", None)
+        if url and not (isinstance(kind, str) and kind.startswith(("image", "video", "audio"))):
+            size = getattr(attachment, "size", None)
+            files.append(SharedFile(Path(name).name or "file", size if isinstance(size, int) else None,
+                                    str(url)))
+    return files
+
+
+def files_of(bot: Bot, event: Event, message: Any, quoted: Any = None) -> list[SharedFile]:
+    """The files of the message `event` quotes, then of the message itself. `message`: the event's
+    UniMessage with its reply attached (OneBot reads its own segments instead); `quoted`: the
+    quoted message as the platform gave it (Discord's, for its attachments)."""
+    platform = bot.adapter.get_name()
+    if platform == "OneBot V11":
+        reply = getattr(event, "reply", None)
+        found = _segments_files(getattr(reply, "message", None)) if reply is not None else []
+        try:
+            return found + _segments_files(event.get_message())
+        except Exception:  # not a message event
+            return found
+    if platform == "Discord":
+        return discord_attachments(quoted) + discord_attachments(event)
+    from nonebot_plugin_alconna.uniseg import File, Reply, UniMessage
+
+    found = []
+    for reply in message[Reply]:
+        if reply.msg is not None and not isinstance(reply.msg, str):
+            found += [SharedFile(f.name, None, f.url or "", f.id or "")
+                      for f in UniMessage.of(reply.msg, bot=bot)[File]]
+    return found + [SharedFile(f.name, None, f.url or "", f.id or "") for f in message[File]]
+
+
+async def shared_files(bot: Bot, event: Event) -> list[SharedFile]:
+    """The files of the message `event` quotes, then of the message itself (read from the event)."""
+    if bot.adapter.get_name() == "OneBot V11":
+        return files_of(bot, event, None)
+    from nonebot_plugin_alconna.uniseg import UniMessage
+
+    from .incoming import discord_quoted
+
+    try:
+        message = await UniMessage.of(event.get_message(), bot=bot).attach_reply(event, bot)
+        return files_of(bot, event, message, discord_quoted(event))
+    except Exception as error:  # an adapter alconna cannot read
+        logger.warning(f"marsho: could not read the message's files: {error}")
+        return []
+
+
+async def _file_url(bot: Bot, where: Where, shared: SharedFile) -> str:
+    """Where to download a OneBot file without a URL: the implementation's answer to
+    get_group_file_url (in a group), else get_file (its url, inline base64, or a local path)."""
+    if where.group_id is not None and where.kind == "group":
+        try:
+            found = await bot.call_api("get_group_file_url", group_id=int(where.group_id),
+                                       file_id=shared.file_id, busid=shared.busid or 0)
+            if isinstance(found, dict) and found.get("url"):
+                return str(found["url"])
+        except Exception as error:  # some implementations have only get_file
+            logger.info(f"marsho: get_group_file_url failed, trying get_file: {error}")
+    found = await bot.call_api("get_file", file_id=shared.file_id)
+    if not isinstance(found, dict):
+        return ""
+    if found.get("base64"):
+        return f"base64://{found['base64']}"
+    return str(found.get("url") or found.get("file") or "")
+
+
+async def fetch(app: Marsho, bot: Bot, where: Where, shared: SharedFile) -> bytes:
+    """The file's bytes. Raises DownloadError."""
+    config = app.config
+    url = shared.url
+    if not url and shared.file_id and bot.adapter.get_name() == "OneBot V11":
+        url = await _file_url(bot, where, shared)
+    if not url:
+        raise DownloadError("bad_url", "no address")
+    local = Path(url.removeprefix("file://")) if url.startswith(("/", "file://")) else None
+    if local is not None:  # the implementation's own copy, on this machine
+        if not local.is_file():
+            raise DownloadError("bad_url", "the OneBot implementation's copy is not on this machine")
+        if local.stat().st_size > config.marsho_file_max_bytes:
+            raise DownloadError("too_large", "", limit=config.marsho_file_max_bytes)
+        return local.read_bytes()
+    # an address from the chat platform is still not trusted with the bot's network: private and
+    # loopback addresses only when the owner allows them (as for pictures)
+    guarded = not config.marsho_image_allow_private
+    return await download_file(url, max_bytes=config.marsho_file_max_bytes,
+                               timeout=config.marsho_file_timeout, guarded=guarded)
+
+
+def size_text(count: int) -> str:
+    """A file's size as people read it: 812 B, 34 KB, 1.2 MB."""
+    if count < 1000:
+        return f"{count} B"
+    if count < 1_000_000:
+        return f"{count / 1000:.3g} KB"
+    return f"{count / 1_000_000:.3g} MB"
+
+
+async def download(app: Marsho, bot: Bot, where: Where, shared: SharedFile, t: Texts, *,
+                   purpose: Purpose) -> bytes | str:
+    """The file's bytes, or why it could not be had (naming the file, and the limit when it was
+    too big): one declared too big is not downloaded at all."""
+    limit = app.config.marsho_file_max_bytes
+    if shared.size is not None and shared.size > limit:
+        return t(f"{purpose}.too_large", file=shared.name, size=size_text(shared.size),
+                 limit=size_text(limit))
+    try:
+        return await fetch(app, bot, where, shared)
+    except DownloadError as error:
+        if error.kind == "too_large":
+            return t(f"{purpose}.too_large_unknown", file=shared.name, limit=size_text(limit))
+        if error.kind == "bad_url" and error.detail == "no address":
+            return t(f"{purpose}.no_url", file=shared.name)
+        logger.warning(f"marsho: {shared.name} not downloaded: {error}")
+        return t(f"{purpose}.download_failed", file=shared.name, reason=error.detail or error.kind)
+    except Exception as error:  # the implementation refused get_file
+        logger.warning(f"marsho: {shared.name} not downloaded: {error}")
+        return t(f"{purpose}.download_failed", file=shared.name, reason=type(error).__name__)
+
+
+def refusal_text(t: Texts, file: str, error: DocumentError, *, purpose: Purpose = "kb") -> str:
+    """Why a file was not read, in the chat's language (the detail, with its limit, in English)."""
+    code = error.code if error.code in CODES else "corrupt"
+    return t(f"{purpose}.error.{code}", file=file, detail=error.detail)
