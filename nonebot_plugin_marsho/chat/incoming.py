@@ -8,6 +8,7 @@ import fnmatch
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 from nonebot.adapters import Bot, Event
@@ -98,7 +99,10 @@ _NAME_FIELDS = ("card", "nickname", "nick", "global_name", "first_name", "userna
 
 def _sender(bot: Bot, origin: Any, marsho_name: str) -> tuple[str | None, str | None]:
     """(the name a quoted message's sender goes by, their id; None for the bot's own)."""
-    sender = next((s for f in _SENDER_FIELDS if (s := getattr(origin, f, None)) is not None), None)
+    # (a Satori segment's `author` is its builder, not a sender: the quote's author is a child)
+    sender = next((s for f in _SENDER_FIELDS
+                   if (s := getattr(origin, f, None)) is not None and not callable(s)), None)
+    sender = sender if sender is not None else _satori_author(origin)
     if sender is None:
         return None, None
     user_id = next((i for f in _ID_FIELDS if (i := getattr(sender, f, None)) is not None), None)
@@ -107,6 +111,16 @@ def _sender(bot: Bot, origin: Any, marsho_name: str) -> tuple[str | None, str | 
     name = next((n for f in _NAME_FIELDS if isinstance(n := getattr(sender, f, None), str) and n), None)
     name = name or user_id
     return (str(name) if name else None), (str(user_id) if user_id is not None else None)
+
+
+def _satori_author(origin: Any) -> Any:
+    """The sender of a Satori `<quote>` element: its `<author id name>` child (as an object with
+    `id` and `name`); None without one."""
+    for child in getattr(origin, "children", None) or ():
+        if getattr(child, "type", None) == "author" and isinstance(getattr(child, "data", None), dict):
+            data = child.data
+            return SimpleNamespace(id=data.get("id"), name=data.get("name") or data.get("nick"))
+    return None
 
 
 NAME_CHARS = 32
@@ -293,19 +307,59 @@ def discord_quoted(event: Event) -> Any:
     return None
 
 
+def _embed_text(message: Any) -> str:
+    """The text of a Discord message's embeds (what many bots answer in): titles, descriptions,
+    fields, footers."""
+    lines: list[str] = []
+    for embed in getattr(message, "embeds", None) or ():
+        for value in (getattr(embed, "title", None), getattr(embed, "description", None)):
+            if isinstance(value, str) and value:
+                lines.append(value)
+        for item in getattr(embed, "fields", None) or ():
+            name, value = getattr(item, "name", ""), getattr(item, "value", "")
+            lines.append(f"{name}: {value}" if isinstance(name, str) and name else str(value))
+        footer = getattr(getattr(embed, "footer", None), "text", None)
+        if isinstance(footer, str) and footer:
+            lines.append(footer)
+    return "\n".join(lines)
+
+
+_told_intent = False
+
+
 def _with_quoted(bot: Bot, event: Event) -> tuple[Event, Any]:
-    """(the event as the quote readers take it, the quoted message as the platform gave it):
-    on Discord, with the quoted message in `referenced_message` wherever the adapter found it
-    (without it a quote read empty: `[Quoted message]` then `[End of quote]`)."""
+    """(the event as the quote readers take it, the quoted message as the platform gave it): on
+    Discord, with the quoted message in `referenced_message` wherever the adapter found it, and
+    its embeds' text as its text when it has none of its own (without this a quote read empty:
+    `[Quoted message]` then `[End of quote]`)."""
     if bot.adapter.get_name() != "Discord":
         return event, None
-    quoted = discord_quoted(event)
+    quoted = original = discord_quoted(event)
+    if quoted is not None and not quoted.content:
+        shown = _embed_text(quoted)
+        try:
+            quoted = quoted.model_copy(update={"content": shown}) if shown else quoted
+        except Exception:  # not a pydantic message
+            pass
+        if not shown and not getattr(quoted, "attachments", None):
+            _no_content_intent()
     if quoted is None or quoted is getattr(event, "referenced_message", None):
-        return event, quoted
+        return event, original
     try:
-        return event.model_copy(update={"referenced_message": quoted}), quoted  # type: ignore[attr-defined]
+        return event.model_copy(update={"referenced_message": quoted}), original  # type: ignore[attr-defined]
     except Exception:  # not a pydantic event
-        return event, quoted
+        return event, original
+
+
+def _no_content_intent() -> None:
+    """A Discord quote with nothing in it: most likely the bot lacks the Message Content intent
+    (off in the adapter's defaults), which empties every message that does not mention it."""
+    global _told_intent
+    if not _told_intent:
+        _told_intent = True
+        logger.warning("marsho: Discord gave a quoted message without its text: give the bot the Message "
+                       "Content intent (Developer Portal > Bot > Privileged Gateway Intents, and "
+                       '"intent": {"message_content": true} in DISCORD_BOTS)')
 
 
 async def _read_message(
