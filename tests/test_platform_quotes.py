@@ -100,3 +100,25 @@ async def test_a_file_attached_to_a_quoted_discord_message_is_read(
     question = question_text(last_question(fake))
     assert "[file notes.txt, read for this question]" in question and "The locker code is 7712." in question
     assert files.hits == ["/notes.txt"]
+
+
+async def test_a_document_quoted_on_telegram_is_fetched_through_the_adapter_and_read(
+        app, fake: FakeOpenAI, plugin_engine, files: Files) -> None:
+    from nonebot.adapters.telegram.event import Event as TelegramEvent
+
+    chat = PLATFORMS["Telegram"](files)
+    chat.remember(chat.user_id, None, "member")
+    # the fake Bot API names every file photos/<id>.png; the document's own name says what it is
+    files.add(f"/file/bot{chat.bot.bot_config.token}/photos/doc1.png", b"The locker code is 7712.")
+    group = chat._group()
+    quoted = {"message_id": int(next_id()), "date": 1700000000, "chat": group, "from": chat._user("5559999"),
+              "document": {"file_id": "doc1", "file_unique_id": "udoc1", "file_name": "notes.txt",
+                           "file_size": 24}}
+    message = {"message_id": int(next_id()), "date": 1700000060, "chat": group, "from": chat._user(chat.user_id),
+               "text": "marsho what is the code?", "reply_to_message": quoted}
+    fake.push(text("7712."))
+    await say(chat, TelegramEvent.parse_event({"update_id": int(next_id()), "message": message}))
+    question = question_text(last_question(fake))
+    # (the Telegram adapter drops a document's name: it is read by what its bytes are)
+    assert "[file document, read for this question]" in question and "The locker code is 7712." in question
+    assert any(api == "get_file" and data["file_id"] == "doc1" for api, data in chat.calls)
