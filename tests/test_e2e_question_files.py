@@ -137,7 +137,9 @@ async def test_a_30_mb_file_and_a_corrupt_pdf_get_clear_replies_and_the_bot_answ
     reply = await quoting(sim, corrupt, "marsho what is in it?", group)
     assert reply.startswith("It is broken, but here is my answer.\n\nbroken.pdf was not read: it is a PDF "
                             "that could not be read")
-    assert "broken.pdf" not in json.dumps(endpoint.requests)
+    # the model knows a file came, and that it could not be read (the asker is told why)
+    assert "[file broken.pdf, shared but it could not be read: the asker is told why]" in last_question(
+        endpoint.requests[-1])
     endpoint.push(text("Still here."))
     _, answer = await sim.ask("marsho are you there?", group_id=group, user_id=ASKER)
     assert answer.text == "Still here."

@@ -202,7 +202,8 @@ async def test_a_file_over_the_limit_gets_a_tip_and_the_question_is_still_answer
         ctx.receive_event(bot, event)
         answer = "Hi there.\n\nvideo.pdf: 30 MB, over the limit of 20 MB (MARSHO_FILE_MAX_BYTES); not read."
         ctx.should_call_api(*reply_call(event, answer), result={"message_id": 1})
-    assert "video.pdf" not in json.dumps(fake.requests)
+    assert user_content(fake).endswith(
+        "hello\n[file video.pdf, shared but it could not be read: the asker is told why]")
 
 
 async def test_a_corrupt_pdf_alone_gets_the_reason_and_the_model_is_not_asked(

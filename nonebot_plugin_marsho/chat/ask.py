@@ -50,7 +50,8 @@ async def _chat(
     group_persona, unread = await _group_side(app, where, key)
     words = " ".join(part for part in (*(j.text for j in before), request.text, *(j.text for j in after))
                      if part)
-    content, files = for_turn(engine, question.content(), question.read, app.texts, asked=bool(asked))
+    content, files = for_turn(engine, question.content(), question.read, app.texts, asked=bool(asked),
+                              unread=question.unread)
     facts = TurnFacts(content, words=words, shared=shared, nickname=nickname, files=files,
                       group_persona=group_persona, recent=_not_carried(unread, observed))
     unsolicited = observed is not None
@@ -128,7 +129,7 @@ async def _question(app: Marsho, bot: Bot, engine: Engine, event: Event, where: 
         question = merged(questions)
         question.files = [shared for each in questions for shared in each.files]
     if question.files:
-        question.read, tips = await read_files(app, bot, where, question.files, app.texts)
+        question.read, question.unread, tips = await read_files(app, bot, where, question.files, app.texts)
         question.tips += tips
     return question
 

@@ -52,6 +52,8 @@ class Question:
     chat/question_files.py reads them)."""
     read: list[Extracted] = field(default_factory=list)
     """Those of `files` that were read (chat/question_files.py), for the model."""
+    unread: list[str] = field(default_factory=list)
+    """The names of those that could not be read (the asker gets a tip for each)."""
 
     @property
     def text(self) -> str:

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from nonebot.adapters import Bot
 
-from ..agent.asked_files import FILE_SHARE, MAX_FILES, files_note, stored_line
+from ..agent.asked_files import FILE_SHARE, MAX_FILES, file_name, files_note, stored_line
 from ..agent.documents import DocumentError, Extracted, Limits, extract
 from ..agent.engine import Engine
 from ..agent.turn import Content
@@ -27,15 +27,17 @@ from .where import Where
 
 
 async def read_files(app: Marsho, bot: Bot, where: Where, files: Sequence[SharedFile],
-                     t: Texts) -> tuple[list[Extracted], list[str]]:
-    """(the files that were read, in order; a tip for each that was not, and for those past
-    MAX_FILES)."""
+                     t: Texts) -> tuple[list[Extracted], list[str], list[str]]:
+    """(the files that were read, in order; the names of those that were not; a tip for each of
+    them, and one for the files past MAX_FILES)."""
     tips: list[str] = []
     if len(files) > MAX_FILES:
         tips.append(t("file.too_many", files_text=t.plural("count.files", MAX_FILES)))
-    results = await asyncio.gather(*(_read(app, bot, where, shared, t) for shared in files[:MAX_FILES]))
+    kept = files[:MAX_FILES]
+    results = await asyncio.gather(*(_read(app, bot, where, shared, t) for shared in kept))
     read = [result for result in results if isinstance(result, Extracted)]
-    return read, [result for result in results if isinstance(result, str)] + tips
+    unread = [shared.name for shared, result in zip(kept, results, strict=True) if isinstance(result, str)]
+    return read, unread, [result for result in results if isinstance(result, str)] + tips
 
 
 async def _read(app: Marsho, bot: Bot, where: Where, shared: SharedFile, t: Texts) -> Extracted | str:
@@ -57,15 +59,17 @@ def files_room(engine: Engine) -> int:
     return int(engine.max_tokens * FILE_SHARE)
 
 
-def for_turn(engine: Engine, content: Content, read: Sequence[Extracted], t: Texts, *,
-             asked: bool) -> tuple[Content, str]:
-    """(the question as stored: its content, then a line naming each file read for it, and for a
-    question of no words (`asked` False) one asking what they are; the files' text for this
-    turn's requests, TurnFacts.files)."""
-    if not read:
+def for_turn(engine: Engine, content: Content, read: Sequence[Extracted], t: Texts, *, asked: bool,
+             unread: Sequence[str] = ()) -> tuple[Content, str]:
+    """(the question as stored: its content, then a line naming each file read for it, and each
+    shared but not read (so the model knows of it too), and for a question of no words (`asked`
+    False) a line asking what they are; the files' text for this turn's requests,
+    TurnFacts.files)."""
+    if not read and not unread:
         return content, ""
     lines = [stored_line(t, extracted) for extracted in read]
-    if not asked:
+    lines += [t("file.not_read", file=file_name(name)) for name in unread]
+    if not asked and read:
         lines.append(t("file.what_is_this"))
     added = "\n".join(lines)
     if isinstance(content, str):
