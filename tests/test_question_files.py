@@ -226,3 +226,26 @@ class Like:
 
     def __eq__(self, other: object) -> bool:
         return bool(self.check(other))
+
+
+def test_a_file_read_only_as_far_as_the_room_says_how_much_it_got() -> None:
+    read = Extracted("dump.txt", "txt", [Section("word " * 2000)], cut=True)
+    shown = file_text(read, T, COUNTER, 300)
+    cut = [line for line in shown.splitlines() if line.startswith("[cut")]
+    assert len(cut) == 1 and cut[0].startswith("[cut: only its first ")
+    assert cut[0].endswith(" characters are included; the file goes on]")
+
+
+async def test_a_long_pdf_is_read_no_further_than_the_room(app: App, fake: FakeOpenAI, plugin_engine,
+                                                          host: Host) -> None:
+    long = pdf([[f"Page {n}."] + [f"Rule {n}.{k}: keep the lantern lit." for k in range(30)] for n in range(1, 301)])
+    fake.push(text("Rules."))
+    async with app.test_matcher() as ctx:
+        bot = onebot_bot(ctx)
+        event = quoting(group_message("marsho the rules?"), Message([host.file("rules.pdf", long)]))
+        ctx.receive_event(bot, event)
+        ctx.should_call_api(*reply_call(event, "Rules."), result={"message_id": 1})
+    asked = user_content(fake)
+    assert "[File rules.pdf (PDF, 300 pages)" in asked and "Page 1." in asked
+    first = int(next(line for line in asked.splitlines() if line.startswith("[cut: pages ")).split()[2].split("-")[0])
+    assert f"[cut: pages {first}-300 of 300 not included]" in asked

@@ -122,7 +122,7 @@ def file_text(extracted: Extracted, t: Texts, counter: TokenCounter, room: int) 
 
 def _cut_lines(t: Texts, extracted: Extracted, cut_at: int | None, partly: bool, shown: int) -> list[str]:
     """The lines saying what of the file the model does not get: the pages (of a PDF), else how
-    many of its characters; and that reading stopped at Limits.max_chars."""
+    many of its characters (or, when reading stopped at Limits.max_chars, how many it got)."""
     lines: list[str] = []
     if cut_at is not None:
         section = extracted.sections[cut_at]
@@ -134,9 +134,9 @@ def _cut_lines(t: Texts, extracted: Extracted, cut_at: int | None, partly: bool,
                 lines.append(t("file.cut_page", page=first, pages=last))
             elif first < last:
                 lines.append(t("file.cut_pages", first=first, last=last, pages=last))
-        else:
-            total = extracted.chars
-            lines.append(t("file.cut_chars", rest=max(0, total - shown), total=total))
-    if extracted.cut:
-        lines.append(t("file.cut_read", chars=extracted.chars))
+            return lines  # (the pages a reading cut short are among those)
+    if extracted.cut:  # read no further than the room: how long it is, is not known
+        lines.append(t("file.cut_read", chars=shown))
+    elif cut_at is not None:
+        lines.append(t("file.cut_chars", rest=max(0, extracted.chars - shown), total=extracted.chars))
     return lines

@@ -23,7 +23,7 @@ from .group_actions import shows_ids
 from .incoming import Limits, Question, read_question, sees_pictures
 from .matchers import Request, _announcer, reserved_names, user_key
 from .observe import group_key
-from .question_files import for_turn, read_files
+from .question_files import files_room, for_turn, read_files
 from .render import usage_text
 from .where import Where
 
@@ -129,7 +129,8 @@ async def _question(app: Marsho, bot: Bot, engine: Engine, event: Event, where: 
         question = merged(questions)
         question.files = [shared for each in questions for shared in each.files]
     if question.files:
-        question.read, question.unread, tips = await read_files(app, bot, where, question.files, app.texts)
+        question.read, question.unread, tips = await read_files(app, bot, where, question.files, app.texts,
+                                                                room=files_room(engine))
         question.tips += tips
     return question
 

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from nonebot.adapters import Bot
 
-from ..agent.asked_files import FILE_SHARE, MAX_FILES, file_name, files_note, stored_line
+from ..agent.asked_files import CHARS_PER_TOKEN, FILE_SHARE, MAX_FILES, file_name, files_note, stored_line
 from ..agent.documents import DocumentError, Extracted, Limits, extract
 from ..agent.engine import Engine
 from ..agent.turn import Content
@@ -26,27 +26,31 @@ from .shared_files import SharedFile, download, refusal_text
 from .where import Where
 
 
-async def read_files(app: Marsho, bot: Bot, where: Where, files: Sequence[SharedFile],
-                     t: Texts) -> tuple[list[Extracted], list[str], list[str]]:
+async def read_files(app: Marsho, bot: Bot, where: Where, files: Sequence[SharedFile], t: Texts, *,
+                     room: int) -> tuple[list[Extracted], list[str], list[str]]:
     """(the files that were read, in order; the names of those that were not; a tip for each of
-    them, and one for the files past MAX_FILES)."""
+    them, and one for the files past MAX_FILES). Each is read no further than `room` tokens can
+    hold (a 500-page PDF whose first pages fill the room is not read to its end)."""
     tips: list[str] = []
     if len(files) > MAX_FILES:
         tips.append(t("file.too_many", files_text=t.plural("count.files", MAX_FILES)))
     kept = files[:MAX_FILES]
-    results = await asyncio.gather(*(_read(app, bot, where, shared, t) for shared in kept))
+    max_chars = max(1, room) * CHARS_PER_TOKEN
+    results = await asyncio.gather(*(_read(app, bot, where, shared, t, max_chars) for shared in kept))
     read = [result for result in results if isinstance(result, Extracted)]
     unread = [shared.name for shared, result in zip(kept, results, strict=True) if isinstance(result, str)]
     return read, unread, [result for result in results if isinstance(result, str)] + tips
 
 
-async def _read(app: Marsho, bot: Bot, where: Where, shared: SharedFile, t: Texts) -> Extracted | str:
-    """The file's text, or why it could not be read."""
+async def _read(app: Marsho, bot: Bot, where: Where, shared: SharedFile, t: Texts,
+                max_chars: int) -> Extracted | str:
+    """The file's text (its first `max_chars` characters), or why it could not be read."""
     config = app.config
     data = await download(app, bot, where, shared, t, purpose="file")
     if isinstance(data, str):
         return data
-    limits = Limits(max_bytes=config.marsho_file_max_bytes, max_pages=config.marsho_file_max_pages)
+    limits = Limits(max_bytes=config.marsho_file_max_bytes, max_pages=config.marsho_file_max_pages,
+                    max_chars=max_chars)
     try:
         return await extract(data, shared.name, limits=limits, timeout=config.marsho_file_timeout)
     except DocumentError as error:
