@@ -6,6 +6,7 @@ a bot's embed, or forwarded; tests/platforms.py builds each adapter's real event
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -122,3 +123,20 @@ async def test_a_document_quoted_on_telegram_is_fetched_through_the_adapter_and_
     # (the Telegram adapter drops a document's name: it is read by what its bytes are)
     assert "[file document, read for this question]" in question and "The locker code is 7712." in question
     assert any(api == "get_file" and data["file_id"] == "doc1" for api, data in chat.calls)
+
+
+async def test_a_file_quoted_on_feishu_is_fetched_by_its_message_and_read(
+        app, fake: FakeOpenAI, plugin_engine) -> None:
+    chat = PLATFORMS["Feishu"]()
+    event = chat.event("group", "marsho what is the code?", quote="placeholder")
+    quoted_id = event.event.message.parent_id
+    chat.messages[quoted_id] |= {"msg_type": "file", "body": {"content": json.dumps(
+        {"file_key": "file_v3_notes", "file_name": "notes.txt"})}}
+    chat.pictures["file_v3_notes"] = b"The locker code is 7712."  # what the fake's resources answer
+    fake.push(text("7712."))
+    await say(chat, event)
+    question = question_text(last_question(fake))
+    assert "[file notes.txt, read for this question]" in question and "The locker code is 7712." in question
+    fetched = [(api, data) for api, data in chat.calls if "/resources/" in api]
+    assert fetched == [(f"im/v1/messages/{quoted_id}/resources/file_v3_notes",
+                        {"method": "GET", "params": {"type": "file"}})]

@@ -14,6 +14,7 @@ MARSHO_FILE_MAX_BYTES and MARSHO_FILE_TIMEOUT.
 from __future__ import annotations
 
 import asyncio
+import json
 import mimetypes
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +46,8 @@ class SharedFile:
     url: str = ""
     file_id: str = ""
     busid: Any = None
+    message_id: str = ""
+    """The message that holds it, where the platform gives a file by message (Feishu)."""
 
 
 def _onebot_file(data: dict[str, Any]) -> SharedFile:
@@ -94,6 +97,8 @@ def files_of(bot: Bot, event: Event, message: Any, quoted: Any = None) -> list[S
             return found
     if platform == "Discord":
         return discord_attachments(quoted) + discord_attachments(event)
+    if platform == "Feishu":
+        return _feishu_files(event, message)
     from nonebot_plugin_alconna.uniseg import File, Reply, UniMessage
 
     def shared(file: File) -> SharedFile:
@@ -104,6 +109,27 @@ def files_of(bot: Bot, event: Event, message: Any, quoted: Any = None) -> list[S
         if reply.msg is not None and not isinstance(reply.msg, str):
             found += [shared(f) for f in UniMessage.of(reply.msg, bot=bot)[File]]
     return found + [shared(f) for f in message[File]]
+
+
+def _feishu_files(event: Event, message: Any) -> list[SharedFile]:
+    """A Feishu file message quoted (its body: {"file_key", "file_name"}), then the message's own
+    files; each fetched by the message that holds it."""
+    from nonebot_plugin_alconna.uniseg import File, Reply
+
+    found = []
+    for reply in message[Reply]:
+        origin = reply.origin
+        if getattr(origin, "msg_type", None) == "file":
+            try:
+                body = json.loads(getattr(getattr(origin, "body", None), "content", None) or "{}")
+            except ValueError:
+                continue
+            if isinstance(body, dict) and body.get("file_key"):
+                found.append(SharedFile(Path(str(body.get("file_name") or "file")).name or "file",
+                                        file_id=str(body["file_key"]),
+                                        message_id=str(getattr(origin, "message_id", "") or reply.id)))
+    own = str(getattr(event, "message_id", "") or "")
+    return found + [SharedFile(f.name, file_id=f.id or "", message_id=own) for f in message[File]]
 
 
 UNNAMED = {"file. bin": "document", "file.bin": "document"}
@@ -151,15 +177,19 @@ BY_ID = ("Telegram", "OneBot V12")
 
 
 async def _through_adapter(bot: Bot, shared: SharedFile, *, max_bytes: int, timeout: float) -> bytes:
-    """A file the platform names by id only (a Telegram document, a OneBot v12 file): alconna asks
-    the adapter for it, within the time cap; the size cap is checked on what came back (Telegram's
-    own API gives at most 20 MB). What goes wrong is told by its kind only: a Telegram file
-    address carries the bot's token."""
+    """A file the platform names by id only (a Telegram document, a OneBot v12 file; a Feishu file,
+    by its message): alconna or the platform's API gives it, within the time cap; the size cap is
+    checked on what came back (Telegram's own API gives at most 20 MB). What goes wrong is told
+    by its kind only: a Telegram file address carries the bot's token."""
     from nonebot_plugin_alconna.uniseg import File, image_fetch
 
-    media = File(id=shared.file_id, name=shared.name)
-    try:  # (the event is read for Feishu only, which is not among BY_ID)
-        data = await asyncio.wait_for(image_fetch(None, bot, {}, media), timeout)  # type: ignore[arg-type]
+    if shared.message_id:  # Feishu: the message's resource (alconna's fetch asks for a picture)
+        fetching = bot.call_api(f"im/v1/messages/{shared.message_id}/resources/{shared.file_id}",
+                                method="GET", params={"type": "file"})
+    else:  # (the event is read for Feishu only)
+        fetching = image_fetch(None, bot, {}, File(id=shared.file_id, name=shared.name))  # type: ignore[arg-type]
+    try:
+        data = await asyncio.wait_for(fetching, timeout)
     except asyncio.TimeoutError:
         raise DownloadError("timeout", f"the platform did not give the file in {timeout:g} s") from None
     except Exception as error:
@@ -181,7 +211,7 @@ async def fetch(app: Marsho, bot: Bot, where: Where, shared: SharedFile) -> byte
         url = await _file_url(bot, where, shared)
     elif not url and shared.file_id.startswith(("https://", "http://")):  # Kook's file key is its address
         url = shared.file_id
-    elif not url and shared.file_id and platform in BY_ID:
+    elif not url and shared.file_id and (platform in BY_ID or shared.message_id):
         return await _through_adapter(bot, shared, max_bytes=config.marsho_file_max_bytes,
                                       timeout=config.marsho_file_timeout)
     if not url:
