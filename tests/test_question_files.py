@@ -25,7 +25,9 @@ from tests.document_files import docx, pdf
 from tests.fake_openai import FakeOpenAI, text
 from tests.loopback import QuietHandler, serve, shut
 from tests.onebot import group_message, onebot_bot, private_message, reply_call
+from tests.test_active_replies import ALICE, active, admin, chat  # noqa: F401 (its fixtures)
 from tests.test_incoming import GROUP_KEY, quoting, user_content
+from tests.test_platforms import say
 
 T = Texts("en")
 COUNTER = TokenCounter()
@@ -249,3 +251,17 @@ async def test_a_long_pdf_is_read_no_further_than_the_room(app: App, fake: FakeO
     assert "[File rules.pdf (PDF, 300 pages)" in asked and "Page 1." in asked
     first = int(next(line for line in asked.splitlines() if line.startswith("[cut: pages ")).split()[2].split("-")[0])
     assert f"[cut: pages {first}-300 of 300 not included]" in asked
+
+
+async def test_an_unsolicited_reply_reads_no_files(fake: FakeOpenAI, active: Any, chat: Any) -> None:  # noqa: F811
+    """Nobody asked about the file: an unsolicited reply (marsho.active) does not download it."""
+    assert (await admin(active, chat, "marsho.active 1")).startswith("Done: I answer a message here")
+    event = chat.group_event("nice report", user_id=ALICE, name="Alice")
+    event.message.append(MessageSegment("file", {"file": "report.pdf", "file_id": "r", "file_size": 9}))
+    event.original_message = event.message
+    fake.push(text("Looks good!"))
+    await say(chat, event)
+    await active.active.settled()
+    assert chat.sent_texts()[-1] == "Looks good!"
+    assert "report.pdf" not in json.dumps(fake.requests[-1]["messages"])
+    assert not [api for api, _ in chat.calls if api in ("get_group_file_url", "get_file")]

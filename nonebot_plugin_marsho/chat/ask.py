@@ -41,7 +41,9 @@ async def _chat(
     nickname = await app.nicknames.get(user_key(bot, where.user_id))
     # in a shared conversation the model must know who is speaking, even for a picture alone
     speaker = _speaker(app, bot, where, nickname) if shared else ""
-    question = await _question(app, bot, engine, event, where, request.text, before, after, speaker=speaker)
+    # (an unsolicited reply reads no files: nobody asked about them)
+    question = await _question(app, bot, engine, event, where, request.text, before, after, speaker=speaker,
+                               files=observed is None)
     asked = request.text or any(joined.text for joined in (*before, *after))
     if not asked and not question.has_pictures and not question.quoted_text and not question.read:
         return None, question.tips if question.files else _nothing_asked(app, engine, question)
@@ -107,10 +109,12 @@ def _whole(keep: Callable[[Reply], bool] | None) -> Callable[[Reply], bool]:
 
 
 async def _question(app: Marsho, bot: Bot, engine: Engine, event: Event, where: Where, text: str,
-                    before: Sequence[Joined], after: Sequence[Joined], *, speaker: str) -> Question:
+                    before: Sequence[Joined], after: Sequence[Joined], *, speaker: str,
+                    files: bool = True) -> Question:
     """The question as the model reads it: the message `text` came in (its quote and pictures),
     named with `speaker`'s label, and the messages that joined it (MARSHO_DEBOUNCE_SECONDS), in
-    their order; the files of them all read (Question.read; tips for those that were not)."""
+    their order; with `files`, the files of them all read (Question.read; tips for those that
+    were not)."""
     config, model = app.config, engine.llm.model
     vision = sees_pictures(model, config.marsho_vision_models)
     limits = Limits(config.marsho_max_images, config.marsho_image_max_bytes, config.marsho_image_timeout,
@@ -128,7 +132,7 @@ async def _question(app: Marsho, bot: Bot, engine: Engine, event: Event, where: 
                      *[await read(j.event, j.text, continued=bool(speaker)) for j in after]]
         question = merged(questions)
         question.files = [shared for each in questions for shared in each.files]
-    if question.files:
+    if question.files and files:
         question.read, question.unread, tips = await read_files(app, bot, where, question.files, app.texts,
                                                                 room=files_room(engine))
         question.tips += tips
