@@ -56,10 +56,11 @@ def place_text(t: Texts, section: Section) -> str:
     parts = []
     if section.page is not None:
         parts.append(t("kb.place_page", page=section.page))
+    # a sheet's name and a heading are the document's: one line, no brackets (as a file's name)
     if section.sheet:
-        parts.append(t("kb.place_sheet", sheet=section.sheet))
+        parts.append(t("kb.place_sheet", sheet=file_name(section.sheet)))
     if section.heading:
-        parts.append(t("kb.place_heading", heading=" ".join(section.heading.split())))
+        parts.append(t("kb.place_heading", heading=file_name(section.heading)))
     if section.rows is not None:
         parts.append(t("kb.place_rows", first=section.rows[0], last=section.rows[1]))
     return t("kb.place_joint").join(parts)
