@@ -6,9 +6,11 @@ both use it.
 Files: OneBot v11 `file` segments (NapCat, LLOneBot: `file` name, `file_id`, `file_size`, `url`),
 with `get_group_file_url` (groups) or `get_file` when there is no URL; Discord attachments that
 are not pictures (alconna keeps only their names; the address is on the event, or on the quoted
-message); elsewhere the adapter's file segment with its URL (nonebot-plugin-alconna's File).
-Downloaded under the pictures' address rules (MARSHO_IMAGE_ALLOW_PRIVATE), within
-MARSHO_FILE_MAX_BYTES and MARSHO_FILE_TIMEOUT.
+message); Feishu file messages, from their message's resources; files given by id alone
+(Telegram documents, OneBot v12) through the adapter; elsewhere the adapter's file segment with
+its URL (nonebot-plugin-alconna's File; Kook's file key is its URL). Downloaded under the
+pictures' address rules (MARSHO_IMAGE_ALLOW_PRIVATE), within MARSHO_FILE_MAX_BYTES and
+MARSHO_FILE_TIMEOUT.
 """
 
 from __future__ import annotations
