@@ -2,9 +2,10 @@
 to the room the turn's budget leaves, and the one line the stored question keeps. NoneBot-free.
 
 What is kept: the file's text goes with this turn's requests only (TurnFacts.files, sent after
-the note, never stored); the question history keeps names the file in one line ("[file
+the note, never stored); the question as history keeps it names the file in one line ("[file
 report.pdf, 12 pages, read for this question]"), so the history does not fill with a PDF and
-later turns know a file was discussed (asked again, it is read again from the chat).
+later turns know a file was discussed (to ask about its text again, quote the file again). A
+file that could not be read is named too, so the model knows it came.
 
 A file's text is framed as every text nobody here vouches for (framing.framed: no line of it can
 pass for a speaker, a mark of ours or an instruction), its name on a label line of ours, each
