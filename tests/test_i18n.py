@@ -18,6 +18,7 @@ from nonebug import App
 from pydantic import ValidationError
 
 from nonebot_plugin_marsho import i18n
+from nonebot_plugin_marsho.agent.documents import CODES, KINDS
 from nonebot_plugin_marsho.chat.commands import REGISTRY
 from nonebot_plugin_marsho.chat.fairuse import seconds_text
 from nonebot_plugin_marsho.chat.render import error_text, usage_text
@@ -69,6 +70,14 @@ DYNAMIC_KEYS: dict[str, list[str]] = {
     # scripts/gen_reference.py: what each form does, on the commands pages
     'f"form.{command.name}.{form.key}"': [f"form.{command.name}.{form.key}" for command in REGISTRY.all()
                                           for form in command.forms],
+    # chat/shared_files.py: a file not had or not read, added to the knowledge base or read for a question
+    'f"{purpose}.too_large"': ["kb.too_large", "file.too_large"],
+    'f"{purpose}.too_large_unknown"': ["kb.too_large_unknown", "file.too_large_unknown"],
+    'f"{purpose}.no_url"': ["kb.no_url", "file.no_url"],
+    'f"{purpose}.download_failed"': ["kb.download_failed", "file.download_failed"],
+    'f"{purpose}.error.{code}"': [f"{purpose}.error.{code}" for purpose in ("kb", "file") for code in CODES],
+    # agent/asked_files.py: a file's kind
+    'f"file.kind.{extracted.kind}"': [f"file.kind.{kind}" for kind in KINDS],
 }
 
 

@@ -44,6 +44,10 @@ class TurnFacts:
     recent: Sequence[Observed] = ()
     """The group's chat this conversation has not carried yet: it goes with the question, and
     is stored with it, so later turns read the same history."""
+    files: str = ""
+    """The text of the files read for this question, as the model reads them (labelled,
+    framed, cut to the budget: agent/asked_files.py): it goes after the note in this turn's
+    requests only, never stored; `content` names each file in one line, which is."""
 
     @classmethod
     def asking(cls, text: str, *, speaker: str = "", **facts: Any) -> TurnFacts:
@@ -80,7 +84,7 @@ async def build_request(facts: TurnFacts, prompt: Prompt | None, *, context: Too
     """The request of a turn: the system prompt of the conversation (`prompt`'s; None without
     one), the question with the recent chat before it, and the note: the time and the
     nickname (`prompt`'s), then what `memories` recalls for the asker's words, then the
-    passages of the chat's documents (`knowledge`) they find."""
+    passages of the chat's documents (`knowledge`) they find, then the files read for it."""
     content = facts.content
     if facts.recent:
         t, zone = (Texts(prompt.language), prompt.now().tzinfo) if prompt is not None else (Texts(), None)
@@ -94,6 +98,8 @@ async def build_request(facts: TurnFacts, prompt: Prompt | None, *, context: Too
         note = "\n".join(part for part in (note, await memories.note(context, facts.words)) if part)
     if knowledge is not None and context is not None:
         note = "\n".join(part for part in (note, await knowledge.note(context, facts.words)) if part)
+    if facts.files:
+        note = "\n\n".join(part for part in (note, facts.files) if part)
     return TurnRequest(system, content, note)
 
 

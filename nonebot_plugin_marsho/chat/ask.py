@@ -23,6 +23,7 @@ from .group_actions import shows_ids
 from .incoming import Limits, Question, read_question, sees_pictures
 from .matchers import Request, _announcer, reserved_names, user_key
 from .observe import group_key
+from .question_files import files_room, for_turn, read_files
 from .render import usage_text
 from .where import Where
 
@@ -40,16 +41,20 @@ async def _chat(
     nickname = await app.nicknames.get(user_key(bot, where.user_id))
     # in a shared conversation the model must know who is speaking, even for a picture alone
     speaker = _speaker(app, bot, where, nickname) if shared else ""
-    question = await _question(app, bot, engine, event, request.text, before, after, speaker=speaker)
+    # (an unsolicited reply reads no files: nobody asked about them)
+    question = await _question(app, bot, engine, event, where, request.text, before, after, speaker=speaker,
+                               files=observed is None)
     asked = request.text or any(joined.text for joined in (*before, *after))
-    if not asked and not question.has_pictures and not question.quoted_text:
-        return None, _nothing_asked(app, engine, question)
+    if not asked and not question.has_pictures and not question.quoted_text and not question.read:
+        return None, question.tips if question.files else _nothing_asked(app, engine, question)
     # an unsolicited reply: the speaker asked nothing of marsho
     context = _tool_context(bot, event, where, key, role, personal=observed is None and not where.anonymous)
     group_persona, unread = await _group_side(app, where, key)
     words = " ".join(part for part in (*(j.text for j in before), request.text, *(j.text for j in after))
                      if part)
-    facts = TurnFacts(question.content(), words=words, shared=shared, nickname=nickname,
+    content, files = for_turn(engine, question.content(), question.read, app.texts, asked=bool(asked),
+                              unread=question.unread)
+    facts = TurnFacts(content, words=words, shared=shared, nickname=nickname, files=files,
                       group_persona=group_persona, recent=_not_carried(unread, observed))
     unsolicited = observed is not None
     try:
@@ -103,11 +108,13 @@ def _whole(keep: Callable[[Reply], bool] | None) -> Callable[[Reply], bool]:
     return lambda reply: reply.over_quota is None and (keep is None or keep(reply))
 
 
-async def _question(app: Marsho, bot: Bot, engine: Engine, event: Event, text: str, before: Sequence[Joined],
-                    after: Sequence[Joined], *, speaker: str) -> Question:
+async def _question(app: Marsho, bot: Bot, engine: Engine, event: Event, where: Where, text: str,
+                    before: Sequence[Joined], after: Sequence[Joined], *, speaker: str,
+                    files: bool = True) -> Question:
     """The question as the model reads it: the message `text` came in (its quote and pictures),
     named with `speaker`'s label, and the messages that joined it (MARSHO_DEBOUNCE_SECONDS), in
-    their order."""
+    their order; with `files`, the files of them all read (Question.read; tips for those that
+    were not)."""
     config, model = app.config, engine.llm.model
     vision = sees_pictures(model, config.marsho_vision_models)
     limits = Limits(config.marsho_max_images, config.marsho_image_max_bytes, config.marsho_image_timeout,
@@ -121,8 +128,14 @@ async def _question(app: Marsho, bot: Bot, engine: Engine, event: Event, text: s
     question = await read(event, text, speaker)
     if before or after:
         # (pictures before it hold no words; the lines after it continue the labelled question)
-        question = merged([*[await read(j.event, j.text) for j in before], question,
-                           *[await read(j.event, j.text, continued=bool(speaker)) for j in after]])
+        questions = [*[await read(j.event, j.text) for j in before], question,
+                     *[await read(j.event, j.text, continued=bool(speaker)) for j in after]]
+        question = merged(questions)
+        question.files = [shared for each in questions for shared in each.files]
+    if question.files and files:
+        question.read, question.unread, tips = await read_files(app, bot, where, question.files, app.texts,
+                                                                room=files_room(engine))
+        question.tips += tips
     return question
 
 

@@ -8,11 +8,13 @@ import fnmatch
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 from nonebot.adapters import Bot, Event
 from nonebot_plugin_alconna.uniseg import At, Image, Reply, UniMessage, image_fetch
 
+from ..agent.documents import Extracted
 from ..agent.framing import framed
 from ..agent.persona import tagged_speaker
 from ..i18n import Texts
@@ -20,6 +22,7 @@ from ..redaction import logger
 from .group_base import own_ids
 from .media import MediaError, data_url, download_image, sniff_image
 from .native import Content, own_content, quoted_content
+from .shared_files import SharedFile, files_of
 from .where import platform_name
 
 
@@ -45,6 +48,13 @@ class Question:
     """Pictures in the message and the quote (sent or not)."""
     quoted_text: str = ""
     """The quoted message's text, if the asker replied to one."""
+    files: list[SharedFile] = field(default_factory=list)
+    """The files of the quoted message, then of the message itself (not read yet:
+    chat/question_files.py reads them)."""
+    read: list[Extracted] = field(default_factory=list)
+    """Those of `files` that were read (chat/question_files.py), for the model."""
+    unread: list[str] = field(default_factory=list)
+    """The names of those that could not be read (the asker gets a tip for each)."""
 
     @property
     def text(self) -> str:
@@ -92,7 +102,10 @@ _NAME_FIELDS = ("card", "nickname", "nick", "global_name", "first_name", "userna
 
 def _sender(bot: Bot, origin: Any, marsho_name: str) -> tuple[str | None, str | None]:
     """(the name a quoted message's sender goes by, their id; None for the bot's own)."""
-    sender = next((s for f in _SENDER_FIELDS if (s := getattr(origin, f, None)) is not None), None)
+    # (a Satori segment's `author` is its builder, not a sender: the quote's author is a child)
+    sender = next((s for f in _SENDER_FIELDS
+                   if (s := getattr(origin, f, None)) is not None and not callable(s)), None)
+    sender = sender if sender is not None else _satori_author(origin)
     if sender is None:
         return None, None
     user_id = next((i for f in _ID_FIELDS if (i := getattr(sender, f, None)) is not None), None)
@@ -101,6 +114,16 @@ def _sender(bot: Bot, origin: Any, marsho_name: str) -> tuple[str | None, str | 
     name = next((n for f in _NAME_FIELDS if isinstance(n := getattr(sender, f, None), str) and n), None)
     name = name or user_id
     return (str(name) if name else None), (str(user_id) if user_id is not None else None)
+
+
+def _satori_author(origin: Any) -> Any:
+    """The sender of a Satori `<quote>` element: its `<author id name>` child (as an object with
+    `id` and `name`); None without one."""
+    for child in getattr(origin, "children", None) or ():
+        if getattr(child, "type", None) == "author" and isinstance(getattr(child, "data", None), dict):
+            data = child.data
+            return SimpleNamespace(id=data.get("id"), name=data.get("name") or data.get("nick"))
+    return None
 
 
 NAME_CHARS = 32
@@ -233,7 +256,7 @@ async def read_question(
     quote: Quoted | None = None
     mentioned: list[tuple[str, str | None]] = []
     if not text_only(bot, event):
-        own, quote, mentioned = await _read_message(bot, event, marsho_name)
+        own, quote, mentioned, question.files = await _read_message(bot, event, marsho_name)
     quoted = quote.content if quote else None
     if quote is not None and not ids:  # its sender's id only for their short id
         quote = Quoted(quote.content, quote.sender, quote.sender_id)
@@ -272,18 +295,95 @@ def _words(text: str, mentioned: list[tuple[str, str | None]], t: Texts, *, fram
     return text
 
 
+def discord_quoted(event: Event) -> Any:
+    """The message a Discord message quotes: the one the event carries (`referenced_message`),
+    else the one the adapter fetched for it (`reply`, by get_channel_message: Discord leaves
+    `referenced_message` out when it did not look the message up), else the first snapshot of
+    a forwarded message; None when there is none."""
+    for found in (getattr(event, "referenced_message", None), getattr(event, "reply", None)):
+        if isinstance(getattr(found, "content", None), str):
+            return found
+    snapshots = getattr(event, "message_snapshots", None)
+    if isinstance(snapshots, list) and snapshots:
+        found = getattr(snapshots[0], "message", None)
+        if isinstance(getattr(found, "content", None), str):
+            return found
+    return None
+
+
+def _embed_text(message: Any) -> str:
+    """The text of a Discord message's embeds (what many bots answer in): titles, descriptions,
+    fields, footers."""
+    lines: list[str] = []
+    for embed in getattr(message, "embeds", None) or ():
+        for value in (getattr(embed, "title", None), getattr(embed, "description", None)):
+            if isinstance(value, str) and value:
+                lines.append(value)
+        for item in getattr(embed, "fields", None) or ():
+            name, value = getattr(item, "name", ""), getattr(item, "value", "")
+            lines.append(f"{name}: {value}" if isinstance(name, str) and name else str(value))
+        footer = getattr(getattr(embed, "footer", None), "text", None)
+        if isinstance(footer, str) and footer:
+            lines.append(footer)
+    return "\n".join(lines)
+
+
+_told_intent = False
+
+
+def _with_quoted(bot: Bot, event: Event) -> tuple[Event, Any]:
+    """(the event as the quote readers take it, the quoted message as the platform gave it): on
+    Discord, with the quoted message in `referenced_message` wherever the adapter found it, and
+    its embeds' text as its text when it has none of its own (without this a quote read empty:
+    `[Quoted message]` then `[End of quote]`)."""
+    if bot.adapter.get_name() != "Discord":
+        return event, None
+    quoted = original = discord_quoted(event)
+    if quoted is not None and not quoted.content:
+        shown = _embed_text(quoted)
+        try:
+            quoted = quoted.model_copy(update={"content": shown}) if shown else quoted
+        except Exception:  # not a pydantic message
+            pass
+        if not shown and not getattr(quoted, "attachments", None):
+            _no_content_intent()
+    if quoted is None or quoted is getattr(event, "referenced_message", None):
+        return event, original
+    try:
+        return event.model_copy(update={"referenced_message": quoted}), original  # type: ignore[attr-defined]
+    except Exception:  # not a pydantic event
+        return event, original
+
+
+def _no_content_intent() -> None:
+    """A Discord quote with nothing in it: most likely the bot lacks the Message Content intent
+    (off in the adapter's defaults), which empties every message that does not mention it."""
+    global _told_intent
+    if not _told_intent:
+        _told_intent = True
+        logger.warning("marsho: Discord gave a quoted message without its text: give the bot the Message "
+                       "Content intent (Developer Portal > Bot > Privileged Gateway Intents, and "
+                       '"intent": {"message_content": true} in DISCORD_BOTS)')
+
+
 async def _read_message(
     bot: Bot, event: Event, marsho_name: str
-) -> tuple[list[Image], Quoted | None, list[tuple[str, str | None]]]:
+) -> tuple[list[Image], Quoted | None, list[tuple[str, str | None]], list[SharedFile]]:
     """(the asker's own pictures, the first quoted message that could be read, the people the
-    message mentions)."""
+    message mentions, the files of the quote and of the message)."""
     try:
         message = await UniMessage.of(event.get_message(), bot=bot).attach_reply(event, bot)
     except Exception as error:  # an adapter alconna cannot read: the text is enough
         logger.warning(f"marsho: could not read the message's pictures or quote: {error}")
         message = UniMessage()
+    event, platform_quote = _with_quoted(bot, event)
     own = own_content(bot, event, message).images
     mentioned = mentions(bot, message)
+    try:
+        files = files_of(bot, event, message, platform_quote)
+    except Exception as error:  # a segment alconna cannot read: no files then
+        logger.warning(f"marsho: could not read the message's files: {error}")
+        files = []
     for reply in message[Reply]:
         found = quoted_content(bot, event, reply)
         if found is None:  # the implementation could not find it (get_msg failed)
@@ -291,8 +391,8 @@ async def _read_message(
         quoted_by, sender_id = _sender(bot, reply.origin, marsho_name)
         if quoted_by is None and bot.adapter.get_name() == "Discord":
             quoted_by, sender_id = _sender(bot, getattr(event, "referenced_message", None), marsho_name)
-        return own, Quoted(found, quoted_by, sender_id, str(reply.id or "")), mentioned
-    return own, None, mentioned
+        return own, Quoted(found, quoted_by, sender_id, str(reply.id or "")), mentioned, files
+    return own, None, mentioned, files
 
 
 async def _pictures(
