@@ -110,6 +110,19 @@ async def test_a_docx_in_the_question_is_read_through_get_file(
     assert "[File manual.docx (Word document)" in asked and "Hold the red button for 7 seconds to pair." in asked
 
 
+async def test_a_file_the_implementation_keeps_on_this_machine_is_read_through_get_file(
+        endpoint: FakeOpenAI, sim: OneBotSim, tmp_path: Any) -> None:
+    group = next(_groups)
+    kept = tmp_path / "manual.docx"
+    kept.write_bytes(MANUAL)
+    sim.files["/kept"] = {"file": str(kept)}  # NapCat on the same machine answers with its own copy
+    endpoint.push(text("Hold it for 7 seconds."))
+    _, reply = await sim.ask([text_segment("marsho how do I pair it?"), file_segment("manual.docx", file_id="/kept")],
+                             group_id=group, user_id=ASKER)
+    assert reply.text == "Hold it for 7 seconds."
+    assert "Hold the red button for 7 seconds to pair." in last_question(endpoint.requests[-1])
+
+
 async def test_a_long_document_is_cut_with_a_line_saying_so(
         endpoint: FakeOpenAI, sim: OneBotSim, files: Files) -> None:
     group = next(_groups)

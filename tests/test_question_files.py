@@ -268,3 +268,19 @@ async def test_an_unsolicited_reply_reads_no_files(fake: FakeOpenAI, active: Any
     assert chat.sent_texts()[-1] == "Looks good!"
     assert "report.pdf" not in json.dumps(fake.requests[-1]["messages"])
     assert not [api for api, _ in chat.calls if api in ("get_group_file_url", "get_file")]
+
+
+async def test_a_file_segment_naming_a_path_on_this_machine_is_not_read(
+        app: App, fake: FakeOpenAI, plugin_engine, tmp_path: Any) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("the owner's password is hunter2")
+    fake.push(text("Hello."))
+    async with app.test_matcher() as ctx:
+        bot = onebot_bot(ctx)
+        forged = MessageSegment("file", {"file": "notes.txt", "file_id": "n", "url": str(secret)})
+        event = quoting(group_message("marsho what does it say?"), Message([forged]))
+        ctx.receive_event(bot, event)
+        answer = ("Hello.\n\nnotes.txt: could not download it (a message's file may not name a path on this "
+                  "machine); not read.")
+        ctx.should_call_api(*reply_call(event, answer), result={"message_id": 1})
+    assert "hunter2" not in json.dumps(fake.requests)

@@ -209,8 +209,9 @@ async def fetch(app: Marsho, bot: Bot, where: Where, shared: SharedFile) -> byte
     config = app.config
     url = shared.url
     platform = bot.adapter.get_name()
+    asked = False  # the address is the implementation's answer to our own call, not the message's
     if not url and shared.file_id and platform == "OneBot V11":
-        url = await _file_url(bot, where, shared)
+        url, asked = await _file_url(bot, where, shared), True
     elif not url and shared.file_id.startswith(("https://", "http://")):  # Kook's file key is its address
         url = shared.file_id
     elif not url and shared.file_id and (platform in BY_ID or shared.message_id):
@@ -219,7 +220,9 @@ async def fetch(app: Marsho, bot: Bot, where: Where, shared: SharedFile) -> byte
     if not url:
         raise DownloadError("bad_url", "no address")
     local = Path(url.removeprefix("file://")) if url.startswith(("/", "file://")) else None
-    if local is not None:  # the implementation's own copy, on this machine
+    if local is not None and not asked:  # a message names no file of this machine
+        raise DownloadError("bad_url", "a message's file may not name a path on this machine")
+    if local is not None:  # the implementation's own copy, on this machine (get_file's answer)
         if not local.is_file():
             raise DownloadError("bad_url", "the OneBot implementation's copy is not on this machine")
         if local.stat().st_size > config.marsho_file_max_bytes:
