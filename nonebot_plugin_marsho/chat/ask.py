@@ -24,6 +24,7 @@ from .incoming import Limits, Question, read_question, sees_pictures
 from .matchers import Request, _announcer, reserved_names, user_key
 from .observe import group_key
 from .render import usage_text
+from .segments import current_segments
 from .where import Where
 
 
@@ -57,7 +58,8 @@ async def _chat(
             reply = await ask(engine, key, facts, app.prompt, context=context, memories=app.memory_book,
                               knowledge=app.knowledge,
                               announce=_announcer(app, app.delivery()),
-                              keep=_whole(keep) if unsolicited else keep)
+                              keep=_whole(keep) if unsolicited else keep,
+                              on_text=shown.hook() if (shown := current_segments()) else None)
     except QuotaReached as reached:  # refused before its first request: nothing was stored
         _carried(app, where, key, unread, stored=False)
         return None, [] if unsolicited else [quota_text(app.texts, reached.over)]

@@ -37,6 +37,7 @@ from .native import own_content
 from .observe import group_key, message_text, observe
 from .outgoing import Delivery, picture_segment, send_answer, send_progress, send_reasoning
 from .render import brief_reason, brief_text, error_text, reply_text, unknown_command_text, usage_text
+from .segments import SegmentedReply, current_segments, segmented
 from .targets import speak_in
 from .where import Where, looks_private, platform_name, where_of
 
@@ -472,10 +473,17 @@ def _failure_text(context: CommandContext, what: str, error: Exception) -> str:
 
 
 async def _ask(context: CommandContext, request: Request, person: str) -> None:
-    """A question: asked (or refused, or joined to one being answered), then its answer sent."""
+    """A question: asked (or refused, or joined to one being answered), then its answer sent
+    (as it is written, with MARSHO_SEGMENTED_REPLY: chat/segments.py)."""
+    config = context.app.config
+    shown = SegmentedReply(context.bot, context.app.delivery(), limit=config.marsho_segments) \
+        if config.marsho_segmented_reply else None
+    segmented(shown)
     try:
         asked = await _asked(context, request, person)
     except Exception as error:
+        if shown is not None:  # what streamed and was not shown yet goes before the failure
+            await shown.fail()
         await _send(_failure_text(context, request.command, error))
         return
     if asked is None:  # refused (and told, where it is told), or joined to another question
@@ -576,7 +584,9 @@ async def _deliver(context: CommandContext, reply: Reply, tips: list[str]) -> No
     where = context.where
     # remembered before it goes: a bot's reply to it may come before the send returns
     guard_of(app).answered(chat_of(where), where.user_id, text)
-    await send_answer(context.bot, text, reply.images, how)
+    shown = current_segments()  # an answer that streamed is delivered as it was shown
+    if shown is None or not await shown.finish(text, reply.images):
+        await send_answer(context.bot, text, reply.images, how)
     # where this chat is, kept for whatever speaks in it later (a write only when it changed)
     if context.services is not None:
         await context.services.targets.remember(context.bot, context.event, chat_key(where))
