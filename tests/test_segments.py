@@ -1,0 +1,280 @@
+"""Answers delivered as they are written (MARSHO_SEGMENTED_REPLY, issue 26) and the typing
+indicator: the paragraphs of a growing text (never cut inside a code block), what is left to
+send of the final text, the segments and the growing message a stream makes; then through the
+adapters: Telegram's message edited in place, its chat action, and NapCat's set_input_status in
+private chats only (asked once of an implementation that lacks it)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from nonebot.adapters.onebot.v11.exception import ActionFailed as OneBotActionFailed
+
+from nonebot_plugin_marsho.chat import segments as segments_module
+from nonebot_plugin_marsho.chat import typing_indicator
+from nonebot_plugin_marsho.chat.outgoing import Delivery
+from nonebot_plugin_marsho.chat.segments import Paragraphs, SegmentedReply, remainder
+from tests.conftest import configured
+from tests.fake_openai import FakeOpenAI, streamed_text, text
+from tests.platforms import PLATFORMS, Chat, forget_uninfo_sessions
+
+THREE = "First paragraph.\n\nSecond paragraph.\n\nThird paragraph."
+CODE = "Here is code:\n\n```python\ndef f():\n\n    return 1\n```\n\nThat is all."
+
+
+def pieces(whole: str, size: int = 5) -> list[str]:
+    return [whole[i:i + size] for i in range(0, len(whole), size)]
+
+
+def fed(whole: str, size: int = 5) -> list[str]:
+    paragraphs = Paragraphs()
+    finished = [p for piece in pieces(whole, size) for p in paragraphs.add(piece)]
+    return [*finished, paragraphs.rest()]
+
+
+# --- the paragraphs of a growing text ---------------------------------------------------------
+
+
+def test_a_paragraph_is_finished_by_the_blank_line_after_it() -> None:
+    paragraphs = Paragraphs()
+    assert paragraphs.add("First paragraph.\n") == []
+    assert paragraphs.add("\nSecond") == ["First paragraph."]
+    assert paragraphs.add(" paragraph.") == []
+    assert paragraphs.rest() == "Second paragraph."
+
+
+@pytest.mark.parametrize("size", [1, 3, 7, 1000])
+def test_a_code_block_with_blank_lines_inside_stays_whole(size: int) -> None:
+    assert fed(CODE, size) == ["Here is code:", "```python\ndef f():\n\n    return 1\n```", "That is all."]
+
+
+def test_an_open_code_block_finishes_nothing_until_it_closes() -> None:
+    paragraphs = Paragraphs()
+    assert paragraphs.add("```\na\n\nb\n\n") == []
+    assert paragraphs.add("```\n\nafter") == ["```\na\n\nb\n\n```"]
+
+
+def test_a_table_and_a_formula_stay_whole() -> None:
+    answer = "Intro.\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n$$\nx^2\n$$\n\nEnd."
+    assert fed(answer, 4) == ["Intro.", "| a | b |\n|---|---|\n| 1 | 2 |", "$$\nx^2\n$$", "End."]
+
+
+def test_what_is_left_of_the_final_text_is_after_what_was_sent() -> None:
+    assert remainder(THREE, ["First paragraph.", "Second paragraph."]) == "Third paragraph."
+    assert remainder(THREE, []) == THREE
+
+
+def test_words_before_a_round_of_tool_calls_are_not_in_the_final_text() -> None:
+    assert remainder("The answer.\n\nMore.", ["Let me look.", "The answer."]) == "More."
+    assert remainder("The answer.", ["Let me look."]) == "The answer."
+
+
+# --- the segments a stream makes --------------------------------------------------------------
+
+
+class FakeBot:
+    """Just enough of a Bot for SegmentedReply: its adapter's name."""
+
+    class adapter:  # noqa: N801
+        @staticmethod
+        def get_name() -> str:
+            return "OneBot V11"
+
+
+@pytest.fixture
+def sent(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, bool, int]]:
+    """Each segment sent: its text, whether it quotes the question, its pictures."""
+    sends: list[tuple[str, bool, int]] = []
+
+    async def send_answer(bot: Any, text: str, images: Any, delivery: Delivery, *, quote: bool = True) -> None:
+        assert delivery.long_answer == "single"  # a segment is one message
+        sends.append((text, quote, len(images)))
+
+    monkeypatch.setattr(segments_module, "send_answer", send_answer)
+    return sends
+
+
+async def stream(reply: SegmentedReply, whole: str, size: int = 5) -> None:
+    hook = reply.hook()
+    for piece in pieces(whole, size):
+        await hook(piece)
+
+
+async def test_three_paragraphs_go_in_three_messages_the_first_quoting_the_question(sent) -> None:
+    reply = SegmentedReply(FakeBot(), Delivery(), limit=3)  # type: ignore[arg-type]
+    await stream(reply, THREE)
+    assert sent == [("First paragraph.", True, 0), ("Second paragraph.", False, 0)]
+    assert await reply.finish(THREE, [b"png"])
+    assert sent[-1] == ("Third paragraph.", False, 1)
+
+
+async def test_paragraphs_past_the_limit_go_in_the_last_message(sent) -> None:
+    reply = SegmentedReply(FakeBot(), Delivery(), limit=2)  # type: ignore[arg-type]
+    await stream(reply, THREE)
+    assert await reply.finish(f"{THREE}\n\nA tip.")
+    assert [text for text, _, _ in sent] == ["First paragraph.", "Second paragraph.\n\nThird paragraph.\n\nA tip."]
+
+
+async def test_one_segment_is_the_whole_answer_at_the_end(sent) -> None:
+    reply = SegmentedReply(FakeBot(), Delivery(), limit=1)  # type: ignore[arg-type]
+    await stream(reply, THREE)
+    assert sent == []
+    assert await reply.finish(THREE)
+    assert sent == [(THREE, True, 0)]
+
+
+async def test_an_answer_that_did_not_stream_is_left_to_the_usual_delivery(sent) -> None:
+    reply = SegmentedReply(FakeBot(), Delivery(), limit=3)  # type: ignore[arg-type]
+    reply.hook()
+    assert not await reply.finish(THREE)
+    assert sent == []
+
+
+async def test_a_failed_turn_sends_what_streamed_and_was_not_shown(sent) -> None:
+    reply = SegmentedReply(FakeBot(), Delivery(), limit=3)  # type: ignore[arg-type]
+    await stream(reply, "Done part.\n\nHalf a sent")
+    await reply.fail()
+    assert [text for text, _, _ in sent] == ["Done part.", "Half a sent"]
+
+
+# --- the growing message ----------------------------------------------------------------------
+
+
+class FakeReceipt:
+    def __init__(self, edits: list[str]) -> None:
+        self.edits = edits
+
+    async def edit(self, message: Any) -> FakeReceipt:
+        self.edits.append(str(message))
+        return self
+
+
+class Clock:
+    """A clock the test moves, and a sleep that waits for the test to let it end."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+        self.asleep = asyncio.Event()
+        self.wake = asyncio.Event()
+
+    def __call__(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.asleep.set()
+        await self.wake.wait()
+        self.wake.clear()
+        self.now += seconds
+
+
+async def test_the_growing_message_is_edited_at_most_once_a_second_and_ends_whole(monkeypatch) -> None:
+    firsts: list[str] = []
+    edits: list[str] = []
+
+    async def send(message: Any, **_: Any) -> FakeReceipt:
+        firsts.append(str(message))
+        return FakeReceipt(edits)
+
+    monkeypatch.setattr(segments_module.UniMessage, "send", send)
+    clock = Clock()
+    reply = SegmentedReply(FakeBot(), Delivery(render_latex=False, render_images=False),  # type: ignore[arg-type]
+                           limit=3, edits=True, clock=clock, sleep=clock.sleep)
+    hook = reply.hook()
+    await hook("First")
+    assert firsts == ["First"] and edits == []
+    for piece in (" paragraph.", "\n\nSecond", " one."):  # all within the same second
+        await hook(piece)
+        await asyncio.sleep(0)
+    await clock.asleep.wait()
+    assert edits == []  # coalesced: waiting for the second to pass
+    clock.wake.set()
+    while not edits:
+        await asyncio.sleep(0)
+    assert edits == ["First paragraph.\n\nSecond one."]  # one edit carries all three pieces
+    assert await reply.finish("First paragraph.\n\nSecond one. And the end.")
+    assert edits[-1] == "First paragraph.\n\nSecond one. And the end."
+    assert len(firsts) == 1
+
+
+# --- through the adapters ---------------------------------------------------------------------
+
+
+@pytest.fixture(autouse=True)
+def _fresh() -> Iterator[None]:
+    forget_uninfo_sessions()
+    typing_indicator._without_input_status.clear()
+    yield
+    forget_uninfo_sessions()
+    typing_indicator._without_input_status.clear()
+
+
+async def test_telegram_edits_one_message_as_the_answer_grows(app, fake: FakeOpenAI, plugin_engine) -> None:
+    chat = PLATFORMS["Telegram"]()
+    fake.push(streamed_text("First paragraph.", "\n\nSecond ", "paragraph.", "\n\nThird paragraph."))
+    with configured(marsho_segmented_reply=True):
+        await chat.bot.handle_event(chat.event("group", "marsho tell me three things"))
+    assert fake.requests[-1]["stream"] is True
+    names = [api for api, _ in chat.calls]
+    assert names.count("send_message") == 1, chat.calls
+    edits = [data["text"] for api, data in chat.calls if api == "edit_message_text"]
+    assert edits and edits[-1] == THREE
+    assert ("send_chat_action", {"chat_id": int(chat.group_id), "action": "typing"}) in chat.calls
+    assert names.index("send_chat_action") < names.index("send_message")
+
+
+async def test_without_segmented_replies_telegram_gets_the_answer_unstreamed(
+    app, fake: FakeOpenAI, plugin_engine
+) -> None:
+    chat = PLATFORMS["Telegram"]()
+    fake.push(text(THREE))
+    await chat.bot.handle_event(chat.event("group", "marsho tell me three things"))
+    assert "stream" not in fake.requests[-1]
+    assert chat.sent_texts() == [THREE]
+    assert "edit_message_text" not in [api for api, _ in chat.calls]
+
+
+def input_statuses(chat: Chat) -> list[dict[str, Any]]:
+    return [data for api, data in chat.calls if api == "set_input_status"]
+
+
+async def test_set_input_status_is_called_in_a_private_chat_and_not_in_a_group(
+    app, fake: FakeOpenAI, plugin_engine
+) -> None:
+    chat = PLATFORMS["OneBot V11"]()
+    fake.push(text("In private."), text("In the group."))
+    await chat.bot.handle_event(chat.event("private", "marsho hi"))
+    assert input_statuses(chat) == [{"user_id": int(chat.user_id), "event_type": 1}]
+    await chat.bot.handle_event(chat.event("group", "marsho hi"))
+    assert len(input_statuses(chat)) == 1
+    assert chat.sent_texts()[-1] == "In the group."
+
+
+async def test_an_implementation_without_set_input_status_is_asked_once(
+    app, fake: FakeOpenAI, plugin_engine
+) -> None:
+    chat = PLATFORMS["OneBot V11"]()
+    answer = chat.answer
+
+    def without_input_status(api: str, data: dict[str, Any]) -> Any:
+        if api == "set_input_status":
+            return OneBotActionFailed(status="failed", retcode=1404, msg="unknown action")
+        return answer(api, data)
+
+    chat.answer = without_input_status  # type: ignore[method-assign]
+    fake.push(text("One."), text("Two."))
+    await chat.bot.handle_event(chat.event("private", "marsho hi"))
+    await chat.bot.handle_event(chat.event("private", "marsho again"))
+    assert len(input_statuses(chat)) == 1
+    assert chat.sent_texts() == ["One.", "Two."]
+
+
+async def test_no_typing_indicator_when_it_is_turned_off(app, fake: FakeOpenAI, plugin_engine) -> None:
+    chat = PLATFORMS["OneBot V11"]()
+    fake.push(text("Quietly."))
+    with configured(marsho_typing_indicator=False):
+        await chat.bot.handle_event(chat.event("private", "marsho hi"))
+    assert input_statuses(chat) == []
+    assert chat.sent_texts() == ["Quietly."]
