@@ -18,7 +18,7 @@ from nonebot_plugin_marsho.chat import typing_indicator
 from nonebot_plugin_marsho.chat.outgoing import Delivery
 from nonebot_plugin_marsho.chat.segments import Paragraphs, SegmentedReply, remainder
 from tests.conftest import configured
-from tests.fake_openai import FakeOpenAI, streamed_text, text
+from tests.fake_openai import FakeOpenAI, streamed_text, text, tool_calls
 from tests.platforms import PLATFORMS, Chat, forget_uninfo_sessions
 
 THREE = "First paragraph.\n\nSecond paragraph.\n\nThird paragraph."
@@ -223,6 +223,47 @@ async def test_telegram_edits_one_message_as_the_answer_grows(app, fake: FakeOpe
     assert edits and edits[-1] == THREE
     assert ("send_chat_action", {"chat_id": int(chat.group_id), "action": "typing"}) in chat.calls
     assert names.index("send_chat_action") < names.index("send_message")
+
+
+EDITED = {"Telegram": "edit_message_text", "Discord": "edit_message", "Kaiheila": "message_update"}
+
+
+@pytest.mark.parametrize("name", ["Discord", "Kaiheila"])
+async def test_discord_and_kook_edit_one_message_as_the_answer_grows(
+    app, fake: FakeOpenAI, plugin_engine, name: str
+) -> None:
+    chat = PLATFORMS[name]()
+    fake.push(streamed_text("First paragraph.", "\n\nSecond ", "paragraph.", "\n\nThird paragraph."))
+    with configured(marsho_segmented_reply=True):
+        await chat.bot.handle_event(chat.event(chat.wheres[0], "marsho tell me three things"))
+    assert len(chat.sent_calls()) == 1, chat.calls
+    edits = [data for api, data in chat.calls if api == EDITED[name]]
+    assert edits, chat.calls
+    assert edits[-1]["content"] == THREE
+
+
+async def test_the_words_before_tool_calls_stay_and_the_answer_follows(
+    app, fake: FakeOpenAI, plugin_engine
+) -> None:
+    chat = PLATFORMS["OneBot V11"]()
+    fake.push(tool_calls(("marshoai-example__get_weather", {"location": "Hangzhou"}, "c1"),
+                         content="Let me look it up.\n\nOne moment."),
+              text("Hot in Hangzhou."))
+    with configured(marsho_segmented_reply=True):
+        await chat.bot.handle_event(chat.event("group", "marsho weather in Hangzhou?"))
+    assert chat.sent_texts() == ["Let me look it up.", "One moment.", "Hot in Hangzhou."]
+    assert all(body["stream"] is True for body in fake.requests)
+
+
+async def test_a_stream_cut_half_way_sends_what_came_then_says_so(app, fake: FakeOpenAI, plugin_engine) -> None:
+    chat = PLATFORMS["OneBot V11"]()
+    fake.push(streamed_text("Done part.\n\n", "Half a", done=False, finish=False))
+    with configured(marsho_segmented_reply=True):
+        await chat.bot.handle_event(chat.event("group", "marsho tell me"))
+    sent = chat.sent_texts()
+    assert sent[:2] == ["Done part.", "Half a"]
+    assert len(sent) == 3 and sent[2].startswith("Sorry, I could not answer"), sent  # (a member's brief)
+    assert len(fake.requests) == 1  # shown in part: not asked again
 
 
 async def test_without_segmented_replies_telegram_gets_the_answer_unstreamed(
