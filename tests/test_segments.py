@@ -137,7 +137,7 @@ async def test_a_failed_turn_sends_what_streamed_and_was_not_shown(sent) -> None
     reply = SegmentedReply(FakeBot(), Delivery(), limit=3)  # type: ignore[arg-type]
     await stream(reply, "Done part.\n\nHalf a sent")
     await reply.fail()
-    assert [text for text, _, _ in sent] == ["Done part.", "Half a sent"]
+    assert [text for text, _, _ in sent] == ["Done part.", "Half a"]  # not the word cut short
 
 
 # --- the growing message ----------------------------------------------------------------------
@@ -183,9 +183,9 @@ async def test_the_growing_message_is_edited_at_most_once_a_second_and_ends_whol
     reply = SegmentedReply(FakeBot(), Delivery(render_latex=False, render_images=False),  # type: ignore[arg-type]
                            limit=3, edits=True, clock=clock, sleep=clock.sleep)
     hook = reply.hook()
-    await hook("First")
+    await hook("First ")
     assert firsts == ["First"] and edits == []
-    for piece in (" paragraph.", "\n\nSecond", " one."):  # all within the same second
+    for piece in ("paragraph.", "\n\nSecond", " one"):  # all within the same second
         await hook(piece)
         await asyncio.sleep(0)
     await clock.asleep.wait()
@@ -193,7 +193,8 @@ async def test_the_growing_message_is_edited_at_most_once_a_second_and_ends_whol
     clock.wake.set()
     while not edits:
         await asyncio.sleep(0)
-    assert edits == ["First paragraph.\n\nSecond one."]  # one edit carries all three pieces
+    # one edit carries the three pieces, but the word still being written
+    assert edits == ["First paragraph.\n\nSecond"]
     assert await reply.finish("First paragraph.\n\nSecond one. And the end.")
     assert edits[-1] == "First paragraph.\n\nSecond one. And the end."
     assert len(firsts) == 1
@@ -257,11 +258,11 @@ async def test_the_words_before_tool_calls_stay_and_the_answer_follows(
 
 async def test_a_stream_cut_half_way_sends_what_came_then_says_so(app, fake: FakeOpenAI, plugin_engine) -> None:
     chat = PLATFORMS["OneBot V11"]()
-    fake.push(streamed_text("Done part.\n\n", "Half a", done=False, finish=False))
+    fake.push(streamed_text("Done part.\n\n", "Half a sent", done=False, finish=False))
     with configured(marsho_segmented_reply=True):
         await chat.bot.handle_event(chat.event("group", "marsho tell me"))
     sent = chat.sent_texts()
-    assert sent[:2] == ["Done part.", "Half a"]
+    assert sent[:2] == ["Done part.", "Half a"]  # not the word cut short
     assert len(sent) == 3 and sent[2].startswith("Sorry, I could not answer"), sent  # (a member's brief)
     assert len(fake.requests) == 1  # shown in part: not asked again
 
@@ -319,3 +320,31 @@ async def test_no_typing_indicator_when_it_is_turned_off(app, fake: FakeOpenAI, 
         await chat.bot.handle_event(chat.event("private", "marsho hi"))
     assert input_statuses(chat) == []
     assert chat.sent_texts() == ["Quietly."]
+
+
+async def test_a_secret_being_written_is_never_shown_in_part(monkeypatch) -> None:
+    from nonebot_plugin_marsho.redaction import SECRETS
+
+    secret = "sk-live-0123456789abcdefXYZ"
+    shown: list[str] = []
+
+    async def send(message: Any, **_: Any) -> FakeReceipt:
+        shown.append(str(message))
+        return FakeReceipt(shown)
+
+    monkeypatch.setattr(segments_module.UniMessage, "send", send)
+    SECRETS.add(secret)
+    try:
+        reply = SegmentedReply(FakeBot(), Delivery(render_latex=False, render_images=False),  # type: ignore[arg-type]
+                               limit=3, edits=True, interval=0)
+        hook = reply.hook()
+        for piece in ("The key is ", *pieces(secret, 4), " and that is all."):
+            await hook(piece)
+            for _ in range(5):
+                await asyncio.sleep(0)
+        assert await reply.finish(f"The key is {secret} and that is all.")
+    finally:
+        SECRETS.discard(secret)
+    assert len(shown) >= 3
+    assert not any("sk-l" in text for text in shown), shown
+    assert "that is all." in shown[-1]

@@ -37,6 +37,13 @@ EDIT_INTERVAL = 1.0
 per chat)."""
 
 _BLANK_LINE = re.compile(r"\n[ \t]*\n")
+_LAST_WORD = re.compile(r"\S+\Z")
+
+
+def settled(text: str) -> str:
+    """`text` as it may be shown while it still grows: without the word being written (half of
+    a secret is not yet what redaction finds)."""
+    return _LAST_WORD.sub("", text)
 
 
 class Paragraphs:
@@ -82,7 +89,7 @@ def remainder(text: str, sent: Sequence[str]) -> str:
                 break
             rest = rest[len(piece):].lstrip()
         else:
-            return rest
+            return rest.rstrip()
     return text.strip()
 
 
@@ -152,9 +159,9 @@ class SegmentedReply:
         if self.edits:
             await self._stop_pump()
             if self.receipt is not None and not self.broken:
-                await self._edit(self.paragraphs.text)
+                await self._edit(settled(self.paragraphs.text))
             return
-        rest = remainder(self.paragraphs.text, self.sent)
+        rest = remainder(settled(self.paragraphs.text), self.sent)
         if rest:
             await self._send(rest, ())
 
@@ -171,14 +178,15 @@ class SegmentedReply:
         if self.broken:
             return
         if self.receipt is None:
+            shown = settled(self.paragraphs.text)
             try:
-                self.receipt = await UniMessage([Text(self._said(self.paragraphs.text))]).send(reply_to=True)
+                self.receipt = await UniMessage([Text(self._said(shown))]).send(reply_to=True)
             except Exception as error:
                 logger.opt(exception=error).warning(f"marsho: the growing answer could not be sent: {error}")
                 self.broken = True
                 return
             self.last_edit = self.clock()
-            self.shown = self.paragraphs.text
+            self.shown = shown
             return
         if self._pump is None or self._pump.done():
             self._pump = asyncio.ensure_future(self._edits())
@@ -186,11 +194,11 @@ class SegmentedReply:
     async def _edits(self) -> None:
         """Edit the message with the text told so far until it holds all of it, at most once
         every `interval` seconds."""
-        while self.paragraphs.text != self.shown and not self.broken:
+        while settled(self.paragraphs.text) != self.shown and not self.broken:
             wait = self.last_edit + self.interval - self.clock()
             if wait > 0:
                 await self.sleep(wait)
-            await self._edit(self.paragraphs.text)
+            await self._edit(settled(self.paragraphs.text))
 
     async def _stop_pump(self) -> None:
         if self._pump is not None and not self._pump.done():
