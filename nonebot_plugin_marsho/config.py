@@ -1019,11 +1019,12 @@ class Config(BaseModel):
     zh: 在不能编辑消息的平台上，分段回答最多发成这么多条消息：超出的段落都放在最后一条里。"""
 
     marsho_typing_indicator: bool = True
-    """Show that marsho is typing while the model thinks, where the platform has it (Telegram's
-    chat action, Discord's typing, NapCat's `set_input_status` in private chats).
+    """Show that marsho is typing while the model thinks (once a turn has taken 2 s), where the
+    platform has it (Telegram's chat action, Discord's typing, NapCat's `set_input_status` in
+    private chats).
 
-    zh: 模型思考时显示“正在输入”，平台支持时才显示（Telegram 的聊天动作、Discord 的输入状态、NapCat 在私聊中的
-    `set_input_status`）。"""
+    zh: 模型思考时（一轮对话超过 2 秒后）显示“正在输入”，平台支持时才显示（Telegram 的聊天动作、Discord 的
+    输入状态、NapCat 在私聊中的 `set_input_status`）。"""
 
     @field_validator("marsho_stream", mode="before")
     @classmethod

@@ -7,13 +7,14 @@ chats, never in groups."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
-from tests.fake_openai import FakeOpenAI, streamed_text, text
+from tests.fake_openai import FakeOpenAI, held, streamed_text, text
 from tests.onebot_sim import Action, BotProcess, OneBotSim, output_if_failed, wait_for_quiet
 
 GROUP = 32701
@@ -106,11 +107,16 @@ async def test_each_paragraph_is_a_message_of_its_own_however_short(endpoint: Fa
 async def test_set_input_status_is_called_in_a_private_chat_and_not_in_a_group(
     endpoint: FakeOpenAI, bot: OneBotSim
 ) -> None:
-    endpoint.push(text("In private."), text("In the group."))
-    _, answer = await bot.ask("marsho hi", private=True, user_id=10004)
-    assert answer.text == "In private."
-    statuses = [a.params for a in bot.actions if a.action == "set_input_status"]
-    assert statuses == [{"user_id": 10004, "event_type": 1}]
-    _, answer = await bot.ask("marsho hi", group_id=GROUP, user_id=10004)
-    assert answer.text == "In the group."
-    assert [a.params for a in bot.actions if a.action == "set_input_status"] == statuses  # none more
+    # both answers held: the group's question waits longer than the private one, so a typing
+    # indicator of the group's would come first (the indicator shows after SHOW_AFTER s)
+    endpoint.push(held(text("In the group.")), held(text("In private.")))
+    in_group = await bot.group_message("marsho hi", group_id=GROUP, user_id=10004)
+    while endpoint.in_flight < 1:
+        await asyncio.sleep(0.02)
+    in_private = await bot.private_message("marsho hi", user_id=10005)
+    status = await bot.wait_action("set_input_status")
+    endpoint.release()
+    assert (await bot.reply_to(in_group)).text == "In the group."
+    assert (await bot.reply_to(in_private)).text == "In private."
+    assert status.params == {"user_id": 10005, "event_type": 1}
+    assert {a.params["user_id"] for a in bot.actions if a.action == "set_input_status"} == {10005}

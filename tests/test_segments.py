@@ -204,7 +204,9 @@ async def test_the_growing_message_is_edited_at_most_once_a_second_and_ends_whol
 
 
 @pytest.fixture(autouse=True)
-def _fresh() -> Iterator[None]:
+def _fresh(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A new uninfo and typing state; the indicator shows at once (the fake answers quickly)."""
+    monkeypatch.setattr(typing_indicator, "SHOW_AFTER", 0.0)
     forget_uninfo_sessions()
     typing_indicator._without_input_status.clear()
     yield

@@ -2,8 +2,10 @@
 (MARSHO_TYPING_INDICATOR), where the platform has one: Telegram's chat action, Discord's typing
 indicator, and NapCat's `set_input_status` in private chats (OneBot v11 has no such action of
 its own: an implementation without it answers with an error, after which that bot is not asked
-again). Each lapses after a few seconds, so it is repeated until the turn ends. Best effort: a
-failure is logged (once per bot where the action is missing) and never fails the turn."""
+again). It shows once the turn has taken SHOW_AFTER seconds (a quick answer needs none, and
+costs no call), and, since each lapses after a few seconds, is repeated until the turn ends.
+Best effort: a failure is logged (once per bot where the action is missing) and never fails
+the turn."""
 
 from __future__ import annotations
 
@@ -16,6 +18,8 @@ from nonebot.exception import ActionFailed
 
 from ..redaction import logger
 
+SHOW_AFTER = 2.0
+"""Seconds a turn takes before the indicator shows: most answers come sooner."""
 REPEAT_SECONDS = {"Telegram": 4.0, "Discord": 8.0, "OneBot V11": 8.0}
 """Seconds between two indicators, per adapter: Telegram's chat action lapses at 5 s, Discord's
 typing at 10 s; NapCat's input status shows for a few seconds too."""
@@ -52,6 +56,7 @@ async def _input_status(bot: Bot, user: str) -> None:
 
 
 async def _repeat(show: Show, every: float) -> None:
+    await asyncio.sleep(SHOW_AFTER)
     while True:
         try:
             await show()
