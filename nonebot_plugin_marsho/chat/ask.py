@@ -24,8 +24,7 @@ from .incoming import Limits, Question, read_question, sees_pictures
 from .matchers import Request, _announcer, reserved_names, user_key
 from .observe import group_key
 from .render import usage_text
-from .segments import current_segments
-from .typing_indicator import typing_shown
+from .segments import segments_hook
 from .where import Where
 
 
@@ -55,15 +54,12 @@ async def _chat(
                       group_persona=group_persona, recent=_not_carried(unread, observed))
     unsolicited = observed is not None
     try:
-        typing = app.config.marsho_typing_indicator and not unsolicited
-        async with typing_shown(bot, event, private=where.kind == "private", on=typing):
-            with _billing(app, engine, where, role, shared=shared, unsolicited=unsolicited,
-                          recent=facts.recent):
-                reply = await ask(engine, key, facts, app.prompt, context=context, memories=app.memory_book,
-                                  knowledge=app.knowledge,
-                                  announce=_announcer(app, app.delivery()),
-                                  keep=_whole(keep) if unsolicited else keep,
-                                  on_text=shown.hook() if (shown := current_segments()) else None)
+        with _billing(app, engine, where, role, shared=shared, unsolicited=unsolicited, recent=facts.recent):
+            reply = await ask(engine, key, facts, app.prompt, context=context, memories=app.memory_book,
+                              knowledge=app.knowledge,
+                              announce=_announcer(app, app.delivery()),
+                              keep=_whole(keep) if unsolicited else keep,
+                              on_text=segments_hook())
     except QuotaReached as reached:  # refused before its first request: nothing was stored
         _carried(app, where, key, unread, stored=False)
         return None, [] if unsolicited else [quota_text(app.texts, reached.over)]

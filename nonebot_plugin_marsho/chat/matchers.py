@@ -39,6 +39,7 @@ from .outgoing import Delivery, picture_segment, send_answer, send_progress, sen
 from .render import brief_reason, brief_text, error_text, reply_text, unknown_command_text, usage_text
 from .segments import SegmentedReply, current_segments, segmented
 from .targets import speak_in
+from .typing_indicator import typing_shown
 from .where import Where, looks_private, platform_name, where_of
 
 COMMANDS = REGISTRY.names()
@@ -480,7 +481,9 @@ async def _ask(context: CommandContext, request: Request, person: str) -> None:
         if config.marsho_segmented_reply else None
     segmented(shown)
     try:
-        asked = await _asked(context, request, person)
+        async with typing_shown(context.bot, context.event, private=context.where.kind == "private",
+                                on=config.marsho_typing_indicator):
+            asked = await _asked(context, request, person)
     except Exception as error:
         if shown is not None:  # what streamed and was not shown yet goes before the failure
             await shown.fail()

@@ -249,3 +249,10 @@ def segmented(reply: SegmentedReply | None) -> None:
 def current_segments() -> SegmentedReply | None:
     """The segmented reply of the question this task handles, if any (`segmented`)."""
     return _current.get()
+
+
+def segments_hook() -> TextHook | None:
+    """The text hook of a new attempt at the question this task handles, when its answer is
+    shown as it is written (None: it is not)."""
+    shown = _current.get()
+    return shown.hook() if shown is not None else None
