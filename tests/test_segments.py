@@ -269,6 +269,16 @@ async def test_a_stream_cut_half_way_sends_what_came_then_says_so(app, fake: Fak
     assert len(fake.requests) == 1  # shown in part: not asked again
 
 
+async def test_the_thinking_goes_after_an_answer_that_streamed(app, fake: FakeOpenAI, plugin_engine) -> None:
+    chat = PLATFORMS["OneBot V11"]()
+    fake.push(text("First.\n\nSecond.", reasoning="Let me think about it."))
+    with configured(marsho_segmented_reply=True, marsho_send_reasoning=True):
+        await chat.bot.handle_event(chat.event("group", "marsho think"))
+    names = [api for api, _ in chat.calls if api.startswith("send_")]
+    assert names == ["send_msg", "send_msg", "send_group_forward_msg"], chat.calls
+    assert chat.sent_texts() == ["First.", "Second."]
+
+
 async def test_without_segmented_replies_telegram_gets_the_answer_unstreamed(
     app, fake: FakeOpenAI, plugin_engine
 ) -> None:

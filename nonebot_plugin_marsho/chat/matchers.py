@@ -569,11 +569,15 @@ def chat_key(where: Where) -> str:
 
 
 async def _deliver(context: CommandContext, reply: Reply, tips: list[str]) -> None:
-    """Send the answer: its reasoning first where the owner wants it, then the text and pictures,
-    with the tips (or the note that it was not saved)."""
+    """Send the answer: its reasoning first where the owner wants it (after it, when its start was
+    shown as it streamed), then the text and pictures, with the tips (or the note that it was not
+    saved)."""
     app, t, config, key = context.app, context.t, context.app.config, context.key
     how = app.delivery()
-    if config.marsho_send_reasoning and reply.reasoning:
+    shown = current_segments()
+    streamed = shown is not None and shown.told
+    thinking = config.marsho_send_reasoning and bool(reply.reasoning)
+    if thinking and not streamed:
         await send_reasoning(context.bot, reply.reasoning, how)
     answer = reply_text(t, reply, context.engine.max_tool_rounds, config.marsho_max_answer_chars)
     if reply.save_error is not None:  # answered, but not saved: still worth sending
@@ -587,9 +591,11 @@ async def _deliver(context: CommandContext, reply: Reply, tips: list[str]) -> No
     where = context.where
     # remembered before it goes: a bot's reply to it may come before the send returns
     guard_of(app).answered(chat_of(where), where.user_id, text)
-    shown = current_segments()  # an answer that streamed is delivered as it was shown
-    if shown is None or not await shown.finish(text, reply.images):
+    # an answer that streamed is delivered as it was shown
+    if shown is None or not streamed or not await shown.finish(text, reply.images):
         await send_answer(context.bot, text, reply.images, how)
+    if thinking and streamed:
+        await send_reasoning(context.bot, reply.reasoning, how)
     # where this chat is, kept for whatever speaks in it later (a write only when it changed)
     if context.services is not None:
         await context.services.targets.remember(context.bot, context.event, chat_key(where))
