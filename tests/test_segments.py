@@ -104,11 +104,13 @@ async def stream(reply: SegmentedReply, whole: str, size: int = 5) -> None:
 
 
 async def test_three_paragraphs_go_in_three_messages_the_first_quoting_the_question(sent) -> None:
-    reply = SegmentedReply(FakeBot(), Delivery(), limit=3)  # type: ignore[arg-type]
+    guarded: list[str] = []  # what the loop guard is told marsho said
+    reply = SegmentedReply(FakeBot(), Delivery(), limit=3, on_sent=guarded.append)  # type: ignore[arg-type]
     await stream(reply, THREE)
     assert sent == [("First paragraph.", True, 0), ("Second paragraph.", False, 0)]
     assert await reply.finish(THREE, [b"png"])
     assert sent[-1] == ("Third paragraph.", False, 1)
+    assert guarded == ["First paragraph.", "Second paragraph.", "Third paragraph."]
 
 
 async def test_paragraphs_past_the_limit_go_in_the_last_message(sent) -> None:

@@ -476,12 +476,13 @@ def _failure_text(context: CommandContext, what: str, error: Exception) -> str:
 async def _ask(context: CommandContext, request: Request, person: str) -> None:
     """A question: asked (or refused, or joined to one being answered), then its answer sent
     (as it is written, with MARSHO_SEGMENTED_REPLY: chat/segments.py)."""
-    config = context.app.config
-    shown = SegmentedReply(context.bot, context.app.delivery(), limit=config.marsho_segments) \
+    app, config, where = context.app, context.app.config, context.where
+    said = functools.partial(guard_of(app).detector.answered, chat_of(where), where.user_id)
+    shown = SegmentedReply(context.bot, app.delivery(), limit=config.marsho_segments, on_sent=said) \
         if config.marsho_segmented_reply else None
     segmented(shown)
     try:
-        async with typing_shown(context.bot, context.event, private=context.where.kind == "private",
+        async with typing_shown(context.bot, context.event, private=where.kind == "private",
                                 on=config.marsho_typing_indicator):
             asked = await _asked(context, request, person)
     except Exception as error:

@@ -102,9 +102,12 @@ class SegmentedReply:
     what was told and not shown when the turn fails."""
 
     def __init__(self, bot: Bot, delivery: Delivery, *, limit: int, edits: bool | None = None,
-                 interval: float = EDIT_INTERVAL, clock: Callable[[], float] = time.monotonic,
-                 sleep: Sleep = asyncio.sleep) -> None:
+                 on_sent: Callable[[str], object] | None = None, interval: float = EDIT_INTERVAL,
+                 clock: Callable[[], float] = time.monotonic, sleep: Sleep = asyncio.sleep) -> None:
         self.bot = bot
+        self.on_sent = on_sent
+        """Told each segment's text before it goes (the loop guard knows what marsho said: an
+        echo of a later segment is an echo too)."""
         self.delivery = delivery
         self.limit = max(1, limit)
         self.edits = bot.adapter.get_name() in EDITING_PLATFORMS if edits is None else edits
@@ -169,6 +172,8 @@ class SegmentedReply:
         """One segment, rendered and marked as an answer is (chat/outgoing.py), quoting the
         question when it is the first."""
         single = dataclasses.replace(self.delivery, long_answer="single")
+        if self.on_sent is not None:
+            self.on_sent(text)
         await send_answer(self.bot, text, images, single, quote=not self.sent)
 
     # where messages are edited -------------------------------------------------------------
