@@ -230,6 +230,21 @@ async def test_telegram_edits_one_message_as_the_answer_grows(app, fake: FakeOpe
     assert names.index("send_chat_action") < names.index("send_message")
 
 
+async def test_telegram_shows_typing_in_the_forum_topic_asked_in(app, fake: FakeOpenAI, plugin_engine) -> None:
+    from nonebot.adapters.telegram.event import Event as TelegramEvent
+
+    chat = PLATFORMS["Telegram"]()
+    chat.remember(chat.user_id, None, "member")
+    message = {"message_id": 901, "date": 1_700_000_000, "chat": {**chat._group(), "is_forum": True},
+               "from": chat._user(chat.user_id), "text": "marsho hi", "message_thread_id": 7,
+               "is_topic_message": True}
+    fake.push(text("In the topic."))
+    await chat.bot.handle_event(TelegramEvent.parse_event({"update_id": 902, "message": message}))
+    assert chat.sent_texts() == ["In the topic."]
+    actions = [data for api, data in chat.calls if api == "send_chat_action"]
+    assert actions == [{"chat_id": int(chat.group_id), "action": "typing", "message_thread_id": 7}]
+
+
 EDITED = {"Telegram": "edit_message_text", "Discord": "edit_message", "Kaiheila": "message_update"}
 
 

@@ -35,7 +35,10 @@ def _indicator(bot: Bot, event: Event, *, private: bool) -> Show | None:
     platform = bot.adapter.get_name()
     chat = getattr(event, "chat", None)
     if platform == "Telegram" and chat is not None:
-        return lambda: bot.call_api("send_chat_action", chat_id=chat.id, action="typing")
+        # in a forum topic the action shows in the topic only with its thread
+        thread = getattr(event, "message_thread_id", None)
+        where = {"message_thread_id": thread} if thread is not None else {}
+        return lambda: bot.call_api("send_chat_action", chat_id=chat.id, action="typing", **where)
     channel = getattr(event, "channel_id", None)
     if platform == "Discord" and channel is not None:
         return lambda: bot.call_api("trigger_typing_indicator", channel_id=channel)
