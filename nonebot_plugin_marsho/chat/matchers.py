@@ -477,9 +477,10 @@ async def _ask(context: CommandContext, request: Request, person: str) -> None:
     """A question: asked (or refused, or joined to one being answered), then its answer sent
     (as it is written, with MARSHO_SEGMENTED_REPLY: chat/segments.py)."""
     app, config, where = context.app, context.app.config, context.where
-    said = functools.partial(guard_of(app).detector.answered, chat_of(where), where.user_id)
-    shown = SegmentedReply(context.bot, app.delivery(), limit=config.marsho_segments, on_sent=said) \
-        if config.marsho_segmented_reply else None
+    shown = SegmentedReply(  # each segment known to the loop guard as it goes
+        context.bot, app.delivery(), limit=config.marsho_segments,
+        on_sent=functools.partial(guard_of(app).detector.answered, chat_of(where), where.user_id),
+    ) if config.marsho_segmented_reply else None
     segmented(shown)
     try:
         async with typing_shown(context.bot, context.event, private=where.kind == "private",
