@@ -262,6 +262,27 @@ async def test_discord_and_kook_edit_one_message_as_the_answer_grows(
     assert edits[-1]["content"] == THREE
 
 
+async def test_with_one_segment_a_streamed_answer_is_one_message_whatever_its_length(
+    app, fake: FakeOpenAI, plugin_engine
+) -> None:
+    chat = PLATFORMS["OneBot V11"]()
+    long = "\n\n".join(f"Paragraph {i}: " + "word " * 40 for i in range(6))  # past MARSHO_SPLIT_CHARS
+    fake.push(text(long))
+    with configured(marsho_segmented_reply=True, marsho_segments=1):
+        await chat.bot.handle_event(chat.event("group", "marsho a long one"))
+    assert chat.sent_texts() == [long.strip()]
+    assert fake.requests[-1]["stream"] is True
+
+
+async def test_discord_shows_typing_in_the_channel_asked_in(app, fake: FakeOpenAI, plugin_engine) -> None:
+    chat = PLATFORMS["Discord"]()
+    fake.push(text("Typed."))
+    event = chat.event("channel", "marsho hi")
+    await chat.bot.handle_event(event)
+    actions = [data for api, data in chat.calls if api == "trigger_typing_indicator"]
+    assert actions == [{"channel_id": event.channel_id}]
+
+
 async def test_the_words_before_tool_calls_stay_and_the_answer_follows(
     app, fake: FakeOpenAI, plugin_engine
 ) -> None:
