@@ -48,11 +48,15 @@ def held_after(count: int, go: threading.Event) -> Any:
     return gap
 
 
-async def answer_messages(sim: OneBotSim, endpoint: FakeOpenAI, first: Action) -> list[Action]:
-    """Every message of the answer that starts with `first`, once the bot is quiet."""
-    await wait_for_quiet(lambda: len(sim.actions), until=lambda: endpoint.pending == 0)
-    sends = [a for a in sim.actions if a.action.startswith("send_") and a.params.get("group_id") == GROUP]
-    return sends[sends.index(first):]
+async def answer_messages(sim: OneBotSim, first: Action, expected: int) -> list[Action]:
+    """Every message of the answer that starts with `first`, once `expected` of them came and
+    the bot is quiet (any more would be counted too)."""
+    def sent() -> list[Action]:
+        sends = [a for a in sim.actions if a.action.startswith("send_") and a.params.get("group_id") == GROUP]
+        return sends[sends.index(first):]
+
+    await wait_for_quiet(lambda: len(sim.actions), until=lambda: len(sent()) >= expected)
+    return sent()
 
 
 @pytest.mark.e2e
@@ -69,7 +73,7 @@ async def test_a_three_paragraph_answer_arrives_as_it_is_written_in_at_most_thre
         assert first.text == "First paragraph."
     finally:
         go.set()
-    messages = await answer_messages(bot, endpoint, first)
+    messages = await answer_messages(bot, first, 3)
     assert len(messages) <= 3
     assert [m.text for m in messages] == ["First paragraph.", "Second paragraph.", "Third paragraph."]
     assert [m.reply_id for m in messages[1:]] == [None, None]  # only the first quotes the question
@@ -87,7 +91,7 @@ async def test_a_code_block_with_blank_lines_inside_arrives_whole(endpoint: Fake
     endpoint.push(streamed_text("Here is code:\n\n", "```python\ndef f():\n", "\n    return 1\n",
                                 "```\n\nThat is all."))
     event, first = await bot.ask("marsho some code", group_id=GROUP, user_id=10002)
-    messages = await answer_messages(bot, endpoint, first)
+    messages = await answer_messages(bot, first, 3)
     assert [m.text for m in messages] == ["Here is code:", code, "That is all."]
 
 
@@ -97,7 +101,7 @@ async def test_each_paragraph_is_a_message_of_its_own_however_short(endpoint: Fa
     # (shorter than MARSHO_SPLIT_CHARS: unstreamed, it would be one message)
     endpoint.push(text("One.\n\nTwo."))  # the fake answers a stream request with a stream of it
     event, first = await bot.ask("marsho hi", group_id=GROUP, user_id=10003)
-    messages = await answer_messages(bot, endpoint, first)
+    messages = await answer_messages(bot, first, 2)
     assert [m.text for m in messages] == ["One.", "Two."]
     assert endpoint.requests[-1]["stream"] is True
 
