@@ -16,7 +16,7 @@ from nonebot.adapters.onebot.v11.exception import ActionFailed as OneBotActionFa
 from nonebot_plugin_marsho.chat import segments as segments_module
 from nonebot_plugin_marsho.chat import typing_indicator
 from nonebot_plugin_marsho.chat.outgoing import Delivery
-from nonebot_plugin_marsho.chat.segments import Paragraphs, SegmentedReply, remainder
+from nonebot_plugin_marsho.chat.segments import Paragraphs, SegmentedReply, cut_at, remainder
 from tests.conftest import configured
 from tests.fake_openai import FakeOpenAI, streamed_text, text, tool_calls
 from tests.platforms import PLATFORMS, Chat, forget_uninfo_sessions
@@ -202,6 +202,44 @@ async def test_the_growing_message_is_edited_at_most_once_a_second_and_ends_whol
     assert len(firsts) == 1
 
 
+def test_a_full_message_ends_at_its_last_paragraph_that_fits() -> None:
+    assert cut_at("One two.\n\nThree four five.", 20) == len("One two.")
+    assert cut_at("```\na\n\nb\n```\n\nafter", 12) == len("```\na\n\nb")  # a line, not the code's blank
+    assert cut_at("one two three", 9) == len("one two")
+    assert cut_at("x" * 30, 10) == 10
+
+
+async def test_an_answer_longer_than_a_message_goes_on_in_a_new_one(monkeypatch) -> None:
+    messages: list[list[str]] = []  # each growing message's texts, first to last
+
+    class Receipt:
+        def __init__(self, texts: list[str]) -> None:
+            self.texts = texts
+
+        async def edit(self, message: Any) -> Receipt:
+            self.texts.append(str(message))
+            return self
+
+    async def send(message: Any, **_: Any) -> Receipt:
+        messages.append([str(message)])
+        return Receipt(messages[-1])
+
+    monkeypatch.setattr(segments_module.UniMessage, "send", send)
+    reply = SegmentedReply(FakeBot(), Delivery(render_latex=False, render_images=False),  # type: ignore[arg-type]
+                           limit=3, edits=True, interval=0)
+    reply.room = 40
+    answer = "First paragraph is here.\n\nSecond paragraph is here.\n\nThird one."
+    hook = reply.hook()
+    for piece in pieces(answer, 4):
+        await hook(piece)
+        for _ in range(5):
+            await asyncio.sleep(0)
+    assert await reply.finish(answer)
+    assert [texts[-1] for texts in messages] == ["First paragraph is here.",
+                                                 "Second paragraph is here.\n\nThird one."]
+    assert all(len(text) <= 40 for texts in messages for text in texts)
+
+
 # --- through the adapters ---------------------------------------------------------------------
 
 
@@ -281,6 +319,25 @@ async def test_discord_shows_typing_in_the_channel_asked_in(app, fake: FakeOpenA
     await chat.bot.handle_event(event)
     actions = [data for api, data in chat.calls if api == "trigger_typing_indicator"]
     assert actions == [{"channel_id": event.channel_id}]
+
+
+async def test_discord_goes_on_in_a_new_message_past_2000_characters(app, fake: FakeOpenAI, plugin_engine) -> None:
+    chat = PLATFORMS["Discord"]()
+    paragraphs = [f"Paragraph {i}: " + "word " * 60 for i in range(10)]  # about 3,100 characters
+    answer = "\n\n".join(p.strip() for p in paragraphs)
+    fake.push(text(answer))
+    with configured(marsho_segmented_reply=True):
+        await chat.bot.handle_event(chat.event("channel", "marsho a long one"))
+    created = [data for api, data in chat.sent_calls()]
+    assert len(created) == 2, chat.calls
+    last = {}  # each message's text at the end: as sent, then as last edited
+    for api, data in chat.calls:
+        if api in chat.sends:
+            last[len(last)] = data.get("content")
+        elif api == "edit_message":
+            last[len(last) - 1] = data["content"]
+    assert all(len(content) <= 2000 for content in last.values())
+    assert "\n\n".join(last.values()) == answer
 
 
 async def test_the_words_before_tool_calls_stay_and_the_answer_follows(

@@ -32,6 +32,10 @@ from .richtext import _fences
 EDITING_PLATFORMS = frozenset({"Telegram", "Discord", "Kaiheila"})
 """Adapters whose sent messages marsho edits as the answer grows (through uniseg's Receipt:
 Telegram `edit_message_text`, Discord's message PATCH, Kook `message_update`)."""
+EDIT_ROOM = {"Telegram": 4000, "Discord": 1900, "Kaiheila": 4000}
+"""Characters of answer one edited message holds (Telegram takes 4,096, Discord 2,000; room is
+left for the loop marker and redaction's longer placeholder): a longer answer goes on in a new
+message."""
 EDIT_INTERVAL = 1.0
 """Seconds between two edits of a growing message at least (Telegram allows about one a second
 per chat)."""
@@ -78,6 +82,20 @@ class Paragraphs:
         return self.text[self.taken:].strip()
 
 
+def cut_at(text: str, room: int) -> int:
+    """Where a message of at most `room` characters of `text` ends: after its last paragraph
+    that fits (a blank line outside code blocks), else its last line, else its last word,
+    else at `room`."""
+    head = text[:room]
+    fences = [(fence.start, fence.end) for fence in _fences(text)]
+    breaks = [blank.start() for blank in _BLANK_LINE.finditer(head)
+              if not any(start <= blank.start() < end for start, end in fences)]
+    for found in (breaks[-1] if breaks else -1, head.rfind("\n"), head.rfind(" ")):
+        if found > 0:
+            return found
+    return room
+
+
 def remainder(text: str, sent: Sequence[str]) -> str:
     """`text` without the start already sent: the longest run of the last `sent` pieces it
     starts with (pieces of an earlier response, such as the words before a round of tool calls,
@@ -120,6 +138,12 @@ class SegmentedReply:
         self.receipt: Receipt | None = None
         self.shown = ""
         """The text the growing message holds."""
+        self.finished: list[str] = []
+        """The texts of the growing messages that were full: the answer went on in another."""
+        self.base = 0
+        """Where, in the text told, the growing message's own text starts."""
+        self.room = EDIT_ROOM.get(bot.adapter.get_name(), min(EDIT_ROOM.values()))
+        """Characters one growing message holds at most."""
         self.broken = False
         """The growing message could not be sent or edited: the answer goes as before."""
         self.last_edit = 0.0
@@ -161,8 +185,8 @@ class SegmentedReply:
             return
         if self.edits:
             await self._stop_pump()
-            if self.receipt is not None and not self.broken:
-                await self._edit(settled(self.paragraphs.text))
+            if not self.broken and (self.receipt is not None or self.finished):
+                await self._show(self._growing())
             return
         rest = remainder(settled(self.paragraphs.text), self.sent)
         if rest:
@@ -178,38 +202,60 @@ class SegmentedReply:
 
     # where messages are edited -------------------------------------------------------------
 
+    def _growing(self) -> str:
+        """What the growing message is to hold now: the text told since it began, settled."""
+        return settled(self.paragraphs.text[self.base:])
+
     async def _grow(self, piece: str) -> None:
         self.paragraphs.add(piece)
         if self.broken:
             return
-        if self.receipt is None:
-            shown = settled(self.paragraphs.text)
-            try:
-                self.receipt = await UniMessage([Text(self._said(shown))]).send(reply_to=True)
-            except Exception as error:
-                logger.opt(exception=error).warning(f"marsho: the growing answer could not be sent: {error}")
-                self.broken = True
-                return
-            self.last_edit = self.clock()
-            self.shown = shown
-            return
-        if self._pump is None or self._pump.done():
+        if self.receipt is None and not self.finished:  # the first piece goes at once
+            self.base += await self._show(self._growing())
+        elif self._pump is None or self._pump.done():
             self._pump = asyncio.ensure_future(self._edits())
 
     async def _edits(self) -> None:
         """Edit the message with the text told so far until it holds all of it, at most once
         every `interval` seconds."""
-        while settled(self.paragraphs.text) != self.shown and not self.broken:
+        while self._growing() != self.shown and not self.broken:
             wait = self.last_edit + self.interval - self.clock()
             if wait > 0:
                 await self.sleep(wait)
-            await self._edit(settled(self.paragraphs.text))
+            self.base += await self._show(self._growing())
 
     async def _stop_pump(self) -> None:
         if self._pump is not None and not self._pump.done():
             self._pump.cancel()
             await asyncio.gather(self._pump, return_exceptions=True)
         self._pump = None
+
+    async def _show(self, text: str) -> int:
+        """Make the growing message hold `text`; where that is more than a message holds
+        (`room`), the message is finished at a paragraph (else a line, a word) and a new one
+        started with the rest. The characters of `text` now in finished messages."""
+        done = 0
+        while not self.broken:
+            rest = text[done:]
+            cut = len(rest) if len(rest) <= self.room else cut_at(rest, self.room)
+            shown = await (self._edit(rest[:cut]) if self.receipt is not None else self._start(rest[:cut]))
+            if not shown or cut == len(rest):
+                break
+            self.finished.append(rest[:cut].strip())
+            self.receipt, done = None, done + cut  # the rest starts a message of its own
+        return done
+
+    async def _start(self, text: str) -> bool:
+        """A new growing message holding `text`; the first one quotes the question."""
+        try:
+            self.receipt = await UniMessage([Text(self._said(text))]).send(reply_to=not self.finished)
+        except Exception as error:
+            logger.opt(exception=error).warning(f"marsho: the growing answer could not be sent: {error}")
+            self.broken = True
+            return False
+        self.last_edit = self.clock()
+        self.shown = text
+        return True
 
     async def _edit(self, text: str) -> bool:
         if text.strip() == self.shown.strip():
@@ -228,7 +274,10 @@ class SegmentedReply:
 
     async def _finish_edits(self, text: str, images: Sequence[bytes]) -> bool:
         await self._stop_pump()
-        if self.receipt is None or self.broken or not await self._edit(text):
+        if self.broken or (self.receipt is None and not self.finished):
+            return False
+        await self._show(remainder(text, self.finished))
+        if self.broken:
             return False
         pictures: list[Segment] = [s for s in await rich_segments(redact(text), self.delivery)
                                    if isinstance(s, Image)]
