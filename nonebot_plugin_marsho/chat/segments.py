@@ -3,8 +3,9 @@ tells (agent/model/stream.py says what it is told) taken as it grows, and what t
 
 Where a sent message can be edited (EDITING_PLATFORMS) it is one message that grows, edited at
 most once every EDIT_INTERVAL seconds (what comes meanwhile goes in the next edit), the last edit
-carrying the whole final text; pictures (drawn formulas, markdown images, the tools' pictures)
-follow it in one message, the formulas staying as text in the edited message. Elsewhere each
+carrying the whole final text (past EDIT_ROOM characters it goes on in a new message);
+pictures (drawn formulas, markdown images, the tools' pictures) follow it in one message, the
+formulas staying as text in the edited message. Elsewhere each
 finished paragraph (a blank line after it, outside a fenced code block: a table or a $$ formula
 holds no blank line, chat/richtext.py) is sent as it is done, rendered as `send_answer` renders
 an answer, in at most `limit` messages, the first quoting the question; what is past the first
