@@ -455,3 +455,28 @@ async def test_a_secret_being_written_is_never_shown_in_part(monkeypatch) -> Non
     assert len(shown) >= 3
     assert not any("sk-l" in text for text in shown), shown
     assert "that is all." in shown[-1]
+
+
+async def test_a_question_asked_again_rewrites_the_growing_message(monkeypatch) -> None:
+    shown: list[str] = []
+
+    async def send(message: Any, **_: Any) -> FakeReceipt:
+        shown.append(str(message))
+        return FakeReceipt(shown)
+
+    monkeypatch.setattr(segments_module.UniMessage, "send", send)
+    reply = SegmentedReply(FakeBot(), Delivery(render_latex=False, render_images=False),  # type: ignore[arg-type]
+                           limit=3, edits=True, interval=0)
+    reply.room = 20
+    first = reply.hook()
+    for piece in ("An answer to the first line ", "that goes on and on "):  # past one message's room
+        await first(piece)
+        for _ in range(5):
+            await asyncio.sleep(0)
+    again = reply.hook()  # a follow-up line came: the question is asked again
+    await again("Both lines answered ")
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert shown[-1] == "Both lines answered"  # the new text, from its start
+    assert await reply.finish("Both lines answered.")
+    assert shown[-1] == "Both lines answered."

@@ -153,7 +153,7 @@ class SegmentedReply:
     def hook(self) -> TextHook:
         """The text hook of one attempt at the turn (a question asked again with the lines that
         joined it starts a new text; what was sent stays sent)."""
-        self.paragraphs = Paragraphs()
+        self.paragraphs, self.base = Paragraphs(), 0
         return self._told
 
     async def _told(self, piece: str) -> None:
