@@ -113,6 +113,14 @@ async def test_three_paragraphs_go_in_three_messages_the_first_quoting_the_quest
     assert guarded == ["First paragraph.", "Second paragraph.", "Third paragraph."]
 
 
+async def test_the_first_text_is_told_once_to_whoever_waits_for_it(sent) -> None:
+    shown: list[str] = []
+    reply = SegmentedReply(FakeBot(), Delivery(), limit=3)  # type: ignore[arg-type]
+    reply.on_shown = lambda: shown.append("shown")
+    await stream(reply, THREE)
+    assert shown == ["shown"]
+
+
 async def test_paragraphs_past_the_limit_go_in_the_last_message(sent) -> None:
     reply = SegmentedReply(FakeBot(), Delivery(), limit=2)  # type: ignore[arg-type]
     await stream(reply, THREE)

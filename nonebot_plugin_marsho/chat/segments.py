@@ -147,6 +147,9 @@ class SegmentedReply:
         """Characters one growing message holds at most."""
         self.broken = False
         """The growing message could not be sent or edited: the answer goes as before."""
+        self.on_shown: Callable[[], object] | None = None
+        """Told once, as the answer's first text streams in (a line that comes later cannot join
+        the question any more: its answer is on its way to the chat)."""
         self.last_edit = 0.0
         self._pump: asyncio.Task[None] | None = None
 
@@ -157,6 +160,8 @@ class SegmentedReply:
         return self._told
 
     async def _told(self, piece: str) -> None:
+        if not self.told and self.on_shown is not None:
+            self.on_shown()
         self.told = True
         if self.edits:
             await self._grow(piece)
