@@ -1001,6 +1001,31 @@ class Config(BaseModel):
     `enable_thinking` 与 `thinking_budget`、DeepSeek 的 `thinking`；MARSHO_MODEL_QUIRKS 的 `effort_field`
     可按模型选择）。拒绝这个值的模型会去掉它重新请求，之后也不再发送。"""
 
+    # --- segmented replies (issue 26) ---
+    marsho_segmented_reply: bool = False
+    """Show an answer while it is written: on Telegram, Discord and Kook one message that grows
+    (edited at most once a second); on QQ/OneBot and the others each finished paragraph sent as
+    it is done, in at most MARSHO_SEGMENTS messages. The answer is then asked for as a stream
+    (MARSHO_STREAM=auto); an answer that did not stream is sent as before.
+
+    zh: 边写边显示回答：在 Telegram、Discord 和 Kook 上是一条不断变长的消息（每秒最多编辑一次）；在 QQ/OneBot
+    和其他平台上每写完一段就发出一段，最多 MARSHO_SEGMENTS 条消息。这时回答以流式请求（MARSHO_STREAM=auto）；
+    没有流式返回的回答照旧发送。"""
+
+    marsho_segments: int = Field(default=3, ge=1, le=10)
+    """Messages a segmented answer is sent in at most, where messages cannot be edited: the
+    paragraphs past the first ones all go in the last message.
+
+    zh: 在不能编辑消息的平台上，分段回答最多发成这么多条消息：超出的段落都放在最后一条里。"""
+
+    marsho_typing_indicator: bool = True
+    """Show that marsho is typing while the model thinks (once a turn has taken 2 s), where the
+    platform has it (Telegram's chat action, Discord's typing, NapCat's `set_input_status` in
+    private chats).
+
+    zh: 模型思考时（一轮对话超过 2 秒后）显示“正在输入”，平台支持时才显示（Telegram 的聊天动作、Discord 的
+    输入状态、NapCat 在私聊中的 `set_input_status`）。"""
+
     @field_validator("marsho_stream", mode="before")
     @classmethod
     def _stream_word(cls, value: Any) -> Any:

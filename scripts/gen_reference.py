@@ -73,7 +73,8 @@ SECTIONS: list[Section] = [
     Section("How answers are sent", "回答的发送方式", (
         "marsho_long_answer", "marsho_split_chars", "marsho_max_split_messages", "marsho_max_forward_nodes",
         "marsho_send_reasoning", "marsho_tool_progress", "marsho_render_latex", "marsho_render_inline_latex",
-        "marsho_render_markdown_images",
+        "marsho_render_markdown_images", "marsho_segmented_reply", "marsho_segments",
+        "marsho_typing_indicator",
     )),
     Section("History and summaries", "历史记录与摘要", (
         "marsho_max_history", "marsho_history_tokens", "marsho_session_scope", "marsho_summary",

@@ -122,16 +122,19 @@ async def answer(
     used: set[str] = set()
     rounds = 0
     route = Route()  # the tool rounds stay on the endpoint that answered first, unless it fails
+    told = _Responses(on_text) if on_text is not None else None
     while True:
         offered = tools if tools and rounds < max_tool_rounds else None
         try:
-            completion = await llm.complete(prepare(added), offered, route=route, on_text=on_text)
+            completion = await llm.complete(prepare(added), offered, route=route, on_text=told)
         except QuotaReached as reached:
             if not added:
                 raise  # nothing done yet: the question is refused, nothing is stored
             return _stopped(added, calls, rounds, reached.over)
         if not completion.tool_calls or offered is None:
             break
+        if told is not None:
+            told.next_response()
         rounds += 1
         completion = _kept_calls(_renamed_calls(completion, used, rounds), runner.max_calls)
         if completion.extras:  # a provider's signatures go back to it within the turn, never stored
@@ -148,6 +151,26 @@ async def answer(
     hit_limit = bool(tools) and rounds > 0 and rounds >= max_tool_rounds
     return TurnOutcome(added, Reply(completion.content, calls, rounds, hit_limit, completion.reasoning,
                                     cut=completion.cut))
+
+
+class _Responses:
+    """`on_text` across the responses of one turn: the text of a response told after another's
+    (the words before a round of tool calls, then the answer) starts a paragraph of its own, so
+    the two never run together where they are shown."""
+
+    def __init__(self, hook: TextHook) -> None:
+        self.hook = hook
+        self.told = False
+        self.fresh = False
+
+    def next_response(self) -> None:
+        self.fresh = True
+
+    async def __call__(self, piece: str) -> None:
+        if self.fresh and self.told:
+            piece = f"\n\n{piece}"
+        self.fresh, self.told = False, True
+        await self.hook(piece)
 
 
 def _stopped(added: list[Message], calls: list[tuple[ToolCall, ToolResult]], rounds: int,

@@ -25,6 +25,7 @@ from .matchers import Request, _announcer, reserved_names, user_key
 from .observe import group_key
 from .question_files import files_room, for_turn, read_files
 from .render import usage_text
+from .segments import segments_hook
 from .where import Where
 
 
@@ -62,7 +63,8 @@ async def _chat(
             reply = await ask(engine, key, facts, app.prompt, context=context, memories=app.memory_book,
                               knowledge=app.knowledge,
                               announce=_announcer(app, app.delivery()),
-                              keep=_whole(keep) if unsolicited else keep)
+                              keep=_whole(keep) if unsolicited else keep,
+                              on_text=segments_hook())
     except QuotaReached as reached:  # refused before its first request: nothing was stored
         _carried(app, where, key, unread, stored=False)
         return None, [] if unsolicited else [quota_text(app.texts, reached.over)]

@@ -37,7 +37,9 @@ from .native import own_content
 from .observe import group_key, message_text, observe
 from .outgoing import Delivery, picture_segment, send_answer, send_progress, send_reasoning
 from .render import brief_reason, brief_text, error_text, reply_text, unknown_command_text, usage_text
+from .segments import SegmentedReply, current_segments, segmented
 from .targets import speak_in
+from .typing_indicator import typing_shown
 from .where import Where, looks_private, platform_name, where_of
 
 COMMANDS = REGISTRY.names()
@@ -472,10 +474,21 @@ def _failure_text(context: CommandContext, what: str, error: Exception) -> str:
 
 
 async def _ask(context: CommandContext, request: Request, person: str) -> None:
-    """A question: asked (or refused, or joined to one being answered), then its answer sent."""
+    """A question: asked (or refused, or joined to one being answered), then its answer sent
+    (as it is written, with MARSHO_SEGMENTED_REPLY: chat/segments.py)."""
+    app, config, where = context.app, context.app.config, context.where
+    shown = SegmentedReply(  # each segment known to the loop guard as it goes
+        context.bot, app.delivery(), limit=config.marsho_segments,
+        on_sent=functools.partial(guard_of(app).detector.answered, chat_of(where), where.user_id),
+    ) if config.marsho_segmented_reply else None
+    segmented(shown)
     try:
-        asked = await _asked(context, request, person)
+        async with typing_shown(context.bot, context.event, private=where.kind == "private",
+                                on=config.marsho_typing_indicator):
+            asked = await _asked(context, request, person)
     except Exception as error:
+        if shown is not None:  # what streamed and was not shown yet goes before the failure
+            await shown.fail()
         await _send(_failure_text(context, request.command, error))
         return
     if asked is None:  # refused (and told, where it is told), or joined to another question
@@ -558,11 +571,15 @@ def chat_key(where: Where) -> str:
 
 
 async def _deliver(context: CommandContext, reply: Reply, tips: list[str]) -> None:
-    """Send the answer: its reasoning first where the owner wants it, then the text and pictures,
-    with the tips (or the note that it was not saved)."""
+    """Send the answer: its reasoning first where the owner wants it (after it, when its start was
+    shown as it streamed), then the text and pictures, with the tips (or the note that it was not
+    saved)."""
     app, t, config, key = context.app, context.t, context.app.config, context.key
     how = app.delivery()
-    if config.marsho_send_reasoning and reply.reasoning:
+    shown = current_segments()
+    streamed = shown is not None and shown.told
+    thinking = config.marsho_send_reasoning and bool(reply.reasoning)
+    if thinking and not streamed:
         await send_reasoning(context.bot, reply.reasoning, how)
     answer = reply_text(t, reply, context.engine.max_tool_rounds, config.marsho_max_answer_chars)
     if reply.save_error is not None:  # answered, but not saved: still worth sending
@@ -576,7 +593,11 @@ async def _deliver(context: CommandContext, reply: Reply, tips: list[str]) -> No
     where = context.where
     # remembered before it goes: a bot's reply to it may come before the send returns
     guard_of(app).answered(chat_of(where), where.user_id, text)
-    await send_answer(context.bot, text, reply.images, how)
+    # an answer that streamed is delivered as it was shown
+    if shown is None or not streamed or not await shown.finish(text, reply.images):
+        await send_answer(context.bot, text, reply.images, how)
+    if thinking and streamed:
+        await send_reasoning(context.bot, reply.reasoning, how)
     # where this chat is, kept for whatever speaks in it later (a write only when it changed)
     if context.services is not None:
         await context.services.targets.remember(context.bot, context.event, chat_key(where))
