@@ -1,5 +1,6 @@
 """What a start on SQLite leaves unimported, by module (tests/test_start.py checks libraries):
-PostgreSQL's dialect and driver, and the tokenizer, which the first count loads."""
+PostgreSQL's dialect and driver, the tokenizer, which the first count loads, the libraries of
+file formats, repeats and vectors, the console adapter, the MCP client."""
 
 from __future__ import annotations
 
@@ -35,6 +36,16 @@ NOT_AT_START = {
     "sqlalchemy.dialects.postgresql": "a PostgreSQL database (store/sql.SqlStore.upsert)",
     "asyncpg": "the same",
     "tiktoken": "the first token count (agent/tokens.TokenCounter.deferred)",
+    "numpy": "embeddings compared, or a chart drawn (agent/embeddings.py, chat/richtext.py)",
+    "pypdf": "a PDF read into the knowledge base (agent/documents/formats.py)",
+    "docx": "a Word file read (the same)",
+    "openpyxl": "a spreadsheet read (the same)",
+    "croniter": "a reminder's cron repeat read (agent/schedule.py)",
+    "isodate": "a reminder's ISO 8601 repeat read (the same)",
+    "nonebot.adapters.console": "bot.py --console (bot.py imports it only then)",
+    "textual": "the same (the console adapter's screen)",
+    "nonebot_plugin_marsho.tools.mcp": "an MCP server configured (chat/app.Marsho.start_mcp)",
+    "mcp": "the same",
 }
 
 
@@ -56,3 +67,4 @@ def test_a_start_on_sqlite_imports_neither_postgresql_nor_the_tokenizer(tmp_path
     assert "nonebot_plugin_marsho.store.sql" in loaded
     early = {name: why for name, why in NOT_AT_START.items() if name in loaded}
     assert early == {}, early
+
