@@ -1,6 +1,7 @@
 """What a start on SQLite leaves unimported, by module (tests/test_start.py checks libraries):
 PostgreSQL's dialect and driver, the tokenizer, which the first count loads, the libraries of
-file formats, repeats and vectors, the console adapter, the MCP client."""
+file formats, repeats and vectors, the console adapter, the MCP client; and what the plugin's
+import keeps out of the garbage collector's sight."""
 
 from __future__ import annotations
 
@@ -68,3 +69,32 @@ def test_a_start_on_sqlite_imports_neither_postgresql_nor_the_tokenizer(tmp_path
     early = {name: why for name, why in NOT_AT_START.items() if name in loaded}
     assert early == {}, early
 
+
+FROZEN_CHILD = """
+import gc, json
+import nonebot
+from nonebot.adapters.onebot.v11 import Adapter
+
+nonebot.init(driver="~fastapi+~httpx+~websockets")  # as bot.py does
+nonebot.get_driver().register_adapter(Adapter)
+before = len(gc.get_objects())
+nonebot.load_plugin("nonebot_plugin_marsho")
+print(json.dumps({"before": before, "frozen": gc.get_freeze_count()}))
+"""
+
+
+def test_the_plugins_import_keeps_what_was_loaded_before_it_out_of_the_collectors_sight(
+        tmp_path: Path) -> None:
+    """NoneBot's objects, and then the plugin's, are frozen as the import goes (not only once the
+    bot has started): the collections the import triggers do not walk them again and again."""
+    env = {
+        "PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(REPO_ROOT),
+        "LOCALSTORE_DATA_DIR": str(tmp_path / "data"), "LOCALSTORE_CACHE_DIR": str(tmp_path / "cache"),
+        "LOCALSTORE_CONFIG_DIR": str(tmp_path / "config"),
+        "MARSHO_BASE_URL": "http://127.0.0.1:9/v1", "MARSHO_API_KEY": "k", "MARSHO_MODEL": "gpt-4o-mini",
+    }
+    done = subprocess.run([sys.executable, "-c", FROZEN_CHILD], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-4000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["frozen"] >= result["before"] > 0, result
