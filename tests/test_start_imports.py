@@ -98,3 +98,14 @@ def test_the_plugins_import_keeps_what_was_loaded_before_it_out_of_the_collector
     assert done.returncode == 0, done.stderr[-4000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["frozen"] >= result["before"] > 0, result
+
+
+def test_the_package_imported_without_nonebot_freezes_nothing(tmp_path: Path) -> None:
+    """Used as a library (a toolkit's tests, the CLI before it initialises NoneBot), the package
+    leaves the collector as it was: only the bot's own import freezes."""
+    child = "import gc, nonebot_plugin_marsho; print(gc.get_freeze_count())"
+    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(REPO_ROOT)}
+    done = subprocess.run([sys.executable, "-c", child], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert done.stdout.strip().splitlines()[-1] == "0"
