@@ -38,7 +38,7 @@ _FENCE_OPEN = re.compile(r" {0,3}(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
 
 
 @dataclass(frozen=True)
-class _Fence:
+class Fence:
     """A fenced code block: [start, end) in the text, end at the end of its closing line (or of
     the text, when it is never closed)."""
 
@@ -64,9 +64,9 @@ def _lines(text: str, start: int = 0, end: int | None = None) -> Iterator[tuple[
         position = newline + 1
 
 
-def _fences(text: str) -> list[_Fence]:
+def code_fences(text: str) -> list[Fence]:
     """The fenced code blocks of a markdown text, in order."""
-    found: list[_Fence] = []
+    found: list[Fence] = []
     lines = list(_lines(text))
     index = 0
     while index < len(lines):
@@ -81,12 +81,12 @@ def _fences(text: str) -> list[_Fence]:
         for later in range(index + 1, len(lines)):
             line_start, line_end = lines[later]
             if closing.match(text, line_start, line_end):
-                found.append(_Fence(start, line_end, fence, text[start:end].lstrip(" "),
+                found.append(Fence(start, line_end, fence, text[start:end].lstrip(" "),
                                     body_start, line_start, True))
                 index = later + 1
                 break
         else:
-            found.append(_Fence(start, len(text), fence, text[start:end].lstrip(" "),
+            found.append(Fence(start, len(text), fence, text[start:end].lstrip(" "),
                                 body_start, len(text), False))
             index = len(lines)
     return found
@@ -172,7 +172,7 @@ def _append_stripped(chunks: list[str], piece: str) -> None:
         chunks.append(piece)
 
 
-def _split_fence(text: str, fence: _Fence, limit: int) -> list[str]:
+def _split_fence(text: str, fence: Fence, limit: int) -> list[str]:
     """A code block too long for one chunk, as several blocks each fenced again."""
     opening = fence.open_line.rstrip()
     closing = fence.fence
@@ -222,9 +222,9 @@ def split_paragraphs(text: str, max_chars: int) -> list[str]:
     stripped = text.strip()
     if len(stripped) <= max_chars:
         return [stripped] if stripped else []
-    fences = {fence.start: fence for fence in _fences(text)}
+    fences = {fence.start: fence for fence in code_fences(text)}
     # units: paragraphs (runs of non-blank lines) and whole code blocks, as spans of the text
-    units: list[tuple[int, int, _Fence | None]] = []
+    units: list[tuple[int, int, Fence | None]] = []
     paragraph: tuple[int, int] | None = None
     skip_to = 0
     for line_start, line_end in _lines(text):
@@ -353,7 +353,7 @@ def find_rich(text: str, *, inline_formulas: bool = False) -> list[Part]:
     TextPart, and "".join(part.raw for part in parts) is the input exactly.
     """
     parts: list[Part] = []
-    fences = _fences(text)
+    fences = code_fences(text)
     fence_at = {fence.start: fence.end for fence in fences}
     scan = _Scan(text, inline_formulas, [fence.start for fence in fences])
     pending = 0

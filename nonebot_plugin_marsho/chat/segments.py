@@ -28,7 +28,7 @@ from ..agent.llm import TextHook
 from ..redaction import logger, redact
 from .loops import marked
 from .outgoing import Delivery, picture_segment, rich_segments, send_answer
-from .richtext import _fences
+from .richtext import code_fences
 
 EDITING_PLATFORMS = frozenset({"Telegram", "Discord", "Kaiheila"})
 """Adapters whose sent messages marsho edits as the answer grows (through uniseg's Receipt:
@@ -67,7 +67,7 @@ class Paragraphs:
             return []
         text = self.text
         # an unclosed fence reaches the end of the text: no blank line inside it is a break
-        fences = [(fence.start, fence.end) for fence in _fences(text) if fence.end > self.taken]
+        fences = [(fence.start, fence.end) for fence in code_fences(text) if fence.end > self.taken]
         finished: list[str] = []
         for blank in _BLANK_LINE.finditer(text, self.taken):
             if any(start <= blank.start() < end for start, end in fences):
@@ -88,7 +88,7 @@ def cut_at(text: str, room: int) -> int:
     that fits (a blank line outside code blocks), else its last line, else its last word,
     else at `room`."""
     head = text[:room]
-    fences = [(fence.start, fence.end) for fence in _fences(text)]
+    fences = [(fence.start, fence.end) for fence in code_fences(text)]
     breaks = [blank.start() for blank in _BLANK_LINE.finditer(head)
               if not any(start <= blank.start() < end for start, end in fences)]
     for found in (breaks[-1] if breaks else -1, head.rfind("\n"), head.rfind(" ")):
