@@ -86,6 +86,28 @@ async def test_a_three_paragraph_answer_arrives_as_it_is_written_in_at_most_thre
 
 @pytest.mark.e2e
 @pytest.mark.timeout(180)
+async def test_a_line_sent_once_the_answer_shows_does_not_ask_again(endpoint: FakeOpenAI, bot: OneBotSim) -> None:
+    # (within MARSHO_DEBOUNCE_SECONDS a second line joins the question and asks it again: not
+    # once part of its answer is in the chat, which would then read two answers to one question)
+    go = threading.Event()
+    endpoint.push(streamed_text("First paragraph.", "\n\n", "Second paragraph.", gap=held_after(2, go)),
+                  text("Asked again."))
+    event = await bot.group_message("marsho tell me two things", group_id=GROUP, user_id=10006)
+    try:
+        first = await bot.reply_to(event)
+        assert first.text == "First paragraph."
+        await bot.group_message("and quickly", group_id=GROUP, user_id=10006)
+        # (asked again, the held request would be dropped and another made: wait for that)
+        await wait_for_quiet(lambda: (len(endpoint.requests), len(bot.actions)))
+    finally:
+        go.set()
+    messages = await answer_messages(bot, first, 2)
+    assert [m.text for m in messages] == ["First paragraph.", "Second paragraph."]
+    assert len(endpoint.requests) == 1
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(180)
 async def test_a_code_block_with_blank_lines_inside_arrives_whole(endpoint: FakeOpenAI, bot: OneBotSim) -> None:
     code = "```python\ndef f():\n\n    return 1\n```"
     endpoint.push(streamed_text("Here is code:\n\n", "```python\ndef f():\n", "\n    return 1\n",

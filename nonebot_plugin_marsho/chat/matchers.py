@@ -617,6 +617,9 @@ async def _answered(
         return await _chat(app, bot, event, where, engine, request, key, shared=shared, role=role)
     debounce = app.debounce
     pending = debounce.begin(person)
+    shown = current_segments()
+    if shown is not None:  # once its answer shows in the chat, a later line is a question of its own
+        shown.on_shown = functools.partial(pending.commit, None)
     try:
         while True:
             pending.restart = False
