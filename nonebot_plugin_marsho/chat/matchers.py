@@ -13,7 +13,6 @@ from typing import Any
 from nonebot import get_driver, on_message
 from nonebot.adapters import Bot, Event
 from nonebot.permission import SuperUser
-from nonebot.rule import Rule
 from nonebot.typing import T_State
 from nonebot_plugin_alconna.uniseg import Image, Text, UniMessage
 
@@ -30,6 +29,7 @@ from .app import Marsho, current_app
 from .bill import limits_of, quota_text
 from .commands import REGISTRY, Command, CommandContext, Registry
 from .debounce import person_in_chat, picture_only
+from .direct import DirectRule, direct_handler
 from .fairuse import Admission, seconds_text
 from .incoming import text_only
 from .loops import chat_of, guard_of, platform_marks_bot, quotes_the_bot, strip_marker
@@ -322,7 +322,11 @@ async def _not_for_marsho(app: Marsho, bot: Bot, event: Event, state: T_State, *
         await consider_active(app, bot, event, state)
 
 
-marsho = on_message(rule=Rule(_is_for_marsho), priority=10, block=True)
+marsho = on_message(priority=10, block=True)
+# the rule and the handler get the bot, the event and the state as they are (chat/direct.py): the
+# rule sees every message, and NoneBot's dependency injection cost most of what one not for
+# marsho costs
+marsho.rule = DirectRule(_is_for_marsho)
 
 
 async def _send(text: str, images: Sequence[bytes] = (), *, quote: bool = True) -> None:
@@ -359,7 +363,7 @@ def _failure(t: Texts, owner: bool, detail: str, error: BaseException) -> str:
     return detail if owner else brief_text(t, brief_reason(error))
 
 
-@marsho.handle()
+@direct_handler(marsho)
 async def handle_request(bot: Bot, event: Event, state: T_State) -> None:
     """Answer one request: a command (chat/commands/) or a question for the model."""
     request: Request = state[STATE_KEY]

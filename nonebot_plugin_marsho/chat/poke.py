@@ -8,7 +8,6 @@ from typing import Any
 from nonebot import on_notice
 from nonebot.adapters import Bot, Event
 from nonebot.adapters.onebot.v11 import PokeNotifyEvent
-from nonebot.rule import Rule
 from nonebot.typing import T_State
 from nonebot_plugin_alconna.uniseg import At, Segment, Text, UniMessage
 
@@ -18,6 +17,7 @@ from ..exceptions import MarshoError
 from ..redaction import logger, redact
 from .app import Marsho, current_app
 from .bill import limits_of
+from .direct import DirectRule
 from .matchers import APP_KEY, admitted_here, is_superuser, user_key
 from .where import where_of
 
@@ -37,7 +37,8 @@ async def _poked_me(bot: Bot, event: Event, state: T_State) -> bool:
     )
 
 
-poke = on_notice(rule=Rule(_poked_me), priority=10, block=True)
+poke = on_notice(priority=10, block=True)
+poke.rule = DirectRule(_poked_me)  # called without dependency injection (chat/direct.py)
 
 
 async def poke_line(app: Marsho, who: str, *, thrifty: bool = False) -> str:
