@@ -48,6 +48,7 @@ from sqlalchemy.pool import StaticPool
 from ..exceptions import StoreError
 from ..redaction import logger
 from . import migrations
+from .batch import GroupCommit
 from .recent import RecentTurns, StoredTurn
 from .session import Message, SessionLocks, Summary, Turn
 
@@ -419,6 +420,8 @@ class SqlStore:
             event.listen(self.engine.sync_engine, "connect", _sqlite_pragmas)
         self._local_locks = SessionLocks()
         self._write_lock = asyncio.Lock() if self.dialect == "sqlite" else None
+        self._turn_writes = GroupCommit(self._insert_messages, self._write_lock) if self._write_lock else None
+        """SQLite: the turns that end while one is written are written next, together (store/batch.py)."""
         self._started: asyncio.Task[None] | None = None
         self._claim: IO[str] | None = None
         self._claimed = threading.Event()
@@ -672,14 +675,27 @@ class SqlStore:
                  "data": text, "tokens": count, "created_at": now}
                 for message, text, count in zip(messages, data, tokens, strict=True)
             ]
-            async with self._connection(write=True) as conn:
-                await conn.execute(insert(messages_table), rows)
+            await self._insert_turn(rows)
             stored = (turn_id, data, list(tokens))
         except (SQLAlchemyError, TypeError, ValueError) as error:
             raise StoreError(code="store.save_turn", url=self.safe_url, detail=_describe(error)) from None
         finally:
             if recent is not None:
                 recent.write_ended(key, stored)
+
+    async def _insert_turn(self, rows: list[dict[str, Any]]) -> None:
+        """One turn's messages, in one transaction (with other turns', on SQLite: GroupCommit)."""
+        held = _held_connection.get()
+        if self._turn_writes is None or (held is not None and held[0] is self):
+            async with self._connection(write=True) as conn:
+                await conn.execute(insert(messages_table), rows)
+            return
+        await self._turn_writes.write(rows)
+
+    async def _insert_messages(self, rows: list[dict[str, Any]]) -> None:
+        """GroupCommit's write: the rows in one transaction (it holds the write lock)."""
+        async with self.engine.begin() as conn:
+            await conn.execute(insert(messages_table), rows)
 
     async def clear(self, key: str) -> int:
         """Forget the session; returns how many turns were dropped."""
