@@ -68,9 +68,15 @@ async def test_a_direct_handler_gets_the_bot_the_event_and_the_matchers_state() 
     assert result == "done" and seen == [(BOT, EVENT, state)]
 
 
-def test_marshos_matchers_run_their_rules_and_handler_without_dependency_injection() -> None:
+def test_marsho_has_one_matcher_whose_rule_and_handler_run_without_dependency_injection() -> None:
+    from nonebot.matcher import matchers as registered
+
+    ours = [matcher for group in registered.values() for matcher in group
+            if matcher.plugin_name == "nonebot_plugin_marsho"]
+    assert ours == [matchers.marsho] and poke.poke is matchers.marsho
+    assert matchers.marsho.type == ""  # messages and notices alike
     assert isinstance(matchers.marsho.rule, DirectRule)
-    assert matchers.marsho.rule.call is matchers._is_for_marsho
-    assert [handler.call for handler in matchers.marsho.handlers] == [matchers.handle_request]
+    assert matchers.marsho.rule.call is matchers._for_marsho
+    assert [handler.call for handler in matchers.marsho.handlers] == [matchers.handle_event]
     assert type(matchers.marsho.handlers[0]) is not Dependent
-    assert isinstance(poke.poke.rule, DirectRule) and poke.poke.rule.call is poke._poked_me
+    assert (poke._poked_me, poke.handle_poke) in matchers._notices
