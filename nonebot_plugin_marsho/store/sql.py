@@ -8,6 +8,7 @@ import asyncio
 import hashlib
 import importlib
 import json
+import sqlite3
 import threading
 import time
 import uuid
@@ -49,6 +50,7 @@ from ..exceptions import StoreError
 from ..redaction import logger
 from . import migrations
 from .batch import GroupCommit
+from .rawwrite import SqliteWriter
 from .recent import RecentTurns, StoredTurn
 from .session import Message, SessionLocks, Summary, Turn
 
@@ -78,6 +80,12 @@ messages_table = Table(
     Index("ix_marsho_messages_session_id", "session_key", "id"),
     Index("ix_marsho_messages_turn", "turn_id"),
 )
+
+MESSAGE_ROW = ("session_key", "turn_id", "role", "data", "tokens", "created_at")
+"""The columns a turn's rows give (the id is the database's)."""
+INSERT_MESSAGES = (f"INSERT INTO {messages_table.name} ({', '.join(MESSAGE_ROW)}) "
+                   f"VALUES ({', '.join(':' + column for column in MESSAGE_ROW)})")
+"""A turn's rows, inserted without SQLAlchemy (store/rawwrite.py)."""
 
 settings_table = Table(
     "marsho_settings",
@@ -422,6 +430,9 @@ class SqlStore:
         self._write_lock = asyncio.Lock() if self.dialect == "sqlite" else None
         self._turn_writes = GroupCommit(self._insert_messages, self._write_lock) if self._write_lock else None
         """SQLite: the turns that end while one is written are written next, together (store/batch.py)."""
+        path = _sqlite_file(self.url) if self.dialect == "sqlite" and "uri" not in parsed.query else None
+        self._raw_writes = SqliteWriter(path) if path is not None else None
+        """A SQLite file: the turns' inserts in one hop to a thread of their own (store/rawwrite.py)."""
         self._started: asyncio.Task[None] | None = None
         self._claim: IO[str] | None = None
         self._claimed = threading.Event()
@@ -524,6 +535,8 @@ class SqlStore:
         if claim is not None:
             claim.close()  # closing the file releases its lock (and ends a wait for it)
             self._claimed = threading.Event()
+        if self._raw_writes is not None:
+            await self._raw_writes.close()
         await self.engine.dispose()
 
     @asynccontextmanager
@@ -677,7 +690,7 @@ class SqlStore:
             ]
             await self._insert_turn(rows)
             stored = (turn_id, data, list(tokens))
-        except (SQLAlchemyError, TypeError, ValueError) as error:
+        except (SQLAlchemyError, sqlite3.Error, TypeError, ValueError) as error:
             raise StoreError(code="store.save_turn", url=self.safe_url, detail=_describe(error)) from None
         finally:
             if recent is not None:
@@ -694,6 +707,9 @@ class SqlStore:
 
     async def _insert_messages(self, rows: list[dict[str, Any]]) -> None:
         """GroupCommit's write: the rows in one transaction (it holds the write lock)."""
+        if self._raw_writes is not None:
+            await self._raw_writes.insert(INSERT_MESSAGES, rows)
+            return
         async with self.engine.begin() as conn:
             await conn.execute(insert(messages_table), rows)
 
