@@ -7,6 +7,7 @@ import dataclasses
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
+from weakref import WeakKeyDictionary
 
 from ..exceptions import BudgetError, StoreError
 from ..redaction import logger, redact
@@ -370,8 +371,12 @@ class Engine:
         """What history keeps of a picture, and what a picture that does not fit becomes."""
         self.summarizer = summarizer
         """Folds the turns a trim leaves out into the session's summary (MARSHO_SUMMARY); None: off."""
-        self._tools_token_cache: dict[tuple[str, ...], tuple[TokenCounter, int]] = {}
-        self._prompt_token_cache: dict[str, tuple[TokenCounter, int]] = {}
+        self._tools_token_cache: WeakKeyDictionary[TokenCounter, dict[tuple[str, ...], int]] = (
+            WeakKeyDictionary())
+        """Per counter (the model's: `marsho.model` changes it), the tokens of each set of tools."""
+        self._prompt_token_cache: WeakKeyDictionary[TokenCounter, dict[str, int]] = WeakKeyDictionary()
+        """Per counter, the tokens of each system message's text (a persona's prompt, with a
+        session's summary after it or not): counted once per change, not once per request."""
         self._starts: dict[str, str] = {}
         """Per session, the id of the oldest turn its last request sent: the history is trimmed
         in steps from there (budget.history_start), so the request's start stays still."""
@@ -382,12 +387,16 @@ class Engine:
         self._summaries_of: object = history
 
     def _tools_tokens(self, tools: list[dict[str, Any]]) -> int:
-        """Tokens of the tool schemas, counted once per set of tools (they rarely change)."""
+        """Tokens of the tool schemas, counted once per set of tools (they rarely change) and
+        counter."""
         names = tuple(tool["function"]["name"] for tool in tools)
-        cached = self._tools_token_cache.get(names)
-        if cached is None or cached[0] is not self.counter:
-            cached = self._tools_token_cache[names] = (self.counter, self.counter.count_tools(tools))
-        return cached[1]
+        counts = self._tools_token_cache.setdefault(self.counter, {})
+        count = counts.get(names)
+        if count is None:
+            if len(counts) >= PROMPTS_COUNTED:
+                counts.clear()
+            count = counts[names] = self.counter.count_tools(tools)
+        return count
 
     def _summary_room(self, prompt: str, tools: list[dict[str, Any]]) -> int:
         """Tokens the summary's block may take beside the system prompt and the tool schemas:
@@ -397,14 +406,22 @@ class Engine:
         return max(0, int(self.max_tokens * SUMMARY_SHARE) - fixed)
 
     def _prompt_tokens(self, prompt: str) -> int:
-        """Tokens of a system message of `prompt`, counted once per prompt (they rarely change)."""
-        cached = self._prompt_token_cache.get(prompt)
-        if cached is None or cached[0] is not self.counter:
-            if len(self._prompt_token_cache) >= PROMPTS_COUNTED:
-                self._prompt_token_cache.clear()
-            count = self.counter.count_message({"role": "system", "content": prompt}) if prompt else 0
-            cached = self._prompt_token_cache[prompt] = (self.counter, count)
-        return cached[1]
+        """Tokens of a system message of `prompt`, counted once per prompt (they rarely change)
+        and counter."""
+        counts = self._prompt_token_cache.setdefault(self.counter, {})
+        count = counts.get(prompt)
+        if count is None:
+            if len(counts) >= PROMPTS_COUNTED:
+                counts.clear()
+            count = counts[prompt] = (self.counter.count_message({"role": "system", "content": prompt})
+                                      if prompt else 0)
+        return count
+
+    def _system_tokens(self, system: list[Message]) -> int:
+        """Tokens of the request's system message (`_system`'s), counted once per text."""
+        return sum(self._prompt_tokens(str(message.get("content", ""))) if message.get("role") == "system"
+                   and isinstance(message.get("content"), str) else self.counter.count_message(message)
+                   for message in system)
 
     def _system(self, prompt: str, summary: str, tools: list[dict[str, Any]]) -> list[Message]:
         """The request's one system message (some providers refuse a second): the system prompt,
@@ -424,7 +441,7 @@ class Engine:
                 tools: list[dict[str, Any]]) -> tuple[list[Message], int]:
         """The running turn cut to fit beside the fixed part (system message, tool schemas), and
         the tokens left for history."""
-        fixed = sum(map(self.counter.count_message, system)) + self._tools_tokens(tools)
+        fixed = self._system_tokens(system) + self._tools_tokens(tools)
         if fixed >= self.max_tokens * 0.9:
             raise BudgetError(code="budget.fixed", tokens=fixed, budget=self.max_tokens)
         current = fit_current(current, self.counter, self.max_tokens - fixed,
@@ -501,7 +518,7 @@ class Engine:
             return summary  # no trim: the common case costs the summary's read alone
         # the new summary may be longer than the one sent so far: trim as if it were as long as
         # it may be, so the turn's requests carry it without trimming again
-        block = sum(map(self.counter.count_message, system)) - self._prompt_tokens(prompt)
+        block = self._system_tokens(system) - self._prompt_tokens(prompt)
         longest = min(self.summarizer.reserve(), self._summary_room(prompt, tools))
         room = max(0, room - max(0, longest - block))
         start = self._start(history, key, room, summary)

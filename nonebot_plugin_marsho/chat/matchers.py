@@ -10,10 +10,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from nonebot import get_driver, on_message
+from nonebot import get_driver, on
 from nonebot.adapters import Bot, Event
 from nonebot.permission import SuperUser
-from nonebot.rule import Rule
 from nonebot.typing import T_State
 from nonebot_plugin_alconna.uniseg import Image, Text, UniMessage
 
@@ -30,6 +29,7 @@ from .app import Marsho, current_app
 from .bill import limits_of, quota_text
 from .commands import REGISTRY, Command, CommandContext, Registry
 from .debounce import person_in_chat, picture_only
+from .direct import Checker, DirectRule, Handler, direct_handler
 from .fairuse import Admission, seconds_text
 from .incoming import text_only
 from .loops import chat_of, guard_of, platform_marks_bot, quotes_the_bot, strip_marker
@@ -324,7 +324,37 @@ async def _not_for_marsho(app: Marsho, bot: Bot, event: Event, state: T_State, *
         await consider_active(app, bot, event, state)
 
 
-marsho = on_message(rule=Rule(_is_for_marsho), priority=10, block=True)
+NOTICE_KEY = "marsho_notice"
+"""The handler of the notice the rule took (a poke), for the handler of the same event."""
+_notices: list[tuple[Checker, Handler]] = []
+
+
+def on_notice_event(rule: Checker, handler: Handler) -> None:
+    """Have marsho's one matcher take the notices `rule` says are for marsho, and `handler` answer
+    them (chat/poke.py's pokes), instead of a matcher of their own: NoneBot checks every matcher
+    for every event (a task, a log line each), so the plugin has one."""
+    _notices.append((rule, handler))
+
+
+async def _for_marsho(bot: Bot, event: Event, state: T_State) -> bool:
+    """The one rule of every event: a message for marsho (`_is_for_marsho`), or a notice that one
+    of `on_notice_event`'s rules takes."""
+    kind = event.get_type()
+    if kind == "message":
+        return await _is_for_marsho(bot, event, state)
+    if kind == "notice":
+        for rule, handler in _notices:
+            if await rule(bot, event, state):
+                state[NOTICE_KEY] = handler
+                return True
+    return False
+
+
+marsho = on(priority=10, block=True)  # every event type: messages, and the notices it takes
+# the rule and the handler get the bot, the event and the state as they are (chat/direct.py): the
+# rule sees every event, and NoneBot's dependency injection cost most of what a message not for
+# marsho costs
+marsho.rule = DirectRule(_for_marsho)
 
 
 async def _send(text: str, images: Sequence[bytes] = (), *, quote: bool = True) -> None:
@@ -361,7 +391,16 @@ def _failure(t: Texts, owner: bool, detail: str, error: BaseException) -> str:
     return detail if owner else brief_text(t, brief_reason(error))
 
 
-@marsho.handle()
+@direct_handler(marsho)
+async def handle_event(bot: Bot, event: Event, state: T_State) -> None:
+    """The one matcher's handler: the notice's own handler, else the request's."""
+    notice: Handler | None = state.get(NOTICE_KEY)
+    if notice is not None:
+        await notice(bot, event, state)
+        return
+    await handle_request(bot, event, state)
+
+
 async def handle_request(bot: Bot, event: Event, state: T_State) -> None:
     """Answer one request: a command (chat/commands/) or a question for the model."""
     request: Request = state[STATE_KEY]

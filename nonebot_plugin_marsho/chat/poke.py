@@ -3,12 +3,10 @@ MARSHO_POKE_COOLDOWN seconds per person and chat; pokes in between are ignored q
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
-from nonebot import on_notice
 from nonebot.adapters import Bot, Event
 from nonebot.adapters.onebot.v11 import PokeNotifyEvent
-from nonebot.rule import Rule
 from nonebot.typing import T_State
 from nonebot_plugin_alconna.uniseg import At, Segment, Text, UniMessage
 
@@ -18,7 +16,8 @@ from ..exceptions import MarshoError
 from ..redaction import logger, redact
 from .app import Marsho, current_app
 from .bill import limits_of
-from .matchers import APP_KEY, admitted_here, is_superuser, user_key
+from .direct import Handler
+from .matchers import APP_KEY, admitted_here, is_superuser, marsho, on_notice_event, user_key
 from .where import where_of
 
 MAX_POKE_CHARS = 200
@@ -37,7 +36,9 @@ async def _poked_me(bot: Bot, event: Event, state: T_State) -> bool:
     )
 
 
-poke = on_notice(rule=Rule(_poked_me), priority=10, block=True)
+poke = marsho
+"""The matcher pokes come to: marsho's one matcher (chat/matchers.py), whose rule asks `_poked_me`
+of each notice, and whose handler hands a poke to `handle_poke`."""
 
 
 async def poke_line(app: Marsho, who: str, *, thrifty: bool = False) -> str:
@@ -63,7 +64,6 @@ async def poke_line(app: Marsho, who: str, *, thrifty: bool = False) -> str:
     return line or fallback
 
 
-@poke.handle()
 async def handle_poke(bot: Bot, event: PokeNotifyEvent, state: T_State) -> None:
     app: Marsho = state[APP_KEY]
     user = str(event.user_id)
@@ -98,3 +98,7 @@ async def handle_poke(bot: Bot, event: PokeNotifyEvent, state: T_State) -> None:
         await UniMessage(segments).send()
     except Exception as error:
         logger.opt(exception=error).error(f"marsho: could not answer a poke: {error}")
+
+
+# the rule takes PokeNotifyEvents only: the handler is handed nothing else
+on_notice_event(_poked_me, cast("Handler", handle_poke))

@@ -8,13 +8,14 @@ import asyncio
 import hashlib
 import importlib
 import json
+import sqlite3
 import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 from urllib.parse import urlsplit
 
 try:  # the lock file that tells two bot processes on one SQLite file apart (POSIX only)
@@ -48,8 +49,10 @@ from sqlalchemy.pool import StaticPool
 from ..exceptions import StoreError
 from ..redaction import logger
 from . import migrations
+from .batch import GroupCommit
 from .recent import RecentTurns, StoredTurn
 from .session import Message, SessionLocks, Summary, Turn
+from .sqlite_direct import SqliteDirect
 
 _held_connection: ContextVar[tuple[SqlStore, AsyncConnection] | None] = ContextVar(
     "marsho_turn_connection", default=None
@@ -77,6 +80,17 @@ messages_table = Table(
     Index("ix_marsho_messages_session_id", "session_key", "id"),
     Index("ix_marsho_messages_turn", "turn_id"),
 )
+
+MESSAGE_ROW = ("session_key", "turn_id", "role", "data", "tokens", "created_at")
+"""The columns a turn's rows give (the id is the database's)."""
+INSERT_MESSAGES = (f"INSERT INTO {messages_table.name} ({', '.join(MESSAGE_ROW)}) "
+                   f"VALUES ({', '.join(':' + column for column in MESSAGE_ROW)})")
+"""A turn's rows, inserted without SQLAlchemy (store/sqlite_direct.py)."""
+NEWEST_MESSAGES = (f"SELECT turn_id, data, tokens FROM {messages_table.name} WHERE session_key = ? "
+                   "ORDER BY id DESC LIMIT ?")
+"""A session's newest messages (as `_read_recent` selects them), without SQLAlchemy."""
+TURN_MESSAGES = f"SELECT turn_id, data, tokens FROM {messages_table.name} WHERE turn_id = ? ORDER BY id DESC"
+"""A turn's messages, newest first (`_whole_turn`'s), without SQLAlchemy."""
 
 settings_table = Table(
     "marsho_settings",
@@ -419,6 +433,12 @@ class SqlStore:
             event.listen(self.engine.sync_engine, "connect", _sqlite_pragmas)
         self._local_locks = SessionLocks()
         self._write_lock = asyncio.Lock() if self.dialect == "sqlite" else None
+        self._turn_writes = GroupCommit(self._insert_messages, self._write_lock) if self._write_lock else None
+        """SQLite: the turns that end while one is written are written next, together (store/batch.py)."""
+        path = _sqlite_file(self.url) if self.dialect == "sqlite" and "uri" not in parsed.query else None
+        self._direct = SqliteDirect(path) if path is not None else None
+        """A SQLite file: the turns' inserts, and the reads of sessions not kept in memory, in one hop
+        to a thread of their own (store/sqlite_direct.py)."""
         self._started: asyncio.Task[None] | None = None
         self._claim: IO[str] | None = None
         self._claimed = threading.Event()
@@ -521,6 +541,8 @@ class SqlStore:
         if claim is not None:
             claim.close()  # closing the file releases its lock (and ends a wait for it)
             self._claimed = threading.Event()
+        if self._direct is not None:
+            await self._direct.close()
         await self.engine.dispose()
 
     @asynccontextmanager
@@ -622,21 +644,24 @@ class SqlStore:
         if recent is not None:
             recent.read_started(key)
         try:
-            async with self._connection(write=False) as conn:
-                rows = (await conn.execute(
-                    select(messages_table.c.turn_id, messages_table.c.data, messages_table.c.tokens)
-                    .where(messages_table.c.session_key == key)
-                    .order_by(messages_table.c.id.desc())
-                    .limit(max_messages + 1)
-                )).all()
-                turns = _stored_turns(rows)
-                complete = len(rows) <= max_messages
-                if len(turns) == 1 and not complete:  # the newest turn, cut by LIMIT
-                    turns = [await self._whole_turn(conn, rows[0].turn_id)]
-                elif not complete:
-                    turns = turns[:-1]  # the oldest one was cut by LIMIT
+            if self._direct is not None:
+                turns, complete = await self._direct.call(lambda db: _newest_turns(db, key, max_messages))
+            else:
+                async with self._connection(write=False) as conn:
+                    rows = (await conn.execute(
+                        select(messages_table.c.turn_id, messages_table.c.data, messages_table.c.tokens)
+                        .where(messages_table.c.session_key == key)
+                        .order_by(messages_table.c.id.desc())
+                        .limit(max_messages + 1)
+                    )).all()
+                    turns = _stored_turns(rows)
+                    complete = len(rows) <= max_messages
+                    if len(turns) == 1 and not complete:  # the newest turn, cut by LIMIT
+                        turns = [await self._whole_turn(conn, rows[0].turn_id)]
+                    elif not complete:
+                        turns = turns[:-1]  # the oldest one was cut by LIMIT
             found = turns
-        except SQLAlchemyError as error:
+        except (SQLAlchemyError, sqlite3.Error) as error:
             raise StoreError(code="store.read_history", url=self.safe_url, detail=_describe(error)) from None
         finally:
             if recent is not None:  # kept only when the read is whole (`found`)
@@ -672,14 +697,30 @@ class SqlStore:
                  "data": text, "tokens": count, "created_at": now}
                 for message, text, count in zip(messages, data, tokens, strict=True)
             ]
-            async with self._connection(write=True) as conn:
-                await conn.execute(insert(messages_table), rows)
+            await self._insert_turn(rows)
             stored = (turn_id, data, list(tokens))
-        except (SQLAlchemyError, TypeError, ValueError) as error:
+        except (SQLAlchemyError, sqlite3.Error, TypeError, ValueError) as error:
             raise StoreError(code="store.save_turn", url=self.safe_url, detail=_describe(error)) from None
         finally:
             if recent is not None:
                 recent.write_ended(key, stored)
+
+    async def _insert_turn(self, rows: list[dict[str, Any]]) -> None:
+        """One turn's messages, in one transaction (with other turns', on SQLite: GroupCommit)."""
+        held = _held_connection.get()
+        if self._turn_writes is None or (held is not None and held[0] is self):
+            async with self._connection(write=True) as conn:
+                await conn.execute(insert(messages_table), rows)
+            return
+        await self._turn_writes.write(rows)
+
+    async def _insert_messages(self, rows: list[dict[str, Any]]) -> None:
+        """GroupCommit's write: the rows in one transaction (it holds the write lock)."""
+        if self._direct is not None:
+            await self._direct.insert(INSERT_MESSAGES, rows)
+            return
+        async with self.engine.begin() as conn:
+            await conn.execute(insert(messages_table), rows)
 
     async def clear(self, key: str) -> int:
         """Forget the session; returns how many turns were dropped."""
@@ -972,6 +1013,29 @@ class SqlStore:
         await conn.execute(delete(observed_cursors_table).where(
             observed_cursors_table.c.group_key == group_key))
         return int(result.rowcount or 0)
+
+
+class _Row(NamedTuple):
+    turn_id: str
+    data: str
+    tokens: int
+
+
+def _newest_turns(db: sqlite3.Connection, key: str, max_messages: int) -> tuple[list[StoredTurn], bool]:
+    """SqlStore._read_recent's read on SqliteDirect's connection (one snapshot: one transaction):
+    the session's newest whole turns within `max_messages` messages, and whether they are all."""
+    db.execute("BEGIN")
+    try:
+        rows = [_Row(*row) for row in db.execute(NEWEST_MESSAGES, (key, max_messages + 1))]
+        turns = _stored_turns(rows)
+        complete = len(rows) <= max_messages
+        if len(turns) == 1 and not complete:  # the newest turn, cut by LIMIT
+            turns = _stored_turns([_Row(*row) for row in db.execute(TURN_MESSAGES, (rows[0].turn_id,))])
+        elif not complete:
+            turns = turns[:-1]  # the oldest one was cut by LIMIT
+        return turns, complete
+    finally:
+        db.execute("COMMIT")
 
 
 def _stored_turns(rows: Sequence[Any]) -> list[StoredTurn]:
