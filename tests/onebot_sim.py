@@ -340,11 +340,14 @@ class OneBotSim:
             event = self.events.get(message_id)
             if event is None:
                 raise LookupError(f"no message {message_id}")
-            return {
+            found = {
                 "time": event["time"], "message_type": event["message_type"],
                 "message_id": message_id, "real_id": message_id, "sender": event["sender"],
                 "message": event["message"],
             }
+            if "group_id" in event:  # as NapCat and LLOneBot answer
+                found["group_id"] = event["group_id"]
+            return found
         if action.action in ("get_group_file_url", "get_private_file_url", "get_file"):
             found = self.files.get(str(params.get("file_id")))
             if found is None:

@@ -157,3 +157,21 @@ async def test_a_30_mb_file_and_a_corrupt_pdf_get_clear_replies_and_the_bot_answ
     _, answer = await sim.ask("marsho are you there?", group_id=group, user_id=ASKER)
     assert answer.text == "Still here."
 
+
+
+async def test_a_message_of_another_chat_quoted_by_its_id_is_not_read(
+        endpoint: FakeOpenAI, sim: OneBotSim, files: Files) -> None:
+    group_a, group_b = next(_groups), next(_groups)
+    secret = "The vault code is 4417."
+    kept = await sim.group_message([text_segment("minutes: "), file_segment("minutes.txt", url=files.url(
+        "/minutes.txt", secret.encode()))], group_id=group_a, user_id=10702)
+    for where in ({"group_id": group_b, "user_id": ASKER}, {"private": True, "user_id": ASKER}):
+        endpoint.push(text("ok"))
+        _, reply = await sim.ask([reply_segment(kept), text_segment("marsho what does it say?")], **where)
+        assert reply.text == "ok"
+        asked = json.dumps(endpoint.requests[-1]["messages"], ensure_ascii=False)
+        assert "4417" not in asked and "minutes" not in asked
+    endpoint.push(text("It says the vault code is 4417."))  # in its own group it is read
+    _, reply = await sim.ask([reply_segment(kept), text_segment("marsho what does it say?")],
+                             group_id=group_a, user_id=ASKER)
+    assert "4417" in last_question(endpoint.requests[-1])

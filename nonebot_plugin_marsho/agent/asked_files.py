@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from ..i18n import Texts
 from .documents import Extracted, Section
 from .framing import CONTROL, framed
+from .persona import DOUBLE_QUOTES
 from .tokens import TokenCounter
 
 FILE_SHARE = 0.5
@@ -35,11 +36,21 @@ CHARS_PER_TOKEN = 8
 this before its tokens are counted, so a 5 MB text file costs no 5 MB count."""
 NAME_CHARS = 120
 _BRACKETS = re.compile(r"[\[\]【】]")
+_PLAIN_NAME = re.compile(r"[\w\-.()+&#~@ ]{1,64}")
+"""A name that reads as a file's name alone: letters of any script, digits, spaces and the marks
+names use, no comma, colon or quote that could end our label's phrase and start a sentence."""
 
 
-def file_name(name: str) -> str:
-    """A file's name as our lines show it: one line, no brackets (it cannot close our label)."""
-    return " ".join(_BRACKETS.sub("", CONTROL.sub(" ", name)).split())[:NAME_CHARS] or "file"
+def file_name(name: str, *, quoted: bool = True) -> str:
+    """A file's name (or a sheet's, a heading's) as our lines show it: one line, no brackets (it
+    cannot close our label), and a name that is more than a name — a comma, a colon, a quote,
+    words past 64 characters: one that might read as our own words — in quotes of ours, without
+    its own (`quoted=False`: the caller's text quotes it already)."""
+    one = " ".join(_BRACKETS.sub("", CONTROL.sub(" ", name)).split())[:NAME_CHARS] or "file"
+    if _PLAIN_NAME.fullmatch(one):
+        return one
+    bare = "".join(c for c in one if c not in DOUBLE_QUOTES).strip() or "file"
+    return f"“{bare}”" if quoted else bare
 
 
 def _kind(t: Texts, extracted: Extracted) -> str:
@@ -61,7 +72,7 @@ def place_text(t: Texts, section: Section) -> str:
     if section.sheet:
         parts.append(t("kb.place_sheet", sheet=file_name(section.sheet)))
     if section.heading:
-        parts.append(t("kb.place_heading", heading=file_name(section.heading)))
+        parts.append(t("kb.place_heading", heading=file_name(section.heading, quoted=False)))
     if section.rows is not None:
         parts.append(t("kb.place_rows", first=section.rows[0], last=section.rows[1]))
     return t("kb.place_joint").join(parts)

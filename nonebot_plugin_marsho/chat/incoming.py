@@ -355,6 +355,23 @@ def _with_quoted(bot: Bot, event: Event) -> tuple[Event, Any]:
         return event, original
 
 
+def quotes_another_chat(bot: Bot, event: Event) -> bool:
+    """Whether a OneBot v11 question quotes a message of another chat (the implementation's
+    get_msg answer, `event.reply`: its type, and the group NapCat and LLOneBot name): a reply
+    segment is the sender's to write, and a message id of another group's must not bring that
+    group's words or files here. Where the answer names no group, a group's message is taken to
+    be this group's (the client quotes only within a chat)."""
+    reply = getattr(event, "reply", None)
+    if reply is None or bot.adapter.get_name() != "OneBot V11":
+        return False
+    group = getattr(event, "group_id", None)
+    kind = getattr(reply, "message_type", None)
+    if kind in ("group", "private") and (kind == "group") != (group is not None):
+        return True
+    quoted_group = getattr(reply, "group_id", None)
+    return group is not None and quoted_group is not None and str(quoted_group) != str(group)
+
+
 def _no_content_intent() -> None:
     """A Discord quote with nothing in it: most likely the bot lacks the Message Content intent
     (off in the adapter's defaults), which empties every message that does not mention it."""
@@ -377,6 +394,10 @@ async def _read_message(
         logger.warning(f"marsho: could not read the message's pictures or quote: {error}")
         message = UniMessage()
     event, platform_quote = _with_quoted(bot, event)
+    foreign = quotes_another_chat(bot, event)
+    if foreign:  # read as if it quoted nothing
+        logger.info("marsho: the question quotes a message of another chat; the quote is not read")
+        event = event.model_copy(update={"reply": None})  # type: ignore[attr-defined]
     own = own_content(bot, event, message).images
     mentioned = mentions(bot, message)
     try:
@@ -384,7 +405,7 @@ async def _read_message(
     except Exception as error:  # a segment alconna cannot read: no files then
         logger.warning(f"marsho: could not read the message's files: {error}")
         files = []
-    for reply in message[Reply]:
+    for reply in [] if foreign else message[Reply]:
         found = quoted_content(bot, event, reply)
         if found is None:  # the implementation could not find it (get_msg failed)
             continue

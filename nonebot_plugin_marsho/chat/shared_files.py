@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from nonebot.adapters import Bot, Event
 
 from ..agent.documents import CODES, DocumentError
+from ..agent.framing import CONTROL
 from ..i18n import Texts
 from ..net.download import DownloadError, download_file
 from ..redaction import logger
@@ -50,6 +51,26 @@ class SharedFile:
     busid: Any = None
     message_id: str = ""
     """The message that holds it, where the platform gives a file by message (Feishu)."""
+
+    def __post_init__(self) -> None:
+        # the name is the sender's: every reply, listing and log line shows it one line long
+        object.__setattr__(self, "name", shown_name(self.name))
+
+
+SHOWN_NAME_CHARS = 80
+"""Characters of a file's name shown in the chat (its extension kept)."""
+
+
+def shown_name(name: str) -> str:
+    """A file's name as the chat is shown it: one line without control characters, bidirectional
+    overrides or zero-width spaces, at most SHOWN_NAME_CHARS characters with its extension kept
+    (what it is read as may depend on it)."""
+    one = " ".join(CONTROL.sub(" ", name).split()) or "file"
+    if len(one) <= SHOWN_NAME_CHARS:
+        return one
+    suffix = Path(one).suffix
+    suffix = suffix if len(suffix) <= 10 else ""
+    return one[: SHOWN_NAME_CHARS - len(suffix) - 1] + "…" + suffix
 
 
 def _onebot_file(data: dict[str, Any]) -> SharedFile:
