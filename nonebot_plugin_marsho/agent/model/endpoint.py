@@ -6,6 +6,7 @@ the first request is sent, not with this module: loading them takes about 0.75 s
 from __future__ import annotations
 
 import asyncio
+import copy
 import dataclasses
 import json
 import time
@@ -92,6 +93,15 @@ def _text_of(value: Any) -> str:
     return ""
 
 
+def _content(request: dict[str, Any]) -> bytes:
+    """The body to send: `request_body`, or with every lone surrogate (a question, an old turn)
+    cleaned when one is somewhere."""
+    try:
+        return request_body(request)
+    except UnicodeEncodeError:
+        return request_body(_without_lone_surrogates(request))
+
+
 def _without_lone_surrogates(value: Any) -> Any:
     """A request with every string cleaned of lone surrogates (which cannot be sent as UTF-8)."""
     if isinstance(value, str):
@@ -101,6 +111,52 @@ def _without_lone_surrogates(value: Any) -> Any:
     if isinstance(value, dict):
         return {key: _without_lone_surrogates(item) for key, item in value.items()}
     return value
+
+
+def _dumps(value: Any) -> bytes:
+    """JSON as the SDK writes a request's body (`openapi_dumps`: compact, UTF-8, no NaN)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+
+class ToolsJson:
+    """The request's `tools` list as JSON, encoded once per toolset: the same schemas go in
+    every request (several kilobytes with the built-in toolkits), while the messages change.
+    A list is taken from the cache only when it equals a copy of the one encoded (a tool added
+    or removed, a description or a schema changed, even in place, makes a new entry); the few
+    toolsets askers see (members, admins, superusers) each keep theirs."""
+
+    SIZE = 8
+
+    def __init__(self) -> None:
+        self._entries: list[tuple[list[Any], bytes]] = []
+
+    def encoded(self, tools: list[Any]) -> bytes:
+        for index, (seen, encoded) in enumerate(self._entries):
+            if seen == tools:
+                if index:  # most recently used first
+                    self._entries.insert(0, self._entries.pop(index))
+                return encoded
+        encoded = _dumps(tools)
+        self._entries.insert(0, (copy.deepcopy(tools), encoded))
+        del self._entries[self.SIZE:]
+        return encoded
+
+
+TOOLS_JSON = ToolsJson()
+
+
+def request_body(request: dict[str, Any]) -> bytes:
+    """The request's body, byte for byte what the SDK would write for it (the same key order and
+    separators), its `tools` from TOOLS_JSON. Raises UnicodeEncodeError for a lone surrogate and
+    TypeError for a value JSON cannot hold, as the SDK's encoding would."""
+    tools = request.get("tools")
+    if not isinstance(tools, list) or not tools:
+        return _dumps(request)
+    parts = [_dumps(key) + b":" + (TOOLS_JSON.encoded(value) if key == "tools" else _dumps(value))
+             for key, value in request.items() if isinstance(key, str)]
+    if len(parts) != len(request):  # a key JSON writes in its own way: the SDK's way, whole
+        return _dumps(request)
+    return b"{" + b",".join(parts) + b"}"
 
 
 class _TooLarge(Exception):
@@ -338,13 +394,9 @@ class EndpointClient:
         import openai
 
         options: Any = {} if key is None else {"headers": {"Authorization": f"Bearer {key}"}}
-        try:
-            events = await client.post("/chat/completions", body=request, cast_to=httpx2.Response,
-                                       options=options, stream=True, stream_cls=openai.AsyncStream[object])
-        except UnicodeEncodeError:
-            events = await client.post("/chat/completions", body=_without_lone_surrogates(request),
-                                       cast_to=httpx2.Response, options=options, stream=True,
-                                       stream_cls=openai.AsyncStream[object])
+        events = await client.post("/chat/completions", content=_content(request),
+                                   cast_to=httpx2.Response, options=options, stream=True,
+                                   stream_cls=openai.AsyncStream[object])
         # with cast_to Response the SDK hands the response itself over, its body unread
         response = events if isinstance(events, httpx2.Response) else events.response
         try:
@@ -420,15 +472,12 @@ class EndpointClient:
 
         # a pool's key goes in each request's header (one client, one connection pool, per endpoint)
         options: Any = {} if key is None else {"headers": {"Authorization": f"Bearer {key}"}}
-        try:
-            # the SDK's low-level post: our messages are plain OpenAI-shaped dicts already, and
-            # create()'s parameter transform costs ~0.25 ms per message (11 ms at 40 messages);
-            # the body comes back as bytes (read by _take_body), cheaper than the SDK's models
-            return await client.post("/chat/completions", body=request, cast_to=httpx2.Response,
-                                     options=options)
-        except UnicodeEncodeError:  # a lone surrogate somewhere (a question, an old turn)
-            return await client.post("/chat/completions", body=_without_lone_surrogates(request),
-                                     cast_to=httpx2.Response, options=options)
+        # the SDK's low-level post: our messages are plain OpenAI-shaped dicts already, and
+        # create()'s parameter transform costs ~0.25 ms per message (11 ms at 40 messages);
+        # the body goes as bytes (request_body: the tools' JSON kept per toolset) and comes
+        # back as bytes (read by _take_body), cheaper than the SDK's models
+        return await client.post("/chat/completions", content=_content(request),
+                                 cast_to=httpx2.Response, options=options)
 
     def _scrub(self, text: str) -> str:
         """Endpoint-supplied text without the API keys (a proxy may echo the request back)."""
