@@ -616,3 +616,29 @@ async def test_superusers_are_exempt(app: App, fake: FakeOpenAI, bill: Meter, pl
     fake.push(text("4"))
     with configured(marsho_user_daily_tokens=100):
         await said(app, private_message("marsho 2+2?", user_id=int(SUPERUSER_ID)), "4")
+
+
+async def test_a_sqlite_file_and_sqlalchemys_path_store_the_same_rows_and_totals(tmp_path: Path) -> None:
+    # (a SQLite file's writes go through store/sqlite_direct.py, an in-memory database's through
+    # SQLAlchemy: the same bill either way)
+    from nonebot_plugin_marsho.store.sql import usage_totals_table
+
+    rows = [UsageRow(1.5, "2026-12-01", "s", "u1", "g1", "m", "e", 10, 5, cached_tokens=2, questions=1),
+            UsageRow(2.5, "2026-12-01", "s", "", "g1", "m", "", 7, 0, estimated=1)]
+    seen = []
+    for url in (f"sqlite:///{tmp_path / 'direct.db'}", "sqlite+aiosqlite://"):
+        sql = SqlStore(url)
+        try:
+            usage = UsageStore(sql)
+            assert (sql._direct is not None) == url.startswith("sqlite:///")
+            await usage.write(rows)
+            await usage.write(rows[:1])
+            async with sql.engine.connect() as conn:
+                kept = [tuple(r[1:]) for r in (await conn.execute(select(usage_table).order_by("id"))).all()]
+                totals = sorted((await conn.execute(select(usage_totals_table))).all())
+            seen.append((kept, totals))
+        finally:
+            await sql.close()
+    assert seen[0] == seen[1]
+    assert seen[0][1] == [("2026-12-01", "all", "*", 37), ("2026-12-01", "group", "g1", 37),
+                          ("2026-12-01", "user", "u1", 30)]

@@ -3,8 +3,9 @@ for quotas, and the quotas superusers set; in the history's database, so bot pro
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from sqlalchemy import case, delete, func, insert, literal, or_, select, text, union_all
@@ -14,6 +15,7 @@ from ..exceptions import StoreError
 from .sql import (
     SqlStore,
     _describe,
+    _held_connection,
     _lock_id,
     quotas_table,
     usage_daily_table,
@@ -109,6 +111,19 @@ class UsageStore:
                 key = (row.day, scope, target)
                 totals[key] = totals.get(key, 0) + row.tokens
         await self.store._ready()
+        direct, lock = self.store._direct, self.store._write_lock
+        if direct is not None and lock is not None and self._not_held():
+            # a SQLite file: both statements in one hop to its thread, in one transaction
+            params = [{"day": day, "scope": scope, "target": target, "tokens": tokens}
+                      for (day, scope, target), tokens in sorted(totals.items())]
+            values = [row.__dict__ for row in rows]
+            try:
+                async with lock:
+                    await direct.call(lambda db: _write_usage(db, values, params))
+            except (sqlite3.Error, TypeError, ValueError) as error:
+                raise StoreError(code="store.save", url=self.store.safe_url,
+                                 detail=_describe(error)) from None
+            return
         try:
             async with self.store._connection(write=True) as conn:
                 await conn.execute(insert(usage_table), [row.__dict__ for row in rows])
@@ -123,6 +138,12 @@ class UsageStore:
                     for (day, scope, target), tokens in sorted(totals.items())])
         except SQLAlchemyError as error:
             raise StoreError(code="store.save", url=self.store.safe_url, detail=_describe(error)) from None
+
+    def _not_held(self) -> bool:
+        """Whether the caller holds no connection of this store (its transaction would wait on
+        the write lock the direct write takes)."""
+        held = _held_connection.get()
+        return held is None or held[0] is not self.store
 
     async def quota_view(self, day: str, scopes: Iterable[tuple[str, str]]
                          ) -> tuple[dict[tuple[str, str], int], dict[tuple[str, str], int]]:
@@ -228,3 +249,26 @@ class UsageStore:
         except SQLAlchemyError as error:
             raise StoreError(code="store.save", url=self.store.safe_url, detail=_describe(error)) from None
         return int(folded or 0)
+
+
+USAGE_COLUMNS = tuple(field.name for field in fields(UsageRow))
+INSERT_USAGE = (f"INSERT INTO {usage_table.name} ({', '.join(USAGE_COLUMNS)}) "
+                f"VALUES ({', '.join(':' + column for column in USAGE_COLUMNS)})")
+"""A batch's rows, inserted without SQLAlchemy (store/sqlite_direct.py), as `write` does."""
+ADD_TOTALS = (f"INSERT INTO {usage_totals_table.name} (day, scope, target, tokens) "
+              "VALUES (:day, :scope, :target, :tokens) "
+              "ON CONFLICT (day, scope, target) DO UPDATE SET tokens = tokens + excluded.tokens")
+"""The running totals, added to as `write`'s upsert does."""
+
+
+def _write_usage(db: sqlite3.Connection, rows: list[dict[str, Any]], totals: list[dict[str, Any]]) -> None:
+    """The rows and the totals in one transaction (on the SqliteDirect thread)."""
+    db.execute("BEGIN")
+    try:
+        db.executemany(INSERT_USAGE, rows)
+        db.executemany(ADD_TOTALS, totals)
+        db.execute("COMMIT")
+    except BaseException:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        raise
