@@ -13,7 +13,6 @@ import io
 import json
 import os
 import re
-import struct
 import sys
 import zipfile
 from dataclasses import asdict, dataclass, field
@@ -110,13 +109,15 @@ class DocumentError(Exception):
 
 def sniff(data: bytes) -> str | None:
     """The format the bytes are, by their magic bytes: pdf, docx, xlsx, "zip" (another archive),
-    "ole" (an old .doc or .xls), "binary" (no text), or None (text: its name decides which)."""
+    "ole" (an old .doc or .xls), "binary" (no text), or None (text: its name decides which).
+    An archive whose directory zipfile cannot read (damaged, or a method or version it does not
+    know: NotImplementedError) is "zip"."""
     if b"%PDF-" in data[:1024]:
         return "pdf"
     if data.startswith(b"PK\x03\x04"):
         try:
             names = set(zipfile.ZipFile(io.BytesIO(data)).namelist())
-        except (zipfile.BadZipFile, OSError, ValueError, struct.error):
+        except Exception:  # whatever a crafted directory makes zipfile raise
             return "zip"
         if "word/document.xml" in names:
             return "docx"
@@ -135,7 +136,11 @@ def kind_of(data: bytes, name: str) -> str:
     """The format to read the file as: what its bytes are (its name's extension is not trusted),
     the extension only among text formats; DocumentError for a format not read."""
     said = _SUFFIXES.get(os.path.splitext(name.lower())[1])
-    found = sniff(data)
+    try:
+        found = sniff(data)
+    except Exception as error:  # a sniffer's failure is the file's, named
+        raise DocumentError(name, "corrupt", f"its format could not be told ({type(error).__name__}: "
+                            f"{str(error)[:200]})") from None
     if found in _BINARY:
         if said is not None and said != found:  # a renamed file: which one is wrong is not ours to guess
             raise DocumentError(name, "mismatch", f"not {_a(_NAMES[said])}: its content is "
@@ -268,8 +273,9 @@ def _unzipped(data: bytes, name: str, limits: Limits) -> None:
     before anything is opened, so a small file that would inflate to gigabytes is refused."""
     try:
         infos = zipfile.ZipFile(io.BytesIO(data)).infolist()
-    except (zipfile.BadZipFile, OSError, ValueError, struct.error) as error:
-        raise DocumentError(name, "corrupt", f"a damaged archive ({error})") from None
+    except Exception as error:  # damaged, or a method or version zipfile does not know
+        raise DocumentError(name, "corrupt", f"a damaged archive ({type(error).__name__}: "
+                            f"{str(error)[:200]})") from None
     total = sum(info.file_size for info in infos)
     if total > limits.max_unzipped or len(infos) > 10_000:
         raise DocumentError(name, "zip_bomb", f"it would unpack to {_mb(total)} in {len(infos)} parts, over "

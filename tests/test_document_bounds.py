@@ -1,0 +1,77 @@
+"""The bounds a file is read within (issue 29, the attacker's findings): every format in the capped
+worker process, killed at its time bound, a few workers at once across the bot, and every way a
+file can break the sniffer or a parser a DocumentError naming the file."""
+
+from __future__ import annotations
+
+import os
+import random
+import struct
+from pathlib import Path
+
+import pytest
+
+from nonebot_plugin_marsho.agent.documents import DocumentError, extract, extract_here, kind_of
+from tests import document_files
+
+ANSWER = '{"extracted": {"name": "x", "kind": "txt", "sections": [], "pages": 0, "cut": false}}'
+
+
+def _fake_worker(tmp_path: Path, body: str) -> Path:
+    """A worker script that logs to tmp_path/log.txt (its pid, then "+"/"-" around `body`)."""
+    script = tmp_path / "worker.py"
+    log = tmp_path / "log.txt"
+    script.write_text(
+        "import os, sys, time\n"
+        "sys.stdin.buffer.read()\n"
+        f"def log(mark):\n    with open({str(log)!r}, 'a') as f:\n        f.write(f'{{mark}} {{os.getpid()}}\\n')\n"
+        f"log('+')\n{body}\nlog('-')\n"
+        f"print({ANSWER!r})\n")
+    return script
+
+
+def _log(tmp_path: Path) -> list[tuple[str, int]]:
+    path = tmp_path / "log.txt"
+    if not path.exists():
+        return []
+    return [(mark, int(pid)) for mark, pid in (line.split() for line in path.read_text().splitlines())]
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def _odd_version_docx() -> bytes:
+    """A DOCX whose central directory says it needs ZIP version 25.5 (zipfile: NotImplementedError)."""
+    data = bytearray(document_files.docx([("paragraph", "hello")]))
+    struct.pack_into("<H", data, bytes(data).find(b"PK\x01\x02") + 6, 255)
+    return bytes(data)
+
+
+async def test_a_zip_of_a_version_zipfile_does_not_know_is_a_document_error_naming_it() -> None:
+    with pytest.raises(DocumentError) as caught:
+        kind_of(_odd_version_docx(), "odd.docx")
+    assert caught.value.name == "odd.docx"
+    with pytest.raises(DocumentError, match="odd.docx"):
+        await extract(_odd_version_docx(), "odd.docx")
+
+
+def test_mutated_docx_files_only_ever_raise_document_errors() -> None:
+    """The attacker's fuzzing (3,000 mutations found 7 NotImplementedErrors out of the sniffer)."""
+    base = document_files.docx([("paragraph", "hello")])
+    chance = random.Random(1)
+    for _ in range(3000):
+        data = bytearray(base)
+        for _ in range(chance.randint(1, 20)):
+            data[chance.randrange(len(data))] = chance.randrange(256)
+        if chance.random() < 0.3:
+            data = data[:chance.randrange(len(data))]
+        try:
+            if kind_of(bytes(data), "a.docx") == "docx":
+                extract_here(bytes(data), "a.docx")
+        except DocumentError as error:
+            assert error.name == "a.docx"
