@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from nonebot_plugin_marsho.agent.documents import DocumentError, extract, extract_here, kind_of
+from nonebot_plugin_marsho.agent.documents import DocumentError, extract, extract_here, kind_of, sniff
 from tests import document_files
 
 ANSWER = '{"extracted": {"name": "x", "kind": "txt", "sections": [], "pages": 0, "cut": false}}'
@@ -75,3 +75,15 @@ def test_mutated_docx_files_only_ever_raise_document_errors() -> None:
                 extract_here(bytes(data), "a.docx")
         except DocumentError as error:
             assert error.name == "a.docx"
+
+
+@pytest.mark.parametrize("name", ["notes.md", "notes.txt"])
+def test_a_text_that_mentions_the_pdf_header_is_text(name: str) -> None:
+    text = b"# How PDFs start\n\nEvery PDF begins with the bytes %PDF-1.7 and a binary comment.\n"
+    assert sniff(text) is None
+    assert "%PDF-1.7" in extract_here(text, name).sections[0].text
+
+
+@pytest.mark.parametrize("lead", [b"", b"\xef\xbb\xbf", b"\r\n\r\n", b"junk\n"])
+def test_a_pdf_header_after_a_few_bytes_is_a_pdf(lead: bytes) -> None:
+    assert sniff(lead + document_files.pdf([["a"]])) == "pdf"

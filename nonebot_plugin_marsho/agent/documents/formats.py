@@ -107,12 +107,17 @@ class DocumentError(Exception):
 
 # --- what the bytes are -------------------------------------------------------------------------
 
+PDF_LEAD = 16
+"""Bytes a PDF's `%PDF-` header may come after (a BOM, blank lines, a little junk, which PDF
+readers let pass); a text that mentions `%PDF-` further on is text."""
+
+
 def sniff(data: bytes) -> str | None:
     """The format the bytes are, by their magic bytes: pdf, docx, xlsx, "zip" (another archive),
     "ole" (an old .doc or .xls), "binary" (no text), or None (text: its name decides which).
     An archive whose directory zipfile cannot read (damaged, or a method or version it does not
     know: NotImplementedError) is "zip"."""
-    if b"%PDF-" in data[:1024]:
+    if b"%PDF-" in data[:PDF_LEAD + 5]:
         return "pdf"
     if data.startswith(b"PK\x03\x04"):
         try:
