@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from nonebot_plugin_marsho.agent import documents
 from nonebot_plugin_marsho.agent.documents import DocumentError, extract, extract_here, kind_of, sniff
 from tests import document_files
 
@@ -43,6 +44,23 @@ def _gone(pid: int) -> bool:
     except ProcessLookupError:
         return True
     return False
+
+
+@pytest.mark.parametrize("separator", ["\u2028", "\u2029", "\x85"])
+async def test_a_docx_and_an_xlsx_with_a_line_separator_are_read(separator: str) -> None:
+    contract = document_files.docx([("paragraph", f"Clause 1: rent is due on the 1st.{separator}Clause 2: no pets.")])
+    extracted = await extract(contract, "contract.docx")
+    assert "Clause 2: no pets." in extracted.sections[0].text
+    sheet = document_files.xlsx({"Prices": [["item", "price"], [f"tea{separator}green", "3"]]})
+    assert "green | 3" in (await extract(sheet, "prices.xlsx")).sections[0].text
+
+
+async def test_a_worker_that_stops_is_told_in_a_sentence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    script = tmp_path / "dies.py"
+    script.write_text("import sys\nsys.stdin.buffer.read()\nsys.exit('killed by the kernel')\n")
+    monkeypatch.setattr(documents, "WORKER", script)
+    with pytest.raises(DocumentError, match="a file the reader stopped on .killed by the kernel"):
+        await extract(document_files.docx([("paragraph", "hello")]), "notes.docx")
 
 
 def _odd_version_docx() -> bytes:

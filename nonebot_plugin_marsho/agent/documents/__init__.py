@@ -98,12 +98,12 @@ async def _in_worker(data: bytes, name: str, limits: Limits, timeout: float) -> 
         if process.returncode is None:
             process.kill()
             await process.wait()
-    try:
-        answer: dict[str, Any] = json.loads(out.decode("utf-8").splitlines()[-1])
-    except (ValueError, IndexError):
+    try:  # its last line, split at b"\n" only (the JSON is ASCII)
+        answer: dict[str, Any] = json.loads(out.rstrip(b"\r\n").rsplit(b"\n", 1)[-1])
+    except ValueError:
         last = (err.decode("utf-8", "replace").strip().splitlines()[-1:]
                 or [f"exit status {process.returncode}"])
-        raise DocumentError(name, "corrupt", f"the reader stopped on it ({last[0][:200]}; a hostile "
+        raise DocumentError(name, "corrupt", f"a file the reader stopped on ({last[0][:200]}; a hostile "
                             "file, or too big to read within the memory allowed?)") from None
     if "error" in answer:
         code, detail = answer["error"]

@@ -472,7 +472,8 @@ def _main() -> None:
         answer = {"error": ["corrupt", "reading it took more memory than allowed (a hostile file?)"]}
     except RecursionError:
         answer = {"error": ["corrupt", "it is nested too deeply to read (a hostile file?)"]}
-    sys.stdout.write(json.dumps(answer, ensure_ascii=False) + "\n")
+    # ASCII only: the parent splits at "\n", and U+2028 in a text must not split the line
+    sys.stdout.write(json.dumps(answer, ensure_ascii=True) + "\n")
     sys.stdout.flush()
 
 
