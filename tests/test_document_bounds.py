@@ -46,6 +46,34 @@ def _gone(pid: int) -> bool:
     return False
 
 
+@pytest.mark.parametrize("name", ["notes.txt", "readme.md", "table.csv", "page.html", "report.pdf"])
+async def test_every_format_is_sniffed_and_read_in_the_worker_process(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    monkeypatch.setattr(documents, "WORKER", _fake_worker(tmp_path, ""))
+    monkeypatch.setattr(documents, "kind_of", None)  # never sniffed in the bot's process
+    monkeypatch.setattr(documents, "extract_here", None)
+    await extract(b"%PDF-1.4\n" if name.endswith(".pdf") else b"some text", name)
+    assert [mark for mark, _ in _log(tmp_path)] == ["+", "-"]
+
+
+async def test_a_web_page_is_read_within_the_worker_memory_cap(monkeypatch: pytest.MonkeyPatch) -> None:
+    page = b"<html><body>" + b"<div><p>word</p></div>" * 200_000 + b"</body></html>"
+    assert (await extract(page, "page.html")).chars > 1_000_000
+    monkeypatch.setattr(documents, "WORKER_MEMORY", 120_000_000)
+    with pytest.raises(DocumentError, match="(?i)memory") as caught:
+        await extract(page, "page.html")
+    assert caught.value.code == "corrupt"
+
+
+async def test_a_text_file_read_past_its_timeout_is_killed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(documents, "WORKER", _fake_worker(tmp_path, "time.sleep(600)"))
+    with pytest.raises(DocumentError, match="longer than 1 s") as caught:
+        await extract(b"# Heading\n" * 1000, "headings.md", timeout=1)
+    assert caught.value.code == "timeout"
+    [(mark, pid)] = _log(tmp_path)
+    assert mark == "+" and _gone(pid)
+
+
 @pytest.mark.parametrize("separator", ["\u2028", "\u2029", "\x85"])
 async def test_a_docx_and_an_xlsx_with_a_line_separator_are_read(separator: str) -> None:
     contract = document_files.docx([("paragraph", f"Clause 1: rent is due on the 1st.{separator}Clause 2: no pets.")])

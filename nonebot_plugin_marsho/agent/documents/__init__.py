@@ -17,9 +17,10 @@ The API:
 - The format is what the bytes are (magic bytes), not what the name says; the name's extension
   only tells the text formats apart (.csv, .md, .html; anything else is plain text). Text is read
   as UTF-8 (with or without BOM), UTF-16 with a BOM, else GB18030.
-- `extract` never blocks the event loop: PDF, DOCX and XLSX are read in a worker process of their
-  own (`python -I formats.py`, memory capped, killed at `timeout`), so a hostile file cannot hang
-  or bloat the bot; the text formats in a thread. `extract_here` reads in the calling thread.
+- `extract` never blocks the event loop: every format (and the sniffing of what it is) is read in
+  a worker process of its own (`python -I formats.py`, memory capped, killed at `timeout`), so a
+  hostile file cannot hang or bloat the bot, nor hold a thread past its time. `extract_here`
+  reads in the calling thread.
 - Every way a file can be wrong is a DocumentError naming the file, with `code` (formats.CODES:
   too_large, too_many_pages, zip_bomb (a DOCX/XLSX whose ZIP would unpack past
   Limits.max_unzipped, checked before it is opened), no_text (a scanned PDF), unsupported,
@@ -58,9 +59,6 @@ WORKER = Path(__file__).with_name("formats.py")
 WORKER_MEMORY = 1_500_000_000
 """Bytes of address space a worker may take (a PDF of a million objects stops there, not in the bot)."""
 SENTENCES = re.compile(r".+?(?:[.!?。！？；;]+\s*|$)", re.DOTALL)
-IN_PROCESS = ("pdf", "docx", "xlsx")
-"""Formats read in a worker process: their parsers are large, and a crafted file can make them
-loop or fill memory."""
 
 
 async def extract(data: bytes, name: str, *, limits: Limits | None = None,
@@ -70,39 +68,36 @@ async def extract(data: bytes, name: str, *, limits: Limits | None = None,
     limits = limits or Limits()
     if len(data) > limits.max_bytes:
         return extract_here(data, name, limits)  # refused at once, naming the limit
-    # a ZIP's directory is read to tell a DOCX from an XLSX: not on the loop either
-    kind = await asyncio.to_thread(kind_of, data, name)
-    if kind not in IN_PROCESS:
-        try:
-            return await asyncio.wait_for(asyncio.to_thread(extract_here, data, name, limits), timeout)
-        except asyncio.TimeoutError:
-            raise _timeout(name, timeout) from None
-    return await _in_worker(data, name, limits, timeout)
+    try:
+        return await asyncio.wait_for(_in_worker(data, name, limits), timeout)
+    except asyncio.TimeoutError:
+        raise DocumentError(name, "timeout", f"reading it took longer than {timeout:g} s (a hostile "
+                            "file?)") from None
 
 
-def _timeout(name: str, timeout: float) -> DocumentError:
-    return DocumentError(name, "timeout", f"reading it took longer than {timeout:g} s (a hostile file?)")
-
-
-async def _in_worker(data: bytes, name: str, limits: Limits, timeout: float) -> Extracted:
+async def _in_worker(data: bytes, name: str, limits: Limits) -> Extracted:
+    """Read in a worker process, killed when this is cancelled (extract's time bound)."""
     header = json.dumps({"name": name, "limits": asdict(limits), "memory_bytes": WORKER_MEMORY}).encode()
     env = {key: value for key, value in os.environ.items() if key in ("PATH", "SYSTEMROOT", "TEMP", "TMP")}
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-I", "-B", str(WORKER), stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env)
     try:
-        out, err = await asyncio.wait_for(process.communicate(header + b"\n" + data), timeout)
-    except asyncio.TimeoutError:
-        raise _timeout(name, timeout) from None
+        out, err = await process.communicate(header + b"\n" + data)
     finally:
         if process.returncode is None:
             process.kill()
             await process.wait()
-    try:  # its last line, split at b"\n" only (the JSON is ASCII)
+    return _answer(name, out, err, process.returncode)
+
+
+def _answer(name: str, out: bytes, err: bytes, returncode: int | None) -> Extracted:
+    """The worker's answer, from its last line of stdout."""
+    try:  # split at b"\n" only (the JSON is ASCII)
         answer: dict[str, Any] = json.loads(out.rstrip(b"\r\n").rsplit(b"\n", 1)[-1])
     except ValueError:
         last = (err.decode("utf-8", "replace").strip().splitlines()[-1:]
-                or [f"exit status {process.returncode}"])
+                or [f"exit status {returncode}"])
         raise DocumentError(name, "corrupt", f"a file the reader stopped on ({last[0][:200]}; a hostile "
                             "file, or too big to read within the memory allowed?)") from None
     if "error" in answer:

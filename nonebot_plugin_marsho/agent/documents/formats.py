@@ -1,6 +1,6 @@
 """The text of a file, per format, as sections labelled with their place; runnable on its own.
 
-Imported by agent/documents (which runs it in a thread, or this file as a worker process:
+Imported by agent/documents (which runs this file as a worker process:
 `python -I formats.py`, the job on stdin, the answer as one JSON line on stdout). Standard
 library and the format libraries only (pypdf, python-docx, openpyxl, lxml), imported when a file
 of their format comes, so that the worker starts without the plugin.
@@ -472,6 +472,9 @@ def _main() -> None:
         answer = {"error": ["corrupt", "reading it took more memory than allowed (a hostile file?)"]}
     except RecursionError:
         answer = {"error": ["corrupt", "it is nested too deeply to read (a hostile file?)"]}
+    except Exception as error:  # a failure outside the readers' own handling is the file's too
+        answer = {"error": ["corrupt", f"a file that could not be read ({type(error).__name__}: "
+                            f"{str(error)[:200]})"]}
     # ASCII only: the parent splits at "\n", and U+2028 in a text must not split the line
     sys.stdout.write(json.dumps(answer, ensure_ascii=True) + "\n")
     sys.stdout.flush()
