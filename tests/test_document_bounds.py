@@ -4,9 +4,11 @@ file can break the sniffer or a parser a DocumentError naming the file."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import random
 import struct
+import weakref
 from pathlib import Path
 
 import pytest
@@ -72,6 +74,34 @@ async def test_a_text_file_read_past_its_timeout_is_killed(tmp_path: Path, monke
     assert caught.value.code == "timeout"
     [(mark, pid)] = _log(tmp_path)
     assert mark == "+" and _gone(pid)
+
+
+async def test_at_most_two_workers_read_at_once_and_the_others_wait_their_turn(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(documents, "WORKER", _fake_worker(tmp_path, "time.sleep(0.3)"))
+    await asyncio.gather(*(extract(b"text", f"file{number}.txt", timeout=60) for number in range(6)))
+    marks = [mark for mark, _ in _log(tmp_path)]
+    running, most = 0, 0
+    for mark in marks:
+        running += 1 if mark == "+" else -1
+        most = max(most, running)
+    assert marks.count("+") == 6 and most == documents.WORKERS_AT_ONCE == 2
+
+
+async def test_a_file_whose_turn_does_not_come_in_time_is_told_the_bot_is_busy(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(documents, "WORKERS_AT_ONCE", 1)
+    monkeypatch.setattr(documents, "_slots", weakref.WeakKeyDictionary())
+    monkeypatch.setattr(documents, "WORKER", _fake_worker(tmp_path, "time.sleep(600)"))
+    first = asyncio.ensure_future(extract(b"text", "first.txt", timeout=3))
+    while not _log(tmp_path):  # the first one holds the only slot
+        await asyncio.sleep(0.05)
+    with pytest.raises(DocumentError, match="busy reading other files") as caught:
+        await extract(b"text", "second.txt", timeout=0.5)
+    assert caught.value.code == "timeout" and caught.value.name == "second.txt"
+    with pytest.raises(DocumentError, match="longer than 3 s"):
+        await first
+    assert len(_log(tmp_path)) == 1  # the second never started a worker
 
 
 @pytest.mark.parametrize("separator", ["\u2028", "\u2029", "\x85"])

@@ -19,8 +19,9 @@ The API:
   as UTF-8 (with or without BOM), UTF-16 with a BOM, else GB18030.
 - `extract` never blocks the event loop: every format (and the sniffing of what it is) is read in
   a worker process of its own (`python -I formats.py`, memory capped, killed at `timeout`), so a
-  hostile file cannot hang or bloat the bot, nor hold a thread past its time. `extract_here`
-  reads in the calling thread.
+  hostile file cannot hang or bloat the bot; at most WORKERS_AT_ONCE run at once across the bot,
+  the others wait their turn within their own `timeout`. `extract_here` reads in the calling
+  thread.
 - Every way a file can be wrong is a DocumentError naming the file, with `code` (formats.CODES:
   too_large, too_many_pages, zip_bomb (a DOCX/XLSX whose ZIP would unpack past
   Limits.max_unzipped, checked before it is opened), no_text (a scanned PDF), unsupported,
@@ -35,6 +36,7 @@ import json
 import os
 import re
 import sys
+import weakref
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -59,20 +61,45 @@ WORKER = Path(__file__).with_name("formats.py")
 WORKER_MEMORY = 1_500_000_000
 """Bytes of address space a worker may take (a PDF of a million objects stops there, not in the bot)."""
 SENTENCES = re.compile(r".+?(?:[.!?。！？；;]+\s*|$)", re.DOTALL)
+WORKERS_AT_ONCE = 2
+"""Worker processes reading at once across the bot; a file waits its turn within its timeout."""
 
 
 async def extract(data: bytes, name: str, *, limits: Limits | None = None,
                   timeout: float = 60.0) -> Extracted:
     """The text of file `name` (its bytes `data`), off the event loop, within `limits` (the
-    defaults of Limits when None) and `timeout` seconds. Raises DocumentError."""
+    defaults of Limits when None) and `timeout` seconds: the wait for a worker's turn
+    (WORKERS_AT_ONCE) and the reading together. Raises DocumentError."""
     limits = limits or Limits()
     if len(data) > limits.max_bytes:
         return extract_here(data, name, limits)  # refused at once, naming the limit
+    started: list[bool] = []
     try:
-        return await asyncio.wait_for(_in_worker(data, name, limits), timeout)
+        return await asyncio.wait_for(_queued(data, name, limits, started), timeout)
     except asyncio.TimeoutError:
+        if not started:
+            raise DocumentError(name, "timeout", f"I am busy reading other files and its turn did not come "
+                                f"within {timeout:g} s; try again in a moment") from None
         raise DocumentError(name, "timeout", f"reading it took longer than {timeout:g} s (a hostile "
                             "file?)") from None
+
+
+_slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
+
+
+def _slot() -> asyncio.Semaphore:
+    """The bot's worker slots (one semaphore per event loop: tests run several loops)."""
+    loop = asyncio.get_running_loop()
+    slot = _slots.get(loop)
+    if slot is None:
+        slot = _slots[loop] = asyncio.Semaphore(WORKERS_AT_ONCE)
+    return slot
+
+
+async def _queued(data: bytes, name: str, limits: Limits, started: list[bool]) -> Extracted:
+    async with _slot():
+        started.append(True)
+        return await _in_worker(data, name, limits)
 
 
 async def _in_worker(data: bytes, name: str, limits: Limits) -> Extracted:
