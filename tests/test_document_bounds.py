@@ -15,6 +15,7 @@ import pytest
 
 from nonebot_plugin_marsho.agent import documents
 from nonebot_plugin_marsho.agent.documents import DocumentError, extract, extract_here, kind_of, sniff
+from nonebot_plugin_marsho.agent.documents.formats import MAX_PARTS
 from tests import document_files
 
 ANSWER = '{"extracted": {"name": "x", "kind": "txt", "sections": [], "pages": 0, "cut": false}}'
@@ -163,3 +164,26 @@ def test_a_text_that_mentions_the_pdf_header_is_text(name: str) -> None:
 @pytest.mark.parametrize("lead", [b"", b"\xef\xbb\xbf", b"\r\n\r\n", b"junk\n"])
 def test_a_pdf_header_after_a_few_bytes_is_a_pdf(lead: bytes) -> None:
     assert sniff(lead + document_files.pdf([["a"]])) == "pdf"
+
+
+@pytest.mark.parametrize("name", ["empty.txt", "empty.md", "empty.csv", "empty.html"])
+def test_an_empty_text_file_is_not_told_about_scanned_pdfs(name: str) -> None:
+    with pytest.raises(DocumentError) as caught:
+        extract_here(b"  \n\n", name)
+    assert caught.value.code == "no_text" and "PDF" not in caught.value.detail
+
+
+def test_a_docx_of_too_many_parts_names_the_parts_limit() -> None:
+    import io
+    import zipfile
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("word/document.xml", "<w:document/>")
+        for number in range(MAX_PARTS):
+            archive.writestr(f"p{number}", "")
+    with pytest.raises(DocumentError) as caught:
+        extract_here(buffer.getvalue(), "parts.docx")
+    assert caught.value.code == "zip_bomb"
+    assert f"{MAX_PARTS + 1} parts, over the limit of {MAX_PARTS}" in caught.value.detail
+    assert "MB" not in caught.value.detail

@@ -144,8 +144,8 @@ def kind_of(data: bytes, name: str) -> str:
     try:
         found = sniff(data)
     except Exception as error:  # a sniffer's failure is the file's, named
-        raise DocumentError(name, "corrupt", f"its format could not be told ({type(error).__name__}: "
-                            f"{str(error)[:200]})") from None
+        raise DocumentError(name, "corrupt", f"a file whose format could not be told "
+                            f"({type(error).__name__}: {str(error)[:200]})") from None
     if found in _BINARY:
         if said is not None and said != found:  # a renamed file: which one is wrong is not ours to guess
             raise DocumentError(name, "mismatch", f"not {_a(_NAMES[said])}: its content is "
@@ -273,6 +273,10 @@ def _pdf(data: bytes, name: str, limits: Limits) -> tuple[list[Section], int]:
     return sections, count
 
 
+MAX_PARTS = 10_000
+"""Parts (files in the ZIP) a DOCX or XLSX may hold."""
+
+
 def _unzipped(data: bytes, name: str, limits: Limits) -> None:
     """A DOCX or XLSX is a ZIP archive: what it holds uncompressed is summed from its directory
     before anything is opened, so a small file that would inflate to gigabytes is refused."""
@@ -281,8 +285,11 @@ def _unzipped(data: bytes, name: str, limits: Limits) -> None:
     except Exception as error:  # damaged, or a method or version zipfile does not know
         raise DocumentError(name, "corrupt", f"a damaged archive ({type(error).__name__}: "
                             f"{str(error)[:200]})") from None
+    if len(infos) > MAX_PARTS:
+        raise DocumentError(name, "zip_bomb", f"it holds {len(infos)} parts, over the limit of {MAX_PARTS} "
+                            "(a zip bomb?)")
     total = sum(info.file_size for info in infos)
-    if total > limits.max_unzipped or len(infos) > 10_000:
+    if total > limits.max_unzipped:
         raise DocumentError(name, "zip_bomb", f"it would unpack to {_mb(total)} in {len(infos)} parts, over "
                             f"the limit of {_mb(limits.max_unzipped)} (a zip bomb?)")
 
@@ -404,7 +411,10 @@ _BLOCKS = {"p", "div", "li", "tr", "br", "table", "ul", "ol", "section", "articl
 def _html(data: bytes, name: str, limits: Limits) -> tuple[list[Section], int]:
     import lxml.html
 
-    root = lxml.html.document_fromstring(decode(data))
+    text = decode(data)
+    if not text.strip():
+        return [], 0  # lxml calls an empty page a broken one
+    root = lxml.html.document_fromstring(text)
     sections: list[Section] = []
     state: dict[str, Any] = {"heading": "", "parts": []}
 
@@ -469,9 +479,9 @@ def _main() -> None:
     except DocumentError as error:
         answer = {"error": [error.code, error.detail]}
     except MemoryError:
-        answer = {"error": ["corrupt", "reading it took more memory than allowed (a hostile file?)"]}
+        answer = {"error": ["corrupt", "a file that took more memory to read than allowed (a hostile file?)"]}
     except RecursionError:
-        answer = {"error": ["corrupt", "it is nested too deeply to read (a hostile file?)"]}
+        answer = {"error": ["corrupt", "nested too deeply to read (a hostile file?)"]}
     except Exception as error:  # a failure outside the readers' own handling is the file's too
         answer = {"error": ["corrupt", f"a file that could not be read ({type(error).__name__}: "
                             f"{str(error)[:200]})"]}
