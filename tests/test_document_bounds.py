@@ -8,7 +8,9 @@ import asyncio
 import os
 import random
 import struct
+import threading
 import weakref
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,7 +18,9 @@ import pytest
 from nonebot_plugin_marsho.agent import documents
 from nonebot_plugin_marsho.agent.documents import DocumentError, extract, extract_here, kind_of, sniff
 from nonebot_plugin_marsho.agent.documents.formats import MAX_PARTS
+from nonebot_plugin_marsho.net import download
 from tests import document_files
+from tests.loopback import QuietHandler, serve, shut
 
 ANSWER = '{"extracted": {"name": "x", "kind": "txt", "sections": [], "pages": 0, "cut": false}}'
 
@@ -187,3 +191,66 @@ def test_a_docx_of_too_many_parts_names_the_parts_limit() -> None:
     assert caught.value.code == "zip_bomb"
     assert f"{MAX_PARTS + 1} parts, over the limit of {MAX_PARTS}" in caught.value.detail
     assert "MB" not in caught.value.detail
+
+
+
+class _Slow(QuietHandler):
+    """Answers each GET once `release` is set (at once when it is set already), counting the
+    requests in flight at once; `pause` is how long each waits while it is not set."""
+
+    lock: threading.Lock
+    running: int
+    most: int
+    seen: int
+    release: threading.Event
+    pause: float
+
+    def do_GET(self) -> None:  # http.server's name
+        cls = type(self)
+        with cls.lock:
+            cls.running += 1
+            cls.seen += 1
+            cls.most = max(cls.most, cls.running)
+        cls.release.wait(cls.pause)
+        with cls.lock:
+            cls.running -= 1
+        self.send_response(200)
+        self.send_header("Content-Length", "4")
+        self.end_headers()
+        self.wfile.write(b"file")
+
+
+@pytest.fixture
+def slow_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, type[_Slow]]]:
+    monkeypatch.setattr(download, "_slots", weakref.WeakKeyDictionary())
+    handler = type("Slow", (_Slow,), {"lock": threading.Lock(), "running": 0, "most": 0, "seen": 0,
+                                      "release": threading.Event(), "pause": 0.2})
+    server = serve(handler)
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", handler
+    finally:
+        handler.release.set()
+        shut(server)
+
+
+async def test_at_most_four_downloads_run_at_once(slow_server: tuple[str, type[_Slow]]) -> None:
+    url, handler = slow_server
+    bodies = await asyncio.gather(*(download.download_file(f"{url}/f{number}", max_bytes=100, timeout=30,
+                                                           guarded=False) for number in range(10)))
+    assert bodies == [b"file"] * 10
+    assert handler.seen == 10 and handler.most == download.DOWNLOADS_AT_ONCE == 4
+
+
+async def test_a_download_whose_turn_does_not_come_in_time_is_told_the_bot_is_busy(
+        slow_server: tuple[str, type[_Slow]], monkeypatch: pytest.MonkeyPatch) -> None:
+    url, handler = slow_server
+    handler.pause = 30
+    monkeypatch.setattr(download, "DOWNLOADS_AT_ONCE", 1)
+    first = asyncio.ensure_future(download.download_file(f"{url}/first", max_bytes=100, timeout=30, guarded=False))
+    while handler.seen == 0:
+        await asyncio.sleep(0.05)
+    with pytest.raises(download.DownloadError, match="busy downloading other files") as caught:
+        await download.download_file(f"{url}/second", max_bytes=100, timeout=0.5, guarded=False)
+    assert caught.value.kind == "timeout" and handler.seen == 1
+    handler.release.set()
+    assert await first == b"file"
