@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from nonebot_plugin_marsho.agent import documents
-from nonebot_plugin_marsho.agent.documents import DocumentError, extract, extract_here, kind_of, sniff
+from nonebot_plugin_marsho.agent.documents import DocumentError, Limits, extract, extract_here, kind_of, sniff
 from nonebot_plugin_marsho.agent.documents.formats import MAX_PARTS
 from nonebot_plugin_marsho.net import download
 from tests import document_files
@@ -254,3 +254,22 @@ async def test_a_download_whose_turn_does_not_come_in_time_is_told_the_bot_is_bu
     assert caught.value.kind == "timeout" and handler.seen == 1
     handler.release.set()
     assert await first == b"file"
+
+
+def test_markdown_past_the_character_limit_stops_building_sections_there() -> None:
+    from nonebot_plugin_marsho.agent.documents.formats import _markdown
+
+    data = b"# h\n" * 200_000
+    extracted = extract_here(data, "headings.md", Limits(max_chars=1000))
+    assert extracted.cut and extracted.chars == 1000
+    built, _ = _markdown(data, "headings.md", Limits(max_chars=1000))  # before the cut: 200,000 once
+    assert len(built) <= 1002
+
+
+def test_markdown_whose_spaces_take_it_past_the_limit_is_kept_whole() -> None:
+    text = "##   Title   ##\n" + "".join(f"word{number}{' ' * 60}\n\n\n\n" for number in range(100))
+    whole = extract_here(text.encode(), "spaced.md")
+    limits = Limits(max_chars=whole.chars)
+    assert len(text) > 5 * whole.chars
+    kept = extract_here(text.encode(), "spaced.md", limits)
+    assert not kept.cut and kept.sections == whole.sections

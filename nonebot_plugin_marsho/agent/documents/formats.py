@@ -385,10 +385,17 @@ _HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
 _FENCE = re.compile(r"^\s*(```|~~~)")
 
 
+def _solid(text: str) -> int:
+    """Characters of `text` that cleaning keeps for certain (all but spaces): once a reader has
+    more of them than Limits.max_chars, the rest would be cut anyway."""
+    return sum(len(word) for word in text.replace("\x00", "").split())
+
+
 def _markdown(data: bytes, name: str, limits: Limits) -> tuple[list[Section], int]:
     sections: list[Section] = []
     heading, fenced = "", False
     lines: list[str] = []
+    solid = 0
     for line in decode(data).splitlines():
         if _FENCE.match(line):
             fenced = not fenced
@@ -398,6 +405,9 @@ def _markdown(data: bytes, name: str, limits: Limits) -> tuple[list[Section], in
             heading, lines = found.group(2)[:200], [found.group(2)]
         else:
             lines.append(line)
+        solid += _solid(lines[-1])
+        if solid > limits.max_chars:  # past the cut: the rest would be cut, no more sections to build
+            break
     sections.append(Section("\n".join(lines), heading=heading))
     return sections, 0
 
