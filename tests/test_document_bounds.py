@@ -136,7 +136,8 @@ def _odd_version_docx() -> bytes:
 async def test_a_zip_of_a_version_zipfile_does_not_know_is_a_document_error_naming_it() -> None:
     with pytest.raises(DocumentError) as caught:
         kind_of(_odd_version_docx(), "odd.docx")
-    assert caught.value.name == "odd.docx"
+    assert caught.value.name == "odd.docx" and caught.value.code == "corrupt"
+    assert caught.value.detail.startswith("a Word document (DOCX) whose archive could not be read")
     with pytest.raises(DocumentError, match="odd.docx"):
         await extract(_odd_version_docx(), "odd.docx")
 

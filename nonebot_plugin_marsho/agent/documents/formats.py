@@ -120,9 +120,8 @@ def sniff(data: bytes) -> str | None:
     if b"%PDF-" in data[:PDF_LEAD + 5]:
         return "pdf"
     if data.startswith(b"PK\x03\x04"):
-        try:
-            names = set(zipfile.ZipFile(io.BytesIO(data)).namelist())
-        except Exception:  # whatever a crafted directory makes zipfile raise
+        names = _zip_names(data)
+        if names is None:
             return "zip"
         if "word/document.xml" in names:
             return "docx"
@@ -135,6 +134,14 @@ def sniff(data: bytes) -> str | None:
     if b"\x00" in head and not head.startswith((b"\xff\xfe", b"\xfe\xff")):
         return "binary"
     return None
+
+
+def _zip_names(data: bytes) -> set[str] | None:
+    """The names in a ZIP archive's directory; None when zipfile cannot read it."""
+    try:
+        return set(zipfile.ZipFile(io.BytesIO(data)).namelist())
+    except Exception:  # whatever a damaged or crafted directory makes zipfile raise
+        return None
 
 
 def kind_of(data: bytes, name: str) -> str:
@@ -151,6 +158,9 @@ def kind_of(data: bytes, name: str) -> str:
             raise DocumentError(name, "mismatch", f"not {_a(_NAMES[said])}: its content is "
                                 f"{_a(_NAMES[found])}; give it the right extension")
         return found  # type: ignore[return-value]
+    if found == "zip" and said in ("docx", "xlsx") and _zip_names(data) is None:
+        raise DocumentError(name, "corrupt", f"{_a(_NAMES[said])} whose archive could not be read (damaged, "
+                            "or of a ZIP version not read here)")
     if found is not None:
         what = {"zip": "a ZIP archive that is neither a Word nor an Excel document",
                 "ole": "an old Office file (.doc, .xls, .ppt): save it as .docx or .xlsx",
