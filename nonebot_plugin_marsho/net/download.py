@@ -1,13 +1,17 @@
 """Files people share, downloaded (issue 29): one capped GET with one deadline, under the same
 address rules as pictures (chat/media.py): `guarded` (MARSHO_IMAGE_ALLOW_PRIVATE off) reaches
 only public addresses, every redirect re-checked by the address guard; `base64://` and `data:`
-addresses (as OneBot implementations may give a file) are decoded here, capped too."""
+addresses (as OneBot implementations may give a file) are decoded here, capped too. At most
+DOWNLOADS_AT_ONCE downloads run at once across the bot; the others wait their turn within their
+own deadline."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import contextlib
+import weakref
 from collections.abc import Iterator
 from urllib.parse import unquote
 
@@ -17,6 +21,18 @@ import httpx
 from .http import MAX_REDIRECTS, RedirectRefused, TooLarge, Trail, UnsupportedEncoding, follow, read_capped
 
 KINDS = frozenset({"too_large", "timeout", "http", "blocked", "network", "bad_url"})
+DOWNLOADS_AT_ONCE = 4
+"""Files downloaded at once across the bot (each holds up to its max_bytes in memory)."""
+_slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
+
+
+def _slot() -> asyncio.Semaphore:
+    """The bot's download slots (one semaphore per event loop: tests run several loops)."""
+    loop = asyncio.get_running_loop()
+    slot = _slots.get(loop)
+    if slot is None:
+        slot = _slots[loop] = asyncio.Semaphore(DOWNLOADS_AT_ONCE)
+    return slot
 
 
 class DownloadError(Exception):
@@ -72,8 +88,8 @@ def _errors(trail: Trail) -> Iterator[None]:
 
 async def download_file(url: str, *, max_bytes: int, timeout: float, guarded: bool = True) -> bytes:
     """The file at `url` (http(s), `base64://`, `data:`), at most `max_bytes` (a larger one is
-    dropped the moment it passes, kind too_large with `limit`), all within `timeout` seconds.
-    Raises DownloadError."""
+    dropped the moment it passes, kind too_large with `limit`), all within `timeout` seconds,
+    the wait for a turn (DOWNLOADS_AT_ONCE) included. Raises DownloadError."""
     text = url.strip() if isinstance(url, str) else ""
     if not text:
         raise DownloadError("bad_url", "the address is empty")
@@ -92,8 +108,11 @@ async def download_file(url: str, *, max_bytes: int, timeout: float, guarded: bo
 
     transport = GuardedTransport() if guarded else None
     trail = Trail(parsed)
+    started = False
     try:
         with anyio.fail_after(timeout), _errors(trail):
+            await _slot().acquire()
+            started = True
             async with httpx.AsyncClient(transport=transport, timeout=httpx.Timeout(timeout), trust_env=False,
                                          follow_redirects=False, verify=ssl_context()) as client:
                 async with follow(client, trail, headers={"Accept-Encoding": "identity"},
@@ -103,4 +122,10 @@ async def download_file(url: str, *, max_bytes: int, timeout: float, guarded: bo
                     body, _ = await read_capped(response, max_bytes)
                     return body
     except TimeoutError:
+        if not started:
+            raise DownloadError("timeout", f"busy downloading other files, its turn did not come within "
+                                f"{timeout:g} s") from None
         raise DownloadError("timeout", f"the file did not arrive within {timeout:g} s") from None
+    finally:
+        if started:
+            _slot().release()

@@ -17,9 +17,11 @@ The API:
 - The format is what the bytes are (magic bytes), not what the name says; the name's extension
   only tells the text formats apart (.csv, .md, .html; anything else is plain text). Text is read
   as UTF-8 (with or without BOM), UTF-16 with a BOM, else GB18030.
-- `extract` never blocks the event loop: PDF, DOCX and XLSX are read in a worker process of their
-  own (`python -I formats.py`, memory capped, killed at `timeout`), so a hostile file cannot hang
-  or bloat the bot; the text formats in a thread. `extract_here` reads in the calling thread.
+- `extract` never blocks the event loop: every format (and the sniffing of what it is) is read in
+  a worker process of its own (`python -I formats.py`, memory capped, killed at `timeout`), so a
+  hostile file cannot hang or bloat the bot; at most WORKERS_AT_ONCE run at once across the bot,
+  the others wait their turn within their own `timeout`. `extract_here` reads in the calling
+  thread.
 - Every way a file can be wrong is a DocumentError naming the file, with `code` (formats.CODES:
   too_large, too_many_pages, zip_bomb (a DOCX/XLSX whose ZIP would unpack past
   Limits.max_unzipped, checked before it is opened), no_text (a scanned PDF), unsupported,
@@ -34,6 +36,7 @@ import json
 import os
 import re
 import sys
+import weakref
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -58,52 +61,71 @@ WORKER = Path(__file__).with_name("formats.py")
 WORKER_MEMORY = 1_500_000_000
 """Bytes of address space a worker may take (a PDF of a million objects stops there, not in the bot)."""
 SENTENCES = re.compile(r".+?(?:[.!?。！？；;]+\s*|$)", re.DOTALL)
-IN_PROCESS = ("pdf", "docx", "xlsx")
-"""Formats read in a worker process: their parsers are large, and a crafted file can make them
-loop or fill memory."""
+WORKERS_AT_ONCE = 2
+"""Worker processes reading at once across the bot; a file waits its turn within its timeout."""
 
 
 async def extract(data: bytes, name: str, *, limits: Limits | None = None,
                   timeout: float = 60.0) -> Extracted:
     """The text of file `name` (its bytes `data`), off the event loop, within `limits` (the
-    defaults of Limits when None) and `timeout` seconds. Raises DocumentError."""
+    defaults of Limits when None) and `timeout` seconds: the wait for a worker's turn
+    (WORKERS_AT_ONCE) and the reading together. Raises DocumentError."""
     limits = limits or Limits()
     if len(data) > limits.max_bytes:
         return extract_here(data, name, limits)  # refused at once, naming the limit
-    # a ZIP's directory is read to tell a DOCX from an XLSX: not on the loop either
-    kind = await asyncio.to_thread(kind_of, data, name)
-    if kind not in IN_PROCESS:
-        try:
-            return await asyncio.wait_for(asyncio.to_thread(extract_here, data, name, limits), timeout)
-        except asyncio.TimeoutError:
-            raise _timeout(name, timeout) from None
-    return await _in_worker(data, name, limits, timeout)
+    started: list[bool] = []
+    try:
+        return await asyncio.wait_for(_queued(data, name, limits, started), timeout)
+    except asyncio.TimeoutError:
+        if not started:
+            raise DocumentError(name, "timeout", f"I am busy reading other files and its turn did not come "
+                                f"within {timeout:g} s; try again in a moment") from None
+        raise DocumentError(name, "timeout", f"reading it took longer than {timeout:g} s (a hostile "
+                            "file?)") from None
 
 
-def _timeout(name: str, timeout: float) -> DocumentError:
-    return DocumentError(name, "timeout", f"reading it took longer than {timeout:g} s (a hostile file?)")
+_slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
 
 
-async def _in_worker(data: bytes, name: str, limits: Limits, timeout: float) -> Extracted:
+def _slot() -> asyncio.Semaphore:
+    """The bot's worker slots (one semaphore per event loop: tests run several loops)."""
+    loop = asyncio.get_running_loop()
+    slot = _slots.get(loop)
+    if slot is None:
+        slot = _slots[loop] = asyncio.Semaphore(WORKERS_AT_ONCE)
+    return slot
+
+
+async def _queued(data: bytes, name: str, limits: Limits, started: list[bool]) -> Extracted:
+    async with _slot():
+        started.append(True)
+        return await _in_worker(data, name, limits)
+
+
+async def _in_worker(data: bytes, name: str, limits: Limits) -> Extracted:
+    """Read in a worker process, killed when this is cancelled (extract's time bound)."""
     header = json.dumps({"name": name, "limits": asdict(limits), "memory_bytes": WORKER_MEMORY}).encode()
     env = {key: value for key, value in os.environ.items() if key in ("PATH", "SYSTEMROOT", "TEMP", "TMP")}
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-I", "-B", str(WORKER), stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env)
     try:
-        out, err = await asyncio.wait_for(process.communicate(header + b"\n" + data), timeout)
-    except asyncio.TimeoutError:
-        raise _timeout(name, timeout) from None
+        out, err = await process.communicate(header + b"\n" + data)
     finally:
         if process.returncode is None:
             process.kill()
             await process.wait()
-    try:
-        answer: dict[str, Any] = json.loads(out.decode("utf-8").splitlines()[-1])
-    except (ValueError, IndexError):
+    return _answer(name, out, err, process.returncode)
+
+
+def _answer(name: str, out: bytes, err: bytes, returncode: int | None) -> Extracted:
+    """The worker's answer, from its last line of stdout."""
+    try:  # split at b"\n" only (the JSON is ASCII)
+        answer: dict[str, Any] = json.loads(out.rstrip(b"\r\n").rsplit(b"\n", 1)[-1])
+    except ValueError:
         last = (err.decode("utf-8", "replace").strip().splitlines()[-1:]
-                or [f"exit status {process.returncode}"])
-        raise DocumentError(name, "corrupt", f"the reader stopped on it ({last[0][:200]}; a hostile "
+                or [f"exit status {returncode}"])
+        raise DocumentError(name, "corrupt", f"a file the reader stopped on ({last[0][:200]}; a hostile "
                             "file, or too big to read within the memory allowed?)") from None
     if "error" in answer:
         code, detail = answer["error"]

@@ -1,6 +1,6 @@
 """The text of a file, per format, as sections labelled with their place; runnable on its own.
 
-Imported by agent/documents (which runs it in a thread, or this file as a worker process:
+Imported by agent/documents (which runs this file as a worker process:
 `python -I formats.py`, the job on stdin, the answer as one JSON line on stdout). Standard
 library and the format libraries only (pypdf, python-docx, openpyxl, lxml), imported when a file
 of their format comes, so that the worker starts without the plugin.
@@ -13,7 +13,6 @@ import io
 import json
 import os
 import re
-import struct
 import sys
 import zipfile
 from dataclasses import asdict, dataclass, field
@@ -108,15 +107,21 @@ class DocumentError(Exception):
 
 # --- what the bytes are -------------------------------------------------------------------------
 
+PDF_LEAD = 16
+"""Bytes a PDF's `%PDF-` header may come after (a BOM, blank lines, a little junk, which PDF
+readers let pass); a text that mentions `%PDF-` further on is text."""
+
+
 def sniff(data: bytes) -> str | None:
     """The format the bytes are, by their magic bytes: pdf, docx, xlsx, "zip" (another archive),
-    "ole" (an old .doc or .xls), "binary" (no text), or None (text: its name decides which)."""
-    if b"%PDF-" in data[:1024]:
+    "ole" (an old .doc or .xls), "binary" (no text), or None (text: its name decides which).
+    An archive whose directory zipfile cannot read (damaged, or a method or version it does not
+    know: NotImplementedError) is "zip"."""
+    if b"%PDF-" in data[:PDF_LEAD + 5]:
         return "pdf"
     if data.startswith(b"PK\x03\x04"):
-        try:
-            names = set(zipfile.ZipFile(io.BytesIO(data)).namelist())
-        except (zipfile.BadZipFile, OSError, ValueError, struct.error):
+        names = _zip_names(data)
+        if names is None:
             return "zip"
         if "word/document.xml" in names:
             return "docx"
@@ -131,16 +136,31 @@ def sniff(data: bytes) -> str | None:
     return None
 
 
+def _zip_names(data: bytes) -> set[str] | None:
+    """The names in a ZIP archive's directory; None when zipfile cannot read it."""
+    try:
+        return set(zipfile.ZipFile(io.BytesIO(data)).namelist())
+    except Exception:  # whatever a damaged or crafted directory makes zipfile raise
+        return None
+
+
 def kind_of(data: bytes, name: str) -> str:
     """The format to read the file as: what its bytes are (its name's extension is not trusted),
     the extension only among text formats; DocumentError for a format not read."""
     said = _SUFFIXES.get(os.path.splitext(name.lower())[1])
-    found = sniff(data)
+    try:
+        found = sniff(data)
+    except Exception as error:  # a sniffer's failure is the file's, named
+        raise DocumentError(name, "corrupt", f"a file whose format could not be told "
+                            f"({type(error).__name__}: {str(error)[:200]})") from None
     if found in _BINARY:
         if said is not None and said != found:  # a renamed file: which one is wrong is not ours to guess
             raise DocumentError(name, "mismatch", f"not {_a(_NAMES[said])}: its content is "
                                 f"{_a(_NAMES[found])}; give it the right extension")
         return found  # type: ignore[return-value]
+    if found == "zip" and said in ("docx", "xlsx") and _zip_names(data) is None:
+        raise DocumentError(name, "corrupt", f"{_a(_NAMES[said])} whose archive could not be read (damaged, "
+                            "or of a ZIP version not read here)")
     if found is not None:
         what = {"zip": "a ZIP archive that is neither a Word nor an Excel document",
                 "ole": "an old Office file (.doc, .xls, .ppt): save it as .docx or .xlsx",
@@ -263,15 +283,23 @@ def _pdf(data: bytes, name: str, limits: Limits) -> tuple[list[Section], int]:
     return sections, count
 
 
+MAX_PARTS = 10_000
+"""Parts (files in the ZIP) a DOCX or XLSX may hold."""
+
+
 def _unzipped(data: bytes, name: str, limits: Limits) -> None:
     """A DOCX or XLSX is a ZIP archive: what it holds uncompressed is summed from its directory
     before anything is opened, so a small file that would inflate to gigabytes is refused."""
     try:
         infos = zipfile.ZipFile(io.BytesIO(data)).infolist()
-    except (zipfile.BadZipFile, OSError, ValueError, struct.error) as error:
-        raise DocumentError(name, "corrupt", f"a damaged archive ({error})") from None
+    except Exception as error:  # damaged, or a method or version zipfile does not know
+        raise DocumentError(name, "corrupt", f"a damaged archive ({type(error).__name__}: "
+                            f"{str(error)[:200]})") from None
+    if len(infos) > MAX_PARTS:
+        raise DocumentError(name, "zip_bomb", f"it holds {len(infos)} parts, over the limit of {MAX_PARTS} "
+                            "(a zip bomb?)")
     total = sum(info.file_size for info in infos)
-    if total > limits.max_unzipped or len(infos) > 10_000:
+    if total > limits.max_unzipped:
         raise DocumentError(name, "zip_bomb", f"it would unpack to {_mb(total)} in {len(infos)} parts, over "
                             f"the limit of {_mb(limits.max_unzipped)} (a zip bomb?)")
 
@@ -367,10 +395,17 @@ _HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
 _FENCE = re.compile(r"^\s*(```|~~~)")
 
 
+def _solid(text: str) -> int:
+    """Characters of `text` that cleaning keeps for certain (all but spaces): once a reader has
+    more of them than Limits.max_chars, the rest would be cut anyway."""
+    return sum(len(word) for word in text.replace("\x00", "").split())
+
+
 def _markdown(data: bytes, name: str, limits: Limits) -> tuple[list[Section], int]:
     sections: list[Section] = []
     heading, fenced = "", False
     lines: list[str] = []
+    solid = 0
     for line in decode(data).splitlines():
         if _FENCE.match(line):
             fenced = not fenced
@@ -380,6 +415,9 @@ def _markdown(data: bytes, name: str, limits: Limits) -> tuple[list[Section], in
             heading, lines = found.group(2)[:200], [found.group(2)]
         else:
             lines.append(line)
+        solid += _solid(lines[-1])
+        if solid > limits.max_chars:  # past the cut: the rest would be cut, no more sections to build
+            break
     sections.append(Section("\n".join(lines), heading=heading))
     return sections, 0
 
@@ -393,7 +431,10 @@ _BLOCKS = {"p", "div", "li", "tr", "br", "table", "ul", "ol", "section", "articl
 def _html(data: bytes, name: str, limits: Limits) -> tuple[list[Section], int]:
     import lxml.html
 
-    root = lxml.html.document_fromstring(decode(data))
+    text = decode(data)
+    if not text.strip():
+        return [], 0  # lxml calls an empty page a broken one
+    root = lxml.html.document_fromstring(text)
     sections: list[Section] = []
     state: dict[str, Any] = {"heading": "", "parts": []}
 
@@ -458,10 +499,14 @@ def _main() -> None:
     except DocumentError as error:
         answer = {"error": [error.code, error.detail]}
     except MemoryError:
-        answer = {"error": ["corrupt", "reading it took more memory than allowed (a hostile file?)"]}
+        answer = {"error": ["corrupt", "a file that took more memory to read than allowed (a hostile file?)"]}
     except RecursionError:
-        answer = {"error": ["corrupt", "it is nested too deeply to read (a hostile file?)"]}
-    sys.stdout.write(json.dumps(answer, ensure_ascii=False) + "\n")
+        answer = {"error": ["corrupt", "nested too deeply to read (a hostile file?)"]}
+    except Exception as error:  # a failure outside the readers' own handling is the file's too
+        answer = {"error": ["corrupt", f"a file that could not be read ({type(error).__name__}: "
+                            f"{str(error)[:200]})"]}
+    # ASCII only: the parent splits at "\n", and U+2028 in a text must not split the line
+    sys.stdout.write(json.dumps(answer, ensure_ascii=True) + "\n")
     sys.stdout.flush()
 
 
