@@ -97,8 +97,22 @@ def test_a_line_without_breaks_is_cut_at_its_sentences() -> None:
 async def test_a_scanned_pdf_says_it_has_no_text() -> None:
     with pytest.raises(DocumentError) as refused:
         await extract(document_files.pdf([[], [], []]), "scan.pdf")
-    assert refused.value.code == "no_text"
-    assert str(refused.value).startswith("scan.pdf: 3 page(s) and no text") and "OCR" in str(refused.value)
+    assert refused.value.code == "scanned"
+    assert str(refused.value).startswith("scan.pdf: 3 pages and no text") and "OCR" in str(refused.value)
+
+
+async def test_only_a_pdf_without_text_is_told_to_be_recognised_first() -> None:
+    from nonebot_plugin_marsho.chat.shared_files import refusal_text
+    from nonebot_plugin_marsho.i18n import Texts
+
+    zh = Texts("zh-CN")
+    with pytest.raises(DocumentError) as scanned:
+        await extract(document_files.pdf([[]]), "scan.pdf")
+    with pytest.raises(DocumentError) as empty:
+        await extract(b"   \n", "empty.txt")
+    assert "扫描版 PDF 需要先做文字识别" in refusal_text(zh, "scan.pdf", scanned.value, purpose="file")
+    told = refusal_text(zh, "empty.txt", empty.value, purpose="file")
+    assert told.startswith("empty.txt 没有读取：里面没有可读取的文字") and "PDF" not in told
 
 
 async def test_a_file_over_the_size_limit_is_refused_naming_the_limit() -> None:

@@ -21,8 +21,8 @@ from typing import Any
 KINDS = ("pdf", "docx", "xlsx", "csv", "html", "markdown", "txt")
 """The formats read, by the name `Extracted.kind` gives them."""
 
-CODES = ("too_large", "too_many_pages", "zip_bomb", "no_text", "unsupported", "mismatch", "corrupt",
-         "encrypted", "timeout", "too_many_passages")
+CODES = ("too_large", "too_many_pages", "zip_bomb", "no_text", "scanned", "unsupported", "mismatch",
+         "corrupt", "encrypted", "timeout", "too_many_passages")
 """What can be wrong with a file (`DocumentError.code`)."""
 
 ROWS_PER_SECTION = 40
@@ -215,9 +215,10 @@ def extract_here(data: bytes, name: str, limits: Limits | None = None) -> Extrac
                             f"({type(error).__name__}: {str(error)[:200]})") from None
     sections, cut = _bounded(sections, limits.max_chars)
     if not any(section.text.strip() for section in sections):
-        why = (f"{pages} page(s) and no text in them: a scanned PDF (pictures of pages) needs its "
+        counted = "1 page" if pages == 1 else f"{pages} pages"
+        why = (f"{counted} and no text in them: a scanned PDF (pictures of pages) needs its "
                "text recognised (OCR) first" if kind == "pdf" else "no text in it")
-        raise DocumentError(name, "no_text", why)
+        raise DocumentError(name, "scanned" if kind == "pdf" else "no_text", why)
     return Extracted(name, kind, sections, pages, cut)
 
 
