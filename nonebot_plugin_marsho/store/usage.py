@@ -158,13 +158,21 @@ class UsageStore:
                 or_(*((quota.scope == s) & (quota.target == t) for s, t in wanted))),
         )
         await self.store._ready()
+        direct = self.store._direct
         try:
-            async with self.store._connection(write=False) as conn:
-                rows = (await conn.execute(query)).all()
-        except SQLAlchemyError as error:
+            if direct is not None and self._not_held():
+                # on the thread the usage rows are written on: the read comes wholly before or
+                # after a batch's commit, in the order the meter asked (it counts a batch until
+                # its write returns), so a batch committed meanwhile is never missed nor counted twice
+                sql, params = _compiled(query)
+                rows = await direct.call(lambda db: db.execute(sql, params).fetchall())
+            else:
+                async with self.store._connection(write=False) as conn:
+                    rows = list((await conn.execute(query)).all())
+        except (SQLAlchemyError, sqlite3.Error) as error:
             raise StoreError(code="store.read", url=self.store.safe_url, detail=_describe(error)) from None
-        spent = {(r.scope, r.target): int(r.tokens) for r in rows if r.kind == "used"}
-        quotas = {(r.scope, r.target): int(r.tokens) for r in rows if r.kind == "quota"}
+        spent = {(scope, target): int(tokens) for kind, scope, target, tokens in rows if kind == "used"}
+        quotas = {(scope, target): int(tokens) for kind, scope, target, tokens in rows if kind == "quota"}
         return spent, quotas
 
     async def quotas(self) -> dict[tuple[str, str], int]:
@@ -272,3 +280,11 @@ def _write_usage(db: sqlite3.Connection, rows: list[dict[str, Any]], totals: lis
         if db.in_transaction:
             db.execute("ROLLBACK")
         raise
+
+
+def _compiled(query: Any) -> tuple[str, list[Any]]:
+    """`query` as SQLite's sqlite3 takes it: the SQL with `?` and its parameters in order."""
+    from sqlalchemy.dialects import sqlite
+
+    compiled = query.compile(dialect=sqlite.dialect())
+    return str(compiled), [compiled.params[name] for name in compiled.positiontup or ()]
