@@ -444,7 +444,10 @@ def _html(data: bytes, name: str, limits: Limits) -> tuple[list[Section], int]:
         state["heading"], state["parts"] = heading, [heading + "\n"]
 
     def walk(element: Any, depth: int = 0) -> None:
-        tag = element.tag if isinstance(element.tag, str) else ""
+        if not isinstance(element.tag, str):  # a comment or processing instruction: not shown
+            state["parts"].append(element.tail or "")
+            return
+        tag = element.tag
         if tag in _SKIPPED or depth > 200:
             pass
         elif tag in _HEADINGS:
