@@ -459,3 +459,42 @@ async def test_a_mention_shows_the_id_the_tools_take(store: SqlStore, name: str,
 ])
 def test_between_ranked_admins_the_higher_rank_decides(asker: Party, target: Party, bot: Party, allowed: bool) -> None:
     assert (refusal("kick", asker, target, bot) is None) is allowed
+
+
+# --- Telegram's @usernames ------------------------------------------------------------------------
+
+
+def _telegram_mention(chat: Chat, text: str, mention: str, *, user_id: str) -> Event:
+    """A Telegram group message whose `mention` entity is `mention` (`@name`, no user id in it)."""
+    from nonebot.adapters.telegram.event import Event as TelegramEvent
+
+    message = {"message_id": int(time.time() * 1000) % 2**31, "date": int(time.time()),
+               "chat": {"id": int(chat.group_id), "title": "Test group", "type": "supergroup"},
+               "from": {"id": int(user_id), "is_bot": False, "first_name": "Ann", "username": f"u{user_id}"},
+               "text": f"{text} {mention}",
+               "entities": [{"type": "mention", "offset": len(text) + 1, "length": len(mention)}]}
+    return TelegramEvent.parse_event({"update_id": 1, "message": message})
+
+
+async def test_a_telegram_username_reads_as_the_id_of_who_wrote_under_it(store: SqlStore) -> None:
+    from nonebot_plugin_marsho.chat import telegram_names
+    from tests.platforms import PLATFORMS as CHATS
+
+    telegram_names.forget()
+    chat = CHATS["Telegram"]()
+    target = "5550042"
+    unseen = _telegram_mention(chat, "marsho mute", f"@u{target}", user_id=chat.user_id)
+    assert f"(id:@u{target})" in await question_text(chat, unseen, GroupActions(store))
+    telegram_names.remember(chat.group_event("hello all", user_id=target))  # they write once
+    seen = _telegram_mention(chat, "marsho mute", f"@U{target}", user_id=chat.user_id)
+    assert f"(id:{target})" in await question_text(chat, seen, GroupActions(store))
+
+
+def test_a_telegram_username_nobody_was_seen_under_is_refused_saying_why() -> None:
+    from nonebot_plugin_marsho.chat.group_actions import PLATFORMS as GROUP_PLATFORMS
+    from nonebot_plugin_marsho.chat.group_actions import BadId
+
+    with pytest.raises(BadId) as refused:
+        GROUP_PLATFORMS["Telegram"].user_id("@bob")
+    assert "'@bob' is a username, not a Telegram id" in str(refused.value)
+    assert "quote one of their messages" in str(refused.value)

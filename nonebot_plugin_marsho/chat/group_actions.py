@@ -45,6 +45,7 @@ from .group_base import (
     Unplaced,
     call,
     canonical_number,
+    shown,
 )
 from .group_platforms import Discord, Feishu, Kook, QQGuild
 from .where import looks_private
@@ -127,6 +128,14 @@ class Telegram(GroupPlatform):
 
     name = "Telegram"
     word = "a Telegram id"
+
+    def user_id(self, value: str) -> str:
+        if value.strip().startswith("@"):  # a mention of a username nobody here has seen speak
+            raise BadId(f"{shown(value.strip())} is a username, not {self.word}: Telegram tells a bot "
+                        "nobody's id by their username, and they have not written in this group since I "
+                        "started. Ask the asker to quote one of their messages instead (its sender is "
+                        "given with it), or wait until they write here once")
+        return super().user_id(value)
 
     async def role(self, bot: Bot, group_id: str, user_id: str) -> GroupRole:
         member = await call(bot, "get_chat_member", chat_id=int(group_id), user_id=int(user_id))

@@ -19,6 +19,7 @@ from ..agent.framing import framed
 from ..agent.persona import tagged_speaker
 from ..i18n import Texts
 from ..redaction import logger
+from . import telegram_names
 from .group_base import own_ids
 from .media import MediaError, data_url, download_image, sniff_image
 from .native import Content, own_content, quoted_content
@@ -169,14 +170,24 @@ class Quoted:
         return t("quote.label_id", message_id=self.message_id)
 
 
-def mentions(bot: Bot, message: UniMessage) -> list[tuple[str, str | None]]:
+def mentions(bot: Bot, message: UniMessage, event: Event | None = None) -> list[tuple[str, str | None]]:
     """The people a message @-mentions, in order, once each: (id, name as shown, if the platform
-    gives one). A mention of the bot itself is left out: it calls marsho, it is no target."""
+    gives one). A mention of the bot itself is left out: it calls marsho, it is no target. On
+    Telegram an `@username` reads as its user's id where they were seen in the chat
+    (chat/telegram_names.py)."""
     found: dict[str, str | None] = {}
     mine = own_ids(bot)
+    telegram = bot.adapter.get_name() == "Telegram"
+    telegram_chat = getattr(getattr(event, "chat", None), "id", None) if telegram else None
     for segment in message[At]:
         if segment.flag == "user" and segment.target and segment.target not in mine:
-            found.setdefault(str(segment.target), segment.display)
+            target, shown = str(segment.target), segment.display
+            if telegram_chat is not None and target.startswith("@"):
+                if target[1:].casefold() == str(getattr(bot, "username", "") or "").casefold():
+                    continue  # the bot's own username
+                user = telegram_names.user_of(telegram_chat, target)
+                target, shown = (user, shown or target) if user is not None else (target, shown)
+            found.setdefault(target, shown)
     return list(found.items())
 
 
@@ -399,7 +410,7 @@ async def _read_message(
         logger.info("marsho: the question quotes a message of another chat; the quote is not read")
         event = event.model_copy(update={"reply": None})  # type: ignore[attr-defined]
     own = own_content(bot, event, message).images
-    mentioned = mentions(bot, message)
+    mentioned = mentions(bot, message, event)
     try:
         files = files_of(bot, event, message, platform_quote)
     except Exception as error:  # a segment alconna cannot read: no files then

@@ -25,6 +25,7 @@ from ..i18n import Texts
 from ..redaction import logger, redact
 from ..store.session import session_key
 from ..tools.model import Role, ToolCall
+from . import telegram_names
 from .app import Marsho, current_app
 from .bill import limits_of, quota_text
 from .commands import REGISTRY, Command, CommandContext, Registry
@@ -226,6 +227,8 @@ async def _is_for_marsho(bot: Bot, event: Event, state: T_State) -> bool:
         return False
     # another marsho's invisible marker, taken out before anything reads the text (chat/loops.py)
     marked = strip_marker(event)
+    if bot.adapter.get_name() == "Telegram" and app.group_actions is not None:
+        telegram_names.remember(event)  # "@bob" reads as bob's id for the group tools
     request = await _read_request(app, bot, event)
     if request is None:
         request = await _called_by_mention(app, bot, event, state)
