@@ -633,3 +633,24 @@ async def test_a_long_answer_goes_in_parts_where_there_are_no_forward_messages_a
     assert len(sent) == 4, sent  # not 12 messages into a Telegram group
     assert sent[0].startswith("Paragraph 0")
     assert "only the first 4 fit" in sent[-1]
+
+
+async def test_telegram_senders_are_known_by_username_only_while_the_group_tools_are_on(
+    app, fake: FakeOpenAI, plugin_engine
+) -> None:
+    from nonebot_plugin_marsho.chat import telegram_names
+    from nonebot_plugin_marsho.chat.group_actions import GroupActions
+
+    telegram_names.forget()
+    chat = PLATFORMS["Telegram"]()
+    with configured(marsho_group_actions=True) as marsho:
+        saved = marsho.group_actions  # (the running bot was built with them off)
+        marsho.group_actions = GroupActions(plugin_engine.history)
+        try:
+            await say(chat, chat.group_event("hello all", user_id="5550077"))
+        finally:
+            marsho.group_actions = saved
+    assert telegram_names.user_of(chat.group_id, "@u5550077") == "5550077"
+    await say(chat, chat.group_event("hello again", user_id="5550078"))
+    assert telegram_names.user_of(chat.group_id, "@u5550078") is None
+    telegram_names.forget()
