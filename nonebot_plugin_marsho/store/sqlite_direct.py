@@ -29,6 +29,8 @@ BUSY_TIMEOUT = 30
 """Seconds a write waits for another process's writer (as SQLAlchemy's connections do)."""
 
 T = TypeVar("T")
+Rows = list[dict[str, Any]]
+"""The named parameters of one statement's rows."""
 
 
 class SqliteDirect:
@@ -55,9 +57,10 @@ class SqliteDirect:
             self._connection = connection
         return work(connection)
 
-    async def insert(self, sql: str, rows: list[dict[str, Any]]) -> None:
-        """Insert `rows` with `sql` (named parameters) in one transaction: all or none."""
-        await self.call(lambda connection: _insert(connection, sql, rows))
+    async def insert(self, sql: str, rows: Rows, *more: tuple[str, Rows]) -> None:
+        """Run `sql` for each of `rows` (named parameters), then each further (sql, rows) of `more`,
+        in one transaction: all or none."""
+        await self.call(lambda connection: _insert(connection, [(sql, rows), *more]))
 
     async def close(self) -> None:
         """Close the connection (a later call opens it again)."""
@@ -73,10 +76,11 @@ class SqliteDirect:
             connection.close()
 
 
-def _insert(connection: sqlite3.Connection, sql: str, rows: list[dict[str, Any]]) -> None:
+def _insert(connection: sqlite3.Connection, statements: list[tuple[str, Rows]]) -> None:
     connection.execute("BEGIN")
     try:
-        connection.executemany(sql, rows)
+        for sql, rows in statements:
+            connection.executemany(sql, rows)
         connection.execute("COMMIT")
     except BaseException:
         if connection.in_transaction:

@@ -119,7 +119,7 @@ class UsageStore:
             values = [row.__dict__ for row in rows]
             try:
                 async with lock:
-                    await direct.call(lambda db: _write_usage(db, values, params))
+                    await direct.insert(INSERT_USAGE, values, (ADD_TOTALS, params))
             except (sqlite3.Error, TypeError, ValueError) as error:
                 raise StoreError(code="store.save", url=self.store.safe_url,
                                  detail=_describe(error)) from None
@@ -268,18 +268,6 @@ ADD_TOTALS = (f"INSERT INTO {usage_totals_table.name} (day, scope, target, token
               "ON CONFLICT (day, scope, target) DO UPDATE SET tokens = tokens + excluded.tokens")
 """The running totals, added to as `write`'s upsert does."""
 
-
-def _write_usage(db: sqlite3.Connection, rows: list[dict[str, Any]], totals: list[dict[str, Any]]) -> None:
-    """The rows and the totals in one transaction (on the SqliteDirect thread)."""
-    db.execute("BEGIN")
-    try:
-        db.executemany(INSERT_USAGE, rows)
-        db.executemany(ADD_TOTALS, totals)
-        db.execute("COMMIT")
-    except BaseException:
-        if db.in_transaction:
-            db.execute("ROLLBACK")
-        raise
 
 
 def _compiled(query: Any) -> tuple[str, list[Any]]:
