@@ -15,7 +15,6 @@ from ..exceptions import StoreError
 from .sql import (
     SqlStore,
     _describe,
-    _held_connection,
     _lock_id,
     quotas_table,
     usage_daily_table,
@@ -112,7 +111,7 @@ class UsageStore:
                 totals[key] = totals.get(key, 0) + row.tokens
         await self.store._ready()
         direct, lock = self.store._direct, self.store._write_lock
-        if direct is not None and lock is not None and self._not_held():
+        if direct is not None and lock is not None:
             # a SQLite file: both statements in one hop to its thread, in one transaction
             params = [{"day": day, "scope": scope, "target": target, "tokens": tokens}
                       for (day, scope, target), tokens in sorted(totals.items())]
@@ -139,12 +138,6 @@ class UsageStore:
         except SQLAlchemyError as error:
             raise StoreError(code="store.save", url=self.store.safe_url, detail=_describe(error)) from None
 
-    def _not_held(self) -> bool:
-        """Whether the caller holds no connection of this store (its transaction would wait on
-        the write lock the direct write takes)."""
-        held = _held_connection.get()
-        return held is None or held[0] is not self.store
-
     async def quota_view(self, day: str, scopes: Iterable[tuple[str, str]]
                          ) -> tuple[dict[tuple[str, str], int], dict[tuple[str, str], int]]:
         """Tokens used on `day` and the quotas set, for each (scope, target): one read."""
@@ -160,7 +153,7 @@ class UsageStore:
         await self.store._ready()
         direct = self.store._direct
         try:
-            if direct is not None and self._not_held():
+            if direct is not None:
                 # on the thread the usage rows are written on: the read comes wholly before or
                 # after a batch's commit, in the order the meter asked (it counts a batch until
                 # its write returns), so a batch committed meanwhile is never missed nor counted twice
