@@ -1,7 +1,8 @@
 """What a start on SQLite leaves unimported, by module (tests/test_start.py checks libraries):
 PostgreSQL's dialect and driver, the tokenizer, which the first count loads, the libraries of
 file formats, repeats and vectors, the console adapter, the MCP client, SQLAlchemy's ORM, the
-charts; and what the plugin's import keeps out of the garbage collector's sight."""
+charts and the web services; and what the plugin's import keeps out of the garbage collector's
+sight."""
 
 from __future__ import annotations
 
@@ -49,6 +50,7 @@ NOT_AT_START = {
     "mcp": "the same",
     "nonebot_plugin_marsho.tools.charts": "a web service's chart answer, marsho.usage's chart "
                                           "(tools/webservices.py, chat/bill.py)",
+    "nonebot_plugin_marsho.tools.webservices": "a web-services file (chat/app.Marsho.load_toolset)",
     "sqlalchemy.orm": "another plugin's AsyncSession (store/asyncio_engine.py: the store is Core only)",
 }
 
