@@ -134,3 +134,21 @@ def test_the_endpoint_client_posts_streams_and_reads_errors_through_the_deferred
     assert isinstance(answers, list)
     assert answers[:2] == ["plain answer", "streamed"] and answers[2].startswith("endpoint.")
     assert result["responses"] is False
+
+
+def test_every_sdk_name_the_package_uses_is_one_served_without_the_sdks_init() -> None:
+    """A new `openai.X` in agent/model/endpoint.py or agent/embeddings.py that is not in
+    sdk.LIGHT would load the whole SDK with the first request: it goes into LIGHT (and NEEDED)."""
+    import re
+
+    from nonebot_plugin_marsho.agent import sdk
+
+    package = REPO_ROOT / "nonebot_plugin_marsho"
+    used = set()
+    for path in package.rglob("*.py"):
+        if path.name == "sdk.py" or "toolkits" in path.parts:
+            continue
+        code = "\n".join(line.split("#")[0] for line in path.read_text(encoding="utf-8").splitlines())
+        used |= set(re.findall(r"(?<![\w.\"'/])openai\.([A-Za-z]\w*)", code))
+    assert used, "the scan found no use of the SDK"
+    assert used <= set(sdk.NEEDED) <= set(sdk.LIGHT), used
