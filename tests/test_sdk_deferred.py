@@ -152,3 +152,20 @@ def test_every_sdk_name_the_package_uses_is_one_served_without_the_sdks_init() -
         used |= set(re.findall(r"(?<![\w.\"'/])openai\.([A-Za-z]\w*)", code))
     assert used, "the scan found no use of the SDK"
     assert used <= set(sdk.NEEDED) <= set(sdk.LIGHT), used
+
+
+def test_a_submodule_asked_for_as_an_attribute_is_imported_alone(tmp_path: Path) -> None:
+    result = run_child("""
+        import json, sys
+        from nonebot_plugin_marsho.agent import sdk
+        from nonebot_plugin_marsho.store.deferred import is_deferred
+        sdk.load()
+        import openai
+        before = "openai.types.chat" in sys.modules
+        completion = openai.types.chat.ChatCompletion.__name__
+        print(json.dumps({"before": before, "completion": completion,
+                          "deferred": [is_deferred(openai), is_deferred(openai.types)],
+                          "responses": "openai.types.responses" in sys.modules}))
+    """, tmp_path)
+    assert result == {"before": False, "completion": "ChatCompletion", "deferred": [True, True],
+                      "responses": False}

@@ -111,3 +111,17 @@ def test_an_engine_runs_core_queries_and_run_sync_without_the_orm(tmp_path: Path
         print(json.dumps({"values": asyncio.run(main()), "orm": "sqlalchemy.orm" in sys.modules}))
     """, tmp_path)
     assert result == {"values": [1, 2], "orm": False}
+
+
+def test_a_submodule_or_a_tools_probe_asked_of_the_package_does_not_run_its_init(tmp_path: Path) -> None:
+    result = run_child("""
+        import json, sys
+        import nonebot_plugin_marsho.store.sql
+        import sqlalchemy.ext.asyncio as m
+        from nonebot_plugin_marsho.store.deferred import is_deferred
+        probed = hasattr(m, "__wrapped__")
+        result = m.result.AsyncResult.__name__
+        print(json.dumps({"probed": probed, "result": result, "deferred": is_deferred(m),
+                          "orm": "sqlalchemy.orm" in sys.modules}))
+    """, tmp_path)
+    assert result == {"probed": False, "result": "AsyncResult", "deferred": True, "orm": False}
