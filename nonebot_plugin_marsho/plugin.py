@@ -3,7 +3,6 @@ config, started with the bot and stopped with it."""
 
 import asyncio
 import gc
-import importlib
 import threading
 
 from nonebot import get_driver, require
@@ -16,6 +15,7 @@ gc.freeze()  # the required plugins are kept for good, as NoneBot is (see __init
 
 import nonebot_plugin_localstore as localstore  # noqa: E402
 
+from .agent import sdk  # noqa: E402
 from .agent.conversation import Conversation  # noqa: E402
 from .chat import matchers, poke  # noqa: E402, F401  (registers the matchers)
 from .chat.app import Marsho, running  # noqa: E402
@@ -84,7 +84,7 @@ def _warm_sdk() -> None:
 
 def _import_sdk() -> None:
     try:
-        importlib.import_module("openai")
+        sdk.load()
     except Exception as error:  # the first request says what is wrong, with its setting
         logger.debug(f"marsho: the OpenAI SDK did not load in the background: {error}")
     gc.freeze()  # the SDK's modules, like the start's, are kept for good

@@ -1,7 +1,8 @@
 """What a start on SQLite leaves unimported, by module (tests/test_start.py checks libraries):
 PostgreSQL's dialect and driver, the tokenizer, which the first count loads, the libraries of
-file formats, repeats and vectors, the console adapter, the MCP client; and what the plugin's
-import keeps out of the garbage collector's sight."""
+file formats, repeats and vectors, the console adapter, the MCP client, SQLAlchemy's ORM, the
+charts and the web services; and what the plugin's import keeps out of the garbage collector's
+sight."""
 
 from __future__ import annotations
 
@@ -47,6 +48,10 @@ NOT_AT_START = {
     "textual": "the same (the console adapter's screen)",
     "nonebot_plugin_marsho.tools.mcp": "an MCP server configured (chat/app.Marsho.start_mcp)",
     "mcp": "the same",
+    "nonebot_plugin_marsho.tools.charts": "a web service's chart answer, marsho.usage's chart "
+                                          "(tools/webservices.py, chat/bill.py)",
+    "nonebot_plugin_marsho.tools.webservices": "a web-services file (chat/app.Marsho.load_toolset)",
+    "sqlalchemy.orm": "another plugin's AsyncSession (store/asyncio_engine.py: the store is Core only)",
 }
 
 

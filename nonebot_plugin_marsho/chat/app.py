@@ -43,7 +43,6 @@ from ..tools import BUILTIN_TOOLSET, LoadProblem, ToolRunner, Toolset, ToolsetSo
 from ..tools.model import Toolkit
 from ..tools.runner import SECRET_PRESET
 from ..tools.schema import ToolDefinitionError, check_permission
-from ..tools.webservices import load_webservices
 from .active import ActiveReplies
 from .debounce import Debounce
 from .fairuse import Cooldown, FairUse
@@ -320,7 +319,12 @@ class Marsho:
         path = config.marsho_webservices_file or self.data_dir / "webservices.json"
         if config.marsho_webservices_file and not path.is_file():
             toolset.problems.append(LoadProblem("", path, "MARSHO_WEBSERVICES_FILE names no file"))
-        services, problems = load_webservices(path)
+        services: Toolkit | None = None
+        problems: list[LoadProblem] = []
+        if path.exists():  # the module (its file's pydantic models) loads only for a file
+            from ..tools.webservices import load_webservices
+
+            services, problems = load_webservices(path)
         toolset.problems.extend(problems)
         if services is not None:
             if any(toolkit.name == services.name for toolkit in toolset.toolkits):

@@ -14,7 +14,6 @@ from ..config import Config, Price
 from ..i18n import Texts
 from ..redaction import logger
 from ..store.usage import ALL, DailyUse
-from ..tools.charts import ChartDataError, render_chart
 from ..tools.model import Role
 from .where import Where
 
@@ -125,6 +124,14 @@ def top_text(t: Texts, title: str, rows: list[DailyUse], by: str, prices: Mappin
     return [title, *(totals_text(t, f"  {name}", sums) for name, sums in ranked)] if ranked else []
 
 
+def render_chart(chart_type: str, rows: list[list[object]], field_headers: list[str],
+                 dimension: str | None, title: str = "") -> bytes:
+    """tools/charts.render_chart, whose module loads with the first chart drawn, not at start."""
+    from ..tools import charts
+
+    return charts.render_chart(chart_type, rows, field_headers, dimension, title)
+
+
 def chart_png(t: Texts, rows: list[DailyUse], today: date, title: str,
               series: Mapping[str, list[DailyUse]] | None = None) -> bytes | None:
     """A bar chart of the daily tokens of the last 30 days (None if it cannot be drawn): of
@@ -137,6 +144,8 @@ def chart_png(t: Texts, rows: list[DailyUse], today: date, title: str,
             if row.day in by_day:
                 by_day[row.day][index] += row.tokens
     table = [[day[5:], *tokens] for day, tokens in by_day.items()]
+    from ..tools.charts import ChartDataError
+
     try:
         return render_chart("bar", table, [t("bill.chart_day"), *named], None, title)
     except (ChartDataError, ImportError, RuntimeError) as error:

@@ -18,9 +18,9 @@ from typing import Any
 
 from sqlalchemy import delete, func, insert, select, text
 from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..exceptions import StoreError
+from .asyncio_engine import AsyncConnection
 from .fulltext import query_terms, ranked_matches, search_terms
 from .sql import SqlStore, _describe, _held_connection, _lock_id, documents_table, passages_table
 

@@ -32,9 +32,9 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..exceptions import StoreError
+from .asyncio_engine import AsyncConnection
 from .fulltext import query_terms, ranked_matches, search_terms, words_of
 from .sql import SqlStore, _describe, _held_connection, _lock_id, memories_table
 

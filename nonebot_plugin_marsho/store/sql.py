@@ -43,12 +43,12 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import StaticPool
 
 from ..exceptions import StoreError
 from ..redaction import logger
 from . import migrations
+from .asyncio_engine import AsyncConnection, AsyncEngine, create_async_engine
 from .batch import GroupCommit
 from .recent import RecentTurns, StoredTurn
 from .session import Message, SessionLocks, Summary, Turn

@@ -47,7 +47,6 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInf
 
 from ..fileformat import FileFormatError, entry_label, json_type, read_file, validate
 from ..redaction import logger
-from . import charts
 from .model import LoadProblem, Permission, Tool, Toolkit, ToolResponse
 from .naming import (
     Environment,
@@ -231,6 +230,8 @@ class WebService:
             else:  # not what the contract says, but still readable
                 text = json.dumps(data, ensure_ascii=False)
             return ToolResponse.success(text if not desc else f"{text}\n\n(About this answer: {desc})")
+        from . import charts  # here, not at import: only a chart answer needs it (issue 30)
+
         chart_type = answer.get("chart_type")
         if chart_type is None:
             raise ServiceError("answered with type chart but without 'chart_type' "
