@@ -169,3 +169,24 @@ def test_a_submodule_asked_for_as_an_attribute_is_imported_alone(tmp_path: Path)
     """, tmp_path)
     assert result == {"before": False, "completion": "ChatCompletion", "deferred": [True, True],
                       "responses": False}
+
+
+def test_a_name_another_release_keeps_elsewhere_comes_from_the_real_init(tmp_path: Path) -> None:
+    """A light name whose submodule or attribute is not where the map says (a later SDK moved
+    it) is not an error: the real `__init__` runs and gives it, as a plain import would."""
+    result = run_child("""
+        import json, sys
+        from nonebot_plugin_marsho.agent import sdk
+        sdk.LIGHT["AsyncOpenAI"] = "openai._no_such_module"
+        sdk.LIGHT["APIStatusError"] = "openai._client"  # a module that does not define it
+        sdk.load()
+        import openai
+        # sys.modules: the SDK's `__init__` has a module-level `_client` (None) of its own
+        client, errors = sys.modules["openai._client"], sys.modules["openai._exceptions"]
+        print(json.dumps({
+            "client": openai.AsyncOpenAI is client.AsyncOpenAI,
+            "error": openai.APIStatusError is errors.APIStatusError,
+            "whole": "openai.types.responses" in sys.modules,
+        }))
+    """, tmp_path)
+    assert result == {"client": True, "error": True, "whole": True}

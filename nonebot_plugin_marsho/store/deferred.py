@@ -10,7 +10,8 @@ sys.modules and as its parent's attribute, a package module made from the real p
 - a submodule asked for as an attribute (`from . import exc`, `pkg.sub`) is imported, as the
   import system would, and nothing else;
 - a name of `light` (name → the submodule defining it) is taken from that submodule, given to
-  `adopt` first (to finish it as the `__init__` would);
+  `adopt` first (to finish it as the `__init__` would); when that submodule or name is not
+  there (another release of the package keeps it elsewhere), as any other name:
 - any other name (`from pkg import X`, `pkg.X`, `dir(pkg)`, `import *` through `__all__`, one of
   the `dunders` the `__init__` sets) runs the real `__init__` into the module, once, so whoever
   else uses the package finds it whole; the names already taken stay the same objects.
@@ -92,11 +93,15 @@ def _make_lazy(module: ModuleType, light: dict[str, str], dunders: frozenset[str
 
     def __getattr__(attribute: str) -> Any:
         if attribute in light:
-            value = getattr(importlib.import_module(light[attribute]), attribute)
-            if adopt is not None:
-                adopt(attribute, value)
-            module.__dict__.setdefault(attribute, value)
-            return module.__dict__[attribute]
+            try:
+                value = getattr(importlib.import_module(light[attribute]), attribute)
+                if adopt is not None:
+                    adopt(attribute, value)
+            except (ImportError, AttributeError):
+                pass  # not where this release keeps it: the real `__init__` says where it is
+            else:
+                module.__dict__.setdefault(attribute, value)
+                return module.__dict__[attribute]
         if attribute.startswith("__") and attribute.endswith("__") and attribute not in dunders:
             raise missing(attribute)  # a tool's probe (`__wrapped__`...): not a reason to load it
         if is_submodule(attribute):
