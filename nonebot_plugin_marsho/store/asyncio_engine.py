@@ -20,9 +20,12 @@ from sqlalchemy.ext.asyncio.engine import (  # noqa: E402  (after the placeholde
 from sqlalchemy.ext.asyncio.engine import AsyncEngine as AsyncEngine  # noqa: E402
 from sqlalchemy.ext.asyncio.engine import create_async_engine as create_async_engine  # noqa: E402
 
-# the package's `__init__` initialises greenlet at import (and fails there without it); so do we
+# SQLAlchemy 2.1's `__init__` initialises greenlet at import (and fails there without it); so do
+# we. 2.0 has no such step (its engine checks greenlet when used)
 from sqlalchemy.util import concurrency as _concurrency  # noqa: E402
 
-_concurrency._concurrency_shim._initialize()
+_shim = getattr(_concurrency, "_concurrency_shim", None)
+if _shim is not None:
+    _shim._initialize()
 
 __all__ = ["AsyncConnection", "AsyncEngine", "create_async_engine"]
