@@ -3,8 +3,18 @@ follows everything it is built from, and a faster path finds what the slow one f
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+from nonebot.adapters.onebot.v11 import Message, MessageSegment
+from nonebot.matcher import current_bot, current_event
+from nonebot_plugin_alconna.uniseg import At, Text, UniMessage
+from nonebug import App
+
+from nonebot_plugin_marsho.chat import outgoing
 from nonebot_plugin_marsho.chat.incoming import sees_pictures
 from nonebot_plugin_marsho.redaction import REDACTED, Secrets
+from tests.onebot import group_message, onebot_bot, private_message
 
 SECRET = "short-key"
 """Hidden whole and in any case, but not piece by piece (under PIECE_SECRET characters)."""
@@ -33,3 +43,41 @@ def test_whether_a_model_sees_pictures_follows_the_model_and_the_list() -> None:
     patterns.append("other-*")  # the list changed (a reloaded config): asked again
     assert sees_pictures("other-7b", patterns)
     assert not sees_pictures("other-7b", ["my-vl-*"])
+
+
+def _send_msg(event: Any, text: str, *, quote: bool) -> tuple[str, dict[str, Any]]:
+    message = Message([MessageSegment.reply(event.message_id), MessageSegment.text(text)] if quote
+                      else [MessageSegment.text(text)])
+    data: dict[str, Any] = {"message_type": event.message_type, "user_id": event.user_id, "message": message}
+    if event.message_type == "group":
+        data["group_id"] = event.group_id
+    return "send_msg", data
+
+
+@pytest.mark.parametrize("quote", [True, False])
+@pytest.mark.parametrize("make", [group_message, private_message])
+async def test_a_plain_answer_to_a_onebot_v11_event_is_the_send_msg_alconna_sends(app: App, make: Any,
+                                                                                 quote: bool) -> None:
+    async with app.test_api() as ctx:
+        bot, event = onebot_bot(ctx), make("marsho hi")
+        said = "Hello **there**\n\nsecond line [CQ:at,qq=1] & co"
+        ctx.should_call_api(*_send_msg(event, said, quote=quote), result={"message_id": 1})  # alconna's
+        ctx.should_call_api(*_send_msg(event, said, quote=quote), result={"message_id": 2})  # ours
+        bot_token, event_token = current_bot.set(bot), current_event.set(event)
+        try:
+            await UniMessage([Text(said)]).send(reply_to=quote)
+            assert await outgoing._sent_plainly(UniMessage([Text(said)]), reply=quote)
+        finally:
+            current_bot.reset(bot_token)
+            current_event.reset(event_token)
+
+
+async def test_a_message_with_more_than_a_text_goes_through_alconna(app: App) -> None:
+    async with app.test_api() as ctx:
+        bot, event = onebot_bot(ctx), group_message("marsho hi")
+        bot_token, event_token = current_bot.set(bot), current_event.set(event)
+        try:
+            assert not await outgoing._sent_plainly(UniMessage([Text("a"), At("user", "10002")]), reply=True)
+        finally:
+            current_bot.reset(bot_token)
+            current_event.reset(event_token)
