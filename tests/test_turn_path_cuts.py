@@ -81,3 +81,14 @@ async def test_a_message_with_more_than_a_text_goes_through_alconna(app: App) ->
         finally:
             current_bot.reset(bot_token)
             current_event.reset(event_token)
+
+
+def test_rich_parts_are_found_between_and_after_code_blocks_and_not_inside() -> None:
+    from nonebot_plugin_marsho.chat.richtext import FormulaPart, ImageLinkPart, TextPart, find_rich
+
+    text = ("plain words " * 20 + "\n\n$$a+b$$\n\n```py\nx = '$$c$$'\n```\n\n~~~\n![no](https://e.com/n.png)\n~~~\n"
+            "then `$$d$$` and ![yes](https://e.com/y.png) ok! \\[e\\]")
+    parts = find_rich(text)
+    assert "".join(part.raw for part in parts) == text
+    assert [(type(p), p.raw) for p in parts if not isinstance(p, TextPart)] == [
+        (FormulaPart, "$$a+b$$"), (ImageLinkPart, "![yes](https://e.com/y.png)"), (FormulaPart, "\\[e\\]")]
