@@ -92,3 +92,18 @@ def test_rich_parts_are_found_between_and_after_code_blocks_and_not_inside() -> 
     assert "".join(part.raw for part in parts) == text
     assert [(type(p), p.raw) for p in parts if not isinstance(p, TextPart)] == [
         (FormulaPart, "$$a+b$$"), (ImageLinkPart, "![yes](https://e.com/y.png)"), (FormulaPart, "\\[e\\]")]
+
+
+def test_an_echo_is_judged_by_the_matcher_s_own_ratios_whatever_the_lengths() -> None:
+    import difflib
+
+    from nonebot_plugin_marsho.chat.loops import ECHO_RATIO, _repeats
+
+    answer = "the weather in hangzhou is sunny today with a high of twenty five degrees"
+    for message in ["short", answer[5:], answer[::-1], answer + " and more words said after it", answer * 2,
+                    "x" * len(answer), answer[: int(len(answer) * 0.7)]]:
+        matcher = difflib.SequenceMatcher(None, message, answer, autojunk=False)
+        expected = answer[:120] in message or (matcher.real_quick_ratio() >= ECHO_RATIO
+                                               and matcher.quick_ratio() >= ECHO_RATIO
+                                               and matcher.ratio() >= ECHO_RATIO)
+        assert _repeats(message, answer) is expected, message

@@ -189,9 +189,12 @@ def _repeats(message: str, answer: str) -> bool:
         return False
     if answer[:ANSWER_CHARS // 2] in message:
         return True
+    # real_quick_ratio, the bound by the lengths alone, before the matcher indexes the answer
+    # (most messages are far shorter or longer than marsho's last answers)
+    if 2.0 * min(len(message), len(answer)) / (len(message) + len(answer)) < ECHO_RATIO:
+        return False
     matcher = difflib.SequenceMatcher(None, message, answer, autojunk=False)
-    return matcher.real_quick_ratio() >= ECHO_RATIO and matcher.quick_ratio() >= ECHO_RATIO and (
-        matcher.ratio() >= ECHO_RATIO)
+    return matcher.quick_ratio() >= ECHO_RATIO and matcher.ratio() >= ECHO_RATIO
 
 
 @dataclass
