@@ -107,3 +107,37 @@ def test_an_echo_is_judged_by_the_matcher_s_own_ratios_whatever_the_lengths() ->
                                                and matcher.quick_ratio() >= ECHO_RATIO
                                                and matcher.ratio() >= ECHO_RATIO)
         assert _repeats(message, answer) is expected, message
+
+
+def test_an_event_s_attribute_is_what_getattr_gives_for_every_kind_of_name() -> None:
+    from pydantic import BaseModel, ConfigDict, PrivateAttr
+
+    from nonebot_plugin_marsho.chat.lookup import attribute
+
+    class Event(BaseModel):
+        model_config = ConfigDict(extra="allow")
+        group_id: int = 7
+        sender: str | None = None
+        _secret: str = PrivateAttr(default="p")
+
+        @property
+        def channel(self) -> str:
+            return "from a property"
+
+        @property
+        def broken(self) -> str:
+            raise AttributeError("not here")
+
+        def method(self) -> str:
+            return "m"
+
+    class Odd:
+        def __getattr__(self, name: str) -> str:
+            return f"odd {name}"
+
+    with_extra = Event(guild={"id": 3}, author=None)
+    for obj in (Event(), with_extra, Odd(), 5, None):
+        for name in ("group_id", "sender", "channel", "broken", "method", "guild", "author", "missing",
+                     "_secret", "__class__"):
+            assert attribute(obj, name) == getattr(obj, name, None), (obj, name)
+    assert attribute(with_extra, "guild") == {"id": 3} and attribute(Event(), "guild") is None

@@ -40,6 +40,7 @@ from ..redaction import logger
 from ..store.session import session_key
 from .active import flagged_bot
 from .fairuse import Notices
+from .lookup import attribute
 
 if TYPE_CHECKING:
     from .app import Marsho
@@ -89,17 +90,17 @@ def platform_marks_bot(event: Any) -> bool:
     (`extra.author.bot`), Feishu (`event.sender.sender_type` "app")."""
     if flagged_bot(event):
         return True
-    author = getattr(getattr(event, "extra", None), "author", None)
+    author = getattr(attribute(event, "extra"), "author", None)
     if getattr(author, "bot", None) is True:
         return True
-    sender = getattr(getattr(event, "event", None), "sender", None)
+    sender = getattr(attribute(event, "event"), "sender", None)
     return getattr(sender, "sender_type", None) == "app"
 
 
 def quotes_the_bot(bot: Any, event: Any) -> bool:
     """Whether the message quotes one of the bot's own (OneBot v11's `reply`, read by the
     adapter; the platforms that mark bots need no such hint)."""
-    sender = getattr(getattr(event, "reply", None), "sender", None)
+    sender = getattr(attribute(event, "reply"), "sender", None)
     user_id = getattr(sender, "user_id", None)
     return user_id is not None and str(user_id) == str(getattr(bot, "self_id", ""))
 
@@ -160,7 +161,7 @@ def strip_marker(event: Any) -> bool:
     recent chat, a quote) sees it; whether the sender's own message carried it."""
     carried = False
     for holder, own in (("message", True), ("original_message", True), ("reply", False)):
-        message = getattr(event, holder, None)
+        message = attribute(event, holder)
         if holder == "reply":
             message = getattr(message, "message", None)
         for segment in _text_segments(message) if message is not None else ():
@@ -168,7 +169,7 @@ def strip_marker(event: Any) -> bool:
             if MARKER in said:
                 segment.data["text"] = said.replace(MARKER, "")
                 carried = carried or own
-    raw = getattr(event, "raw_message", None)
+    raw = attribute(event, "raw_message")
     if isinstance(raw, str) and MARKER in raw:
         try:
             event.raw_message = raw.replace(MARKER, "")
