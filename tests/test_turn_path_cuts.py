@@ -141,3 +141,19 @@ def test_an_event_s_attribute_is_what_getattr_gives_for_every_kind_of_name() -> 
                      "_secret", "__class__"):
             assert attribute(obj, name) == getattr(obj, name, None), (obj, name)
     assert attribute(with_extra, "guild") == {"id": 3} and attribute(Event(), "guild") is None
+
+
+def test_how_answers_go_out_follows_every_setting_it_is_made_of(tmp_path) -> None:
+    from nonebot_plugin_marsho.chat.app import Marsho
+    from nonebot_plugin_marsho.config import Config
+
+    app = Marsho(Config(marsho_name="marsho", marsho_split_chars=800), tmp_path)
+    first = app.delivery()
+    assert app.delivery() == first and first.split_chars == 800
+    app.config.marsho_split_chars = 120  # a setting changed in place
+    assert app.delivery().split_chars == 120
+    app.config.marsho_long_answer = "forward"
+    assert app.delivery().long_answer == "forward"
+    changed = app.with_config(marsho_name="小棉", marsho_render_latex=False)  # `marsho.*` commands, tests
+    assert (changed.delivery().name, changed.delivery().render_latex) == ("小棉", False)
+    assert app.delivery().name == "marsho" and app.delivery().split_chars == 120
