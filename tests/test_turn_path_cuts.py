@@ -157,3 +157,13 @@ def test_how_answers_go_out_follows_every_setting_it_is_made_of(tmp_path) -> Non
     changed = app.with_config(marsho_name="小棉", marsho_render_latex=False)  # `marsho.*` commands, tests
     assert (changed.delivery().name, changed.delivery().render_latex) == ("小棉", False)
     assert app.delivery().name == "marsho" and app.delivery().split_chars == 120
+
+
+def test_the_default_quotas_follow_the_settings() -> None:
+    from nonebot_plugin_marsho.chat.bill import limits_of
+    from nonebot_plugin_marsho.config import Config
+
+    config = Config(marsho_user_daily_tokens=1000)
+    assert (limits_of(config).user, limits_of(config).group, limits_of(config).all) == (1000, 0, 0)
+    config.marsho_group_daily_tokens, config.marsho_daily_tokens = 5000, 9000  # `marsho.quota`, in place
+    assert (limits_of(config).user, limits_of(config).group, limits_of(config).all) == (1000, 5000, 9000)
