@@ -167,3 +167,22 @@ def test_the_default_quotas_follow_the_settings() -> None:
     assert (limits_of(config).user, limits_of(config).group, limits_of(config).all) == (1000, 0, 0)
     config.marsho_group_daily_tokens, config.marsho_daily_tokens = 5000, 9000  # `marsho.quota`, in place
     assert (limits_of(config).user, limits_of(config).group, limits_of(config).all) == (1000, 5000, 9000)
+
+
+def test_overlapping_matches_are_all_found_as_a_lookahead_finds_them() -> None:
+    import re
+
+    from nonebot_plugin_marsho.redaction import _overlapping, _trie
+
+    words = ["aba", "bab", "ab", "secret", "cre"]
+    text = "abababa secret secrecret xab"
+    lookahead = [(m.start(), m.group(1)) for m in re.finditer(f"(?=({_trie(words)}))", text)]
+    searched = [(m.start(), m.group(1)) for m in _overlapping(re.compile(f"({_trie(words, alone=True)})"), text)]
+    assert searched == lookahead and len(lookahead) > text.count("ab")
+
+
+def test_a_long_secret_is_hidden_in_its_pieces_and_its_masked_form() -> None:
+    key = "sk-proj-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789abcdEFGH"
+    secrets = Secrets([key, "onebot-access-token-xyz"])
+    said = f"first {key[:26]} then {key[26:]}, masked sk-proj-****EFGH, token ONEBOT-ACCESS-TOKEN-XYZ."
+    assert secrets(said) == f"first {REDACTED} then {REDACTED}, masked {REDACTED}, token {REDACTED}."
