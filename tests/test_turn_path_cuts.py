@@ -186,3 +186,12 @@ def test_a_long_secret_is_hidden_in_its_pieces_and_its_masked_form() -> None:
     secrets = Secrets([key, "onebot-access-token-xyz"])
     said = f"first {key[:26]} then {key[26:]}, masked sk-proj-****EFGH, token ONEBOT-ACCESS-TOKEN-XYZ."
     assert secrets(said) == f"first {REDACTED} then {REDACTED}, masked {REDACTED}, token {REDACTED}."
+
+
+def test_a_text_calls_a_marsho_by_this_bot_s_names_and_the_default_ones() -> None:
+    from nonebot_plugin_marsho.chat.loops import calls_a_marsho
+
+    assert calls_a_marsho("  ...Ｍａｒｓｈｏ, hi", [])  # a default name, full-width, after punctuation
+    assert calls_a_marsho("小棉你好", ["bob"]) and calls_a_marsho("BOB: hi", ["bob"])
+    assert not calls_a_marsho("bob: hi", []) and not calls_a_marsho("ok", ["bob", ""])
+    assert not calls_a_marsho("", ["bob"]) and not calls_a_marsho("...", [""])

@@ -122,8 +122,7 @@ def calls_a_marsho(text: str, names: Iterable[str] = ()) -> bool:
     calls a marsho: `names` (this bot's trigger words) or `DEFAULT_NAMES`, in any case or width."""
     start = unicodedata.normalize("NFKC", text[:80]).casefold()
     first = next((i for i, c in enumerate(start) if c.isalnum()), len(start))
-    start = start[first:]
-    return any(start.startswith(_folded(name)) for name in (*names, *DEFAULT_NAMES) if name)
+    return start.startswith(_folded_names(tuple(names)), first)
 
 
 def marked(text: str) -> str:
@@ -145,6 +144,13 @@ def _running_names() -> list[str]:
 @functools.lru_cache(maxsize=64)
 def _folded(name: str) -> str:
     return unicodedata.normalize("NFKC", name).casefold()
+
+
+@functools.lru_cache(maxsize=64)
+def _folded_names(names: tuple[str, ...]) -> tuple[str, ...]:
+    """`names` and DEFAULT_NAMES as a message's start is compared with them (once per list of
+    trigger words, not once per message)."""
+    return tuple(_folded(name) for name in (*names, *DEFAULT_NAMES) if name)
 
 
 def _text_segments(message: Any) -> list[Any]:
