@@ -195,3 +195,13 @@ def test_a_text_calls_a_marsho_by_this_bot_s_names_and_the_default_ones() -> Non
     assert calls_a_marsho("小棉你好", ["bob"]) and calls_a_marsho("BOB: hi", ["bob"])
     assert not calls_a_marsho("bob: hi", []) and not calls_a_marsho("ok", ["bob", ""])
     assert not calls_a_marsho("", ["bob"]) and not calls_a_marsho("...", [""])
+
+
+def test_the_longest_trigger_word_and_command_start_are_tried_first() -> None:
+    from nonebot_plugin_marsho.chat.matchers import Request, parse_request
+
+    # "marshomallow" is a name of its own, tried before "marsho"; "!!" before "!"
+    assert parse_request("marshomallow hi", ["marsho", "marshomallow"], ["!"]) == Request("chat", "hi")
+    assert parse_request("!!marsho hi", ["marsho"], ["!", "!!"]) == Request("chat", "hi")
+    assert parse_request("!!marsho hi", ["marsho"], ["!!", "!"]) == Request("chat", "hi")
+    assert parse_request("marshomallow hi", ["marsho"], ["!"]) is None
