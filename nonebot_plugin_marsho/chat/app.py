@@ -177,6 +177,8 @@ class Marsho:
     """Messages of one person in one chat that join one question (MARSHO_DEBOUNCE_SECONDS)."""
     _standby: ActiveReplies = field(init=False, repr=False)
     _stack: AsyncExitStack | None = field(init=False, default=None, repr=False)
+    _delivery: tuple[tuple[Any, ...], Delivery] | None = field(init=False, default=None, repr=False)
+    """The last `delivery()` and the settings it was made of."""
     """What tears the services down; only the app that built them has it (not `with_config`'s)."""
 
     engine = Built[Engine | None](optional=True)
@@ -277,9 +279,18 @@ class Marsho:
         return self.built().engine
 
     def delivery(self) -> Delivery:
-        """How answers go out, from the settings."""
+        """How answers go out, from the settings (made again only when one of them changed: a
+        Delivery is frozen, so every turn may share it)."""
         config = self.config
-        return Delivery(
+        settings = (config.marsho_long_answer, config.marsho_split_chars, config.marsho_max_split_messages,
+                    config.marsho_render_latex, config.marsho_render_inline_latex,
+                    config.marsho_render_markdown_images, config.marsho_image_max_bytes,
+                    config.marsho_image_timeout, config.marsho_name, config.marsho_max_forward_nodes,
+                    self.texts)
+        kept = self._delivery
+        if kept is not None and kept[0] == settings:
+            return kept[1]
+        delivery = Delivery(
             long_answer=config.marsho_long_answer, split_chars=config.marsho_split_chars,
             max_split_messages=config.marsho_max_split_messages, render_latex=config.marsho_render_latex,
             render_inline_latex=config.marsho_render_inline_latex,
@@ -287,6 +298,8 @@ class Marsho:
             image_timeout=config.marsho_image_timeout, name=config.marsho_name,
             max_forward_nodes=config.marsho_max_forward_nodes, texts=self.texts,
         )
+        self._delivery = (settings, delivery)
+        return delivery
 
     # assembling
 

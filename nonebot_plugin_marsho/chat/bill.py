@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import fnmatch
+import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import date, timedelta
@@ -26,9 +27,15 @@ DEFAULT_WORDS = ("default", "reset", "-", "默认", "重置")
 
 
 def limits_of(config: Config) -> Limits:
-    """The default daily quotas of the settings."""
-    return Limits(user=config.marsho_user_daily_tokens, group=config.marsho_group_daily_tokens,
-                  all=config.marsho_daily_tokens)
+    """The default daily quotas of the settings (asked twice a turn: the same three quotas give
+    the same Limits, which is frozen)."""
+    return _limits(config.marsho_user_daily_tokens, config.marsho_group_daily_tokens,
+                   config.marsho_daily_tokens)
+
+
+@functools.lru_cache(maxsize=32)
+def _limits(user: int, group: int, everyone: int) -> Limits:
+    return Limits(user=user, group=group, all=everyone)
 
 
 def price_of(prices: Mapping[str, Price], model: str) -> Price | None:

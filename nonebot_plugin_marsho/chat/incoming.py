@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import fnmatch
+import functools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -76,6 +77,13 @@ def _megabytes(count: int) -> str:
 
 def sees_pictures(model: str, patterns: Iterable[str]) -> bool:
     """Whether MARSHO_VISION_MODELS names `model` (shell-style patterns, any case)."""
+    # asked at every turn with the same model and list: the answer is kept by both (a model or
+    # a list changed at run time is another key)
+    return _sees_pictures(model, tuple(patterns))
+
+
+@functools.lru_cache(maxsize=128)
+def _sees_pictures(model: str, patterns: tuple[str, ...]) -> bool:
     name = model.casefold()
     return any(fnmatch.fnmatchcase(name, pattern.casefold()) for pattern in patterns)
 

@@ -40,6 +40,7 @@ from ..redaction import logger
 from ..store.session import session_key
 from .active import flagged_bot
 from .fairuse import Notices
+from .lookup import attribute
 
 if TYPE_CHECKING:
     from .app import Marsho
@@ -89,17 +90,17 @@ def platform_marks_bot(event: Any) -> bool:
     (`extra.author.bot`), Feishu (`event.sender.sender_type` "app")."""
     if flagged_bot(event):
         return True
-    author = getattr(getattr(event, "extra", None), "author", None)
+    author = getattr(attribute(event, "extra"), "author", None)
     if getattr(author, "bot", None) is True:
         return True
-    sender = getattr(getattr(event, "event", None), "sender", None)
+    sender = getattr(attribute(event, "event"), "sender", None)
     return getattr(sender, "sender_type", None) == "app"
 
 
 def quotes_the_bot(bot: Any, event: Any) -> bool:
     """Whether the message quotes one of the bot's own (OneBot v11's `reply`, read by the
     adapter; the platforms that mark bots need no such hint)."""
-    sender = getattr(getattr(event, "reply", None), "sender", None)
+    sender = getattr(attribute(event, "reply"), "sender", None)
     user_id = getattr(sender, "user_id", None)
     return user_id is not None and str(user_id) == str(getattr(bot, "self_id", ""))
 
@@ -121,8 +122,7 @@ def calls_a_marsho(text: str, names: Iterable[str] = ()) -> bool:
     calls a marsho: `names` (this bot's trigger words) or `DEFAULT_NAMES`, in any case or width."""
     start = unicodedata.normalize("NFKC", text[:80]).casefold()
     first = next((i for i, c in enumerate(start) if c.isalnum()), len(start))
-    start = start[first:]
-    return any(start.startswith(_folded(name)) for name in (*names, *DEFAULT_NAMES) if name)
+    return start.startswith(_folded_names(tuple(names)), first)
 
 
 def marked(text: str) -> str:
@@ -146,6 +146,13 @@ def _folded(name: str) -> str:
     return unicodedata.normalize("NFKC", name).casefold()
 
 
+@functools.lru_cache(maxsize=64)
+def _folded_names(names: tuple[str, ...]) -> tuple[str, ...]:
+    """`names` and DEFAULT_NAMES as a message's start is compared with them (once per list of
+    trigger words, not once per message)."""
+    return tuple(_folded(name) for name in (*names, *DEFAULT_NAMES) if name)
+
+
 def _text_segments(message: Any) -> list[Any]:
     try:
         return [s for s in message
@@ -160,7 +167,7 @@ def strip_marker(event: Any) -> bool:
     recent chat, a quote) sees it; whether the sender's own message carried it."""
     carried = False
     for holder, own in (("message", True), ("original_message", True), ("reply", False)):
-        message = getattr(event, holder, None)
+        message = attribute(event, holder)
         if holder == "reply":
             message = getattr(message, "message", None)
         for segment in _text_segments(message) if message is not None else ():
@@ -168,7 +175,7 @@ def strip_marker(event: Any) -> bool:
             if MARKER in said:
                 segment.data["text"] = said.replace(MARKER, "")
                 carried = carried or own
-    raw = getattr(event, "raw_message", None)
+    raw = attribute(event, "raw_message")
     if isinstance(raw, str) and MARKER in raw:
         try:
             event.raw_message = raw.replace(MARKER, "")
@@ -189,9 +196,12 @@ def _repeats(message: str, answer: str) -> bool:
         return False
     if answer[:ANSWER_CHARS // 2] in message:
         return True
+    # real_quick_ratio, the bound by the lengths alone, before the matcher indexes the answer
+    # (most messages are far shorter or longer than marsho's last answers)
+    if 2.0 * min(len(message), len(answer)) / (len(message) + len(answer)) < ECHO_RATIO:
+        return False
     matcher = difflib.SequenceMatcher(None, message, answer, autojunk=False)
-    return matcher.real_quick_ratio() >= ECHO_RATIO and matcher.quick_ratio() >= ECHO_RATIO and (
-        matcher.ratio() >= ECHO_RATIO)
+    return matcher.quick_ratio() >= ECHO_RATIO and matcher.ratio() >= ECHO_RATIO
 
 
 @dataclass

@@ -81,7 +81,7 @@ def parse_request(text: str, names: list[str], command_starts: Iterable[str],
     # whatever the bot's COMMAND_START (["!"], [""], several), "marsho", "/marsho" and
     # "<any start>marsho" all work
     candidates = [text]
-    for start in sorted({"/", *command_starts} - {""}, key=len, reverse=True):
+    for start in _longest_first(frozenset({"/", *command_starts} - {""})):
         if text.startswith(start):
             candidates.append(text[len(start):].lstrip())
             break
@@ -99,8 +99,15 @@ def _folded(name: str) -> str:
     return unicodedata.normalize("NFKC", name).casefold()
 
 
+@functools.lru_cache(maxsize=64)
+def _longest_first(words: frozenset[str] | tuple[str, ...]) -> tuple[str, ...]:
+    """Command starts or trigger words, the longest first (sorted once per set, not per
+    message; words of one length keep their order)."""
+    return tuple(sorted(words, key=len, reverse=True))
+
+
 def _read_trigger(text: str, names: list[str], commands: Registry) -> Request | None:
-    for name in sorted(names, key=len, reverse=True):
+    for name in _longest_first(tuple(names)):
         # any case, and typed full-width (ｍａｒｓｈｏ) as an input method may
         if unicodedata.normalize("NFKC", text[:len(name)]).casefold() != _folded(name):
             continue

@@ -13,8 +13,20 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from nonebot.adapters import Bot, Event
+from nonebot.adapters.onebot.v11 import Message as V11Message
+from nonebot.adapters.onebot.v11 import MessageSegment as V11Segment
 from nonebot.exception import ActionFailed
-from nonebot_plugin_alconna.uniseg import CustomNode, Image, Reference, Segment, Target, Text, UniMessage
+from nonebot.matcher import current_bot, current_event
+from nonebot_plugin_alconna.uniseg import (
+    CustomNode,
+    Image,
+    Reference,
+    Segment,
+    Target,
+    Text,
+    UniMessage,
+    get_message_id,
+)
 
 from ..i18n import Texts
 from ..redaction import logger, redact
@@ -101,7 +113,8 @@ async def _send(message: UniMessage[Segment], *, reply: bool) -> bool | None:
     destination = _destination.get()
     try:
         if destination is None:
-            await message.send(reply_to=reply)
+            if not await _sent_plainly(message, reply=reply):
+                await message.send(reply_to=reply)
         else:
             bot, to = destination
             await message.send(target=to, bot=bot, reply_to=reply and isinstance(to, Event))
@@ -112,6 +125,21 @@ async def _send(message: UniMessage[Segment], *, reply: bool) -> bool | None:
     except Exception as error:
         logger.opt(exception=error).error(f"marsho: could not send the message: {error}")
         return None
+
+
+async def _sent_plainly(message: UniMessage[Segment], *, reply: bool) -> bool:
+    """Send one text to the OneBot v11 event being handled the way alconna's `send` would (the
+    same `send_msg`: the quote, then the text), without its conversion: the plain answer of
+    nearly every turn. False, sending nothing, for any other message or chat."""
+    if len(message) != 1 or type(message[0]) is not Text:
+        return False
+    bot, event = current_bot.get(None), current_event.get(None)
+    if bot is None or event is None or bot.adapter.get_name() != "OneBot V11":
+        return False
+    segment = V11Segment.text(message[0].text)
+    quoted = [V11Segment.reply(int(get_message_id(event, bot))), segment] if reply else [segment]
+    await bot.send(event, V11Message(quoted))
+    return True
 
 
 def _marked(message: UniMessage[Segment]) -> UniMessage[Segment]:

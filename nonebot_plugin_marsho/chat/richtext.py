@@ -354,20 +354,25 @@ def find_rich(text: str, *, inline_formulas: bool = False) -> list[Part]:
     """
     parts: list[Part] = []
     fences = code_fences(text)
-    fence_at = {fence.start: fence.end for fence in fences}
     scan = _Scan(text, inline_formulas, [fence.start for fence in fences])
     pending = 0
     position = 0
     length = len(text)
+    upcoming = 0  # the first fence that may start at `position` or later
     while position < length:
-        if position in fence_at:
-            position = fence_at[position]
+        while upcoming < len(fences) and fences[upcoming].start < position:
+            upcoming += 1  # (a fence something before it ran over is read as text)
+        fence_start = fences[upcoming].start if upcoming < len(fences) else length
+        # the next character a reader starts at, before the next fence (one search, not a
+        # step per character: most of an answer is plain text)
+        found = _READER_START.search(text, position, fence_start)
+        if found is None:
+            if fence_start == length:
+                break
+            position = fences[upcoming].end
             continue
-        reader = _READERS.get(text[position])
-        if reader is None:
-            position += 1
-            continue
-        part, end = reader(scan, position)
+        position = found.start()
+        part, end = _READERS[text[position]](scan, position)
         if part is not None:
             if pending < position:
                 parts.append(TextPart(text[pending:position]))
@@ -450,6 +455,7 @@ def _closed_formula(
 
 _READERS = {"`": _read_backtick, "\\": _read_backslash, "$": _read_dollar, "!": _read_bang}
 """The characters where something other than plain text may start, and their readers."""
+_READER_START = re.compile("[" + re.escape("".join(_READERS)) + "]")
 
 
 def _inline_dollar(text: str, start: int) -> int:

@@ -22,6 +22,7 @@ from nonebot_plugin_uninfo import Session, get_session
 from nonebot_plugin_uninfo.adapters import INFO_FETCHER_MAPPING
 
 from ..redaction import logger
+from .lookup import attribute
 
 Kind = Literal["group", "channel", "private"]
 PlatformRole = Literal["owner", "admin", "member"]
@@ -43,7 +44,7 @@ def looks_private(event: Event) -> bool:
     name = type(event).__name__
     if any(word in name for word in PRIVATE_EVENT_WORDS):
         return True
-    kind = getattr(getattr(event, "channel", None), "type", None)  # a Satori event not yet converted
+    kind = getattr(attribute(event, "channel"), "type", None)  # a Satori event not yet converted
     return getattr(kind, "name", None) == "DIRECT"
 
 
@@ -112,7 +113,7 @@ def platform_name(bot: Bot) -> str:
 def _onebot_v11(bot: Bot, event: Event) -> Where:
     # a temporary chat started from a group (NapCat, LLOneBot: message_type "private", sub_type
     # "group") carries that group's id, and is a private chat all the same
-    group_id = None if looks_private(event) else getattr(event, "group_id", None)
+    group_id = None if looks_private(event) else attribute(event, "group_id")
     user_id = str(getattr(event, "user_id", "") or "")
     sender = getattr(event, "sender", None)
     name = str(getattr(sender, "card", None) or getattr(sender, "nickname", None) or "")
@@ -124,7 +125,7 @@ def _onebot_v11(bot: Bot, event: Event) -> Where:
         user_id=user_id,
         name=name,
         role=role if role in ("owner", "admin") else "member",
-        anonymous=getattr(event, "anonymous", None) is not None,
+        anonymous=attribute(event, "anonymous") is not None,
     )
 
 
@@ -157,7 +158,7 @@ def from_session(bot: Bot, event: Event, session: Session) -> Where:
 
 def _id_of(event: Event, *names: str) -> str | None:
     for name in names:
-        value = getattr(event, name, None)
+        value = attribute(event, name)
         value = getattr(value, "id", value)
         if value is not None and not callable(value) and str(value):
             return str(value)
@@ -205,7 +206,7 @@ def scene_hint(event: Event) -> tuple[str | None, ...]:
     """The ids an event carries about its chat, whichever names the adapter uses for them."""
     hints: list[str | None] = []
     for name in ("channel_id", "guild_id", "group_id", "chat", "channel", "guild"):
-        value = getattr(event, name, None)
+        value = attribute(event, name)
         value = getattr(value, "id", value)
         hints.append(None if value is None else str(value))
     return tuple(hints)
