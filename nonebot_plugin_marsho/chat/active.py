@@ -31,6 +31,7 @@ from ..exceptions import StoreError
 from ..redaction import logger
 from ..store.sql import SqlStore
 from .fairuse import RateLimiter
+from .lookup import attribute
 
 ACTIVE_SETTING = "active"
 """The group setting holding the group's chance (`0.3`) or `off`."""
@@ -74,9 +75,9 @@ def in_quiet_hours(now: datetime, hours: tuple[clock_time, clock_time] | None) -
 def flagged_bot(event: Event) -> bool:
     """Whether the platform marks the sender as a bot, where the event says so for free:
     Discord's author.bot, Telegram's from_.is_bot, Satori's user.is_bot."""
-    for holder in ("author", "from_", "user"):
-        who = getattr(event, holder, None)
-        if who is not None and any(getattr(who, flag, None) is True for flag in ("bot", "is_bot")):
+    for holder in ("author", "from_", "user"):  # most events lack two or three of them
+        who = attribute(event, holder)
+        if who is not None and any(attribute(who, flag) is True for flag in ("bot", "is_bot")):
             return True
     return False
 
