@@ -4,8 +4,13 @@ turns gives each turn the same values as building them afresh did."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
+import pytest
+
+from nonebot_plugin_marsho.exceptions import StoreError
 from nonebot_plugin_marsho.store.recent import RecentTurns
+from nonebot_plugin_marsho.store.sql import SqlStore
 
 KEY = "test:group:1"
 
@@ -42,3 +47,50 @@ def test_each_read_gets_messages_of_its_own() -> None:
     [second] = recent.get(KEY, 40) or []
     assert first == second
     assert all(a is not b for a, b in zip(first.messages, second.messages, strict=True))
+
+
+# the summary's store on a SQLite file, without SQLAlchemy ----------------------------------------
+
+
+async def _stored_turns(store: SqlStore) -> list[str]:
+    for number in range(8):
+        await store.append_turn(KEY, [{"role": "user", "content": f"q{number}"},
+                                      *[{"role": "assistant", "content": f"a{number}.{i}"}
+                                        for i in range(number % 3)]], [3] * (1 + number % 3))
+        await store.append_turn("another", [{"role": "user", "content": f"elsewhere {number}"}], [3])
+    return [turn.id for turn in await store.recent_turns(KEY, max_messages=100, max_tokens=10**6)]
+
+
+async def test_turns_between_on_a_file_reads_what_sqlalchemy_reads(tmp_path: Path) -> None:
+    on_file, in_memory = SqlStore(f"sqlite:///{tmp_path / 'marsho.db'}"), SqlStore("sqlite://")
+    try:
+        file_ids, memory_ids = await _stored_turns(on_file), await _stored_turns(in_memory)
+        assert on_file._direct is not None and in_memory._direct is None
+        for after, before in [(0, 7), (1, 6), (2, 3), (3, 2), (0, 1)]:
+            for max_messages in (0, 1, 2, 4, 7, 100):
+                for with_after in (False, True):
+                    got = await on_file.turns_between(KEY, file_ids[after], file_ids[before],
+                                                      max_messages=max_messages, with_after=with_after)
+                    want = await in_memory.turns_between(KEY, memory_ids[after], memory_ids[before],
+                                                         max_messages=max_messages, with_after=with_after)
+                    assert [t.messages for t in got] == [t.messages for t in want], (after, before, max_messages)
+                    assert [t.tokens for t in got] == [t.tokens for t in want]
+        assert await on_file.turns_between(KEY, file_ids[0], "0" * 32, max_messages=100) == []
+    finally:
+        await on_file.close()
+        await in_memory.close()
+
+
+async def test_a_summary_sqlite_cannot_take_is_a_store_error_and_keeps_the_one_before(tmp_path: Path) -> None:
+    store = SqlStore(f"sqlite:///{tmp_path / 'marsho.db'}")
+    try:
+        await store.save_summary(KEY, "first", through_turn="t1", turns=1, tokens=1)
+        with pytest.raises(StoreError):
+            await store.save_summary(KEY, "bad \ud800", through_turn="t2", turns=2, tokens=2)
+        summary = await store.get_summary(KEY)
+        assert summary is not None and (summary.text, summary.through_turn) == ("first", "t1")
+        await store.save_summary("other", "theirs", through_turn="t9", turns=1, tokens=1)
+        summary = await store.get_summary(KEY)
+        assert summary is not None and summary.text == "first"
+    finally:
+        await store.close()
