@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
+from nonebot_plugin_marsho.agent.engine import Engine
+from nonebot_plugin_marsho.agent.summary import Summarizer
+from nonebot_plugin_marsho.agent.tokens import TokenCounter
 from nonebot_plugin_marsho.exceptions import StoreError
 from nonebot_plugin_marsho.store.recent import RecentTurns
 from nonebot_plugin_marsho.store.sql import SqlStore
+from nonebot_plugin_marsho.tools import Tool, Toolkit, ToolRunner, Toolset
 
 KEY = "test:group:1"
 
@@ -94,3 +99,53 @@ async def test_a_summary_sqlite_cannot_take_is_a_store_error_and_keeps_the_one_b
         assert summary is not None and summary.text == "first"
     finally:
         await store.close()
+
+
+# the system message with a summary, built once per what it is made of ------------------------------
+
+
+def _engine(**options: Any) -> Engine:
+    toolset = Toolset()
+    toolset.add(Toolkit("kit", tools=[Tool(f"kit__t{i}", "does things " * 40, {"type": "object"}, lambda: "")
+                                      for i in range(3)]))
+    engine = Engine(cast(Any, None), toolset, SqlStore("sqlite://"), ToolRunner(toolset),
+                    system_prompt="You are Marsho.", counter=TokenCounter(), **options)
+    engine.summarizer = Summarizer(cast(Any, None), max_tokens=600, counter=lambda: engine.counter,
+                                   language="en")
+    return engine
+
+
+def _system_text(engine: Engine, prompt: str, summary: str, tools: list[dict[str, Any]]) -> str:
+    return str(engine._system(prompt, summary, tools)[0]["content"])
+
+
+def test_the_system_message_follows_everything_it_is_made_of() -> None:
+    engine = _engine(max_tokens=2000)
+    tools = engine.toolset.schemas()
+    long_summary = "Alice likes cats and long walks. " * 120
+    seen = {}
+    for step, change in enumerate([
+        lambda: None,
+        lambda: setattr(engine, "max_tokens", 6000),  # more room: the summary is no longer cut
+        lambda: setattr(engine.summarizer, "language", "zh-CN"),  # the block's frame
+        lambda: setattr(engine, "counter", TokenCounter()),  # another model's counter
+    ]):
+        change()
+        for prompt in ("You are Marsho.", "You are Marsho. " * 80):
+            for summary in ("Alice likes cats.", long_summary):
+                for offered in (tools, tools[:1]):
+                    got = _system_text(engine, prompt, summary, offered)
+                    assert got == _system_text(_fresh(engine), prompt, summary, offered)
+                    assert got == _system_text(engine, prompt, summary, offered)  # cached
+                    seen[step, prompt, summary, len(offered)] = got
+    assert seen[0, "You are Marsho.", long_summary, 3] != seen[1, "You are Marsho.", long_summary, 3]
+    assert seen[1, "You are Marsho.", long_summary, 3] != seen[2, "You are Marsho.", long_summary, 3]
+
+
+def _fresh(engine: Engine) -> Engine:
+    """An engine that has built nothing yet, with `engine`'s settings."""
+    fresh = _engine(max_tokens=engine.max_tokens)
+    fresh.counter = engine.counter
+    assert fresh.summarizer is not None and engine.summarizer is not None
+    fresh.summarizer.language = engine.summarizer.language
+    return fresh

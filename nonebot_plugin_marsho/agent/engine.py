@@ -374,6 +374,9 @@ class Engine:
         self._tools_token_cache: WeakKeyDictionary[TokenCounter, dict[tuple[str, ...], int]] = (
             WeakKeyDictionary())
         """Per counter (the model's: `marsho.model` changes it), the tokens of each set of tools."""
+        self._system_cache: WeakKeyDictionary[TokenCounter, dict[tuple[Any, ...], str]] = WeakKeyDictionary()
+        """Per counter, the system message's text of a prompt with a session's summary (`_system`),
+        by what it is built from: made once per summary, not twice per turn."""
         self._prompt_token_cache: WeakKeyDictionary[TokenCounter, dict[str, int]] = WeakKeyDictionary()
         """Per counter, the tokens of each system message's text (a persona's prompt, with a
         session's summary after it or not): counted once per change, not once per request."""
@@ -389,7 +392,7 @@ class Engine:
     def _tools_tokens(self, tools: list[dict[str, Any]]) -> int:
         """Tokens of the tool schemas, counted once per set of tools (they rarely change) and
         counter."""
-        names = tuple(tool["function"]["name"] for tool in tools)
+        names = self._tool_names(tools)
         counts = self._tools_token_cache.setdefault(self.counter, {})
         count = counts.get(names)
         if count is None:
@@ -397,6 +400,10 @@ class Engine:
                 counts.clear()
             count = counts[names] = self.counter.count_tools(tools)
         return count
+
+    @staticmethod
+    def _tool_names(tools: list[dict[str, Any]]) -> tuple[str, ...]:
+        return tuple(tool["function"]["name"] for tool in tools)
 
     def _summary_room(self, prompt: str, tools: list[dict[str, Any]]) -> int:
         """Tokens the summary's block may take beside the system prompt and the tool schemas:
@@ -426,16 +433,30 @@ class Engine:
     def _system(self, prompt: str, summary: str, tools: list[dict[str, Any]]) -> list[Message]:
         """The request's one system message (some providers refuse a second): the system prompt,
         then the session's summary, cut to the room it has (left out when that is too little)."""
-        block = ""
-        if summary and self.summarizer is not None:
-            block = self.summarizer.block(summary)
-            room = self._summary_room(prompt, tools)
-            if self.counter.count_text(block) > room:
-                label = self.counter.count_text(self.summarizer.block("")) + RESERVE_MARGIN
-                block = (self.summarizer.block(self.counter.truncate(summary, room - label))
-                         if room - label >= MIN_SUMMARY_TOKENS else "")
-        content = "\n\n".join(part for part in (prompt, block) if part)
+        content = prompt
+        summarizer = self.summarizer
+        if summary and summarizer is not None:
+            # what the text is made of: the room comes from the budget, the prompt's and the tools'
+            # tokens (the counter's), the block's frame from the summarizer and its language
+            key = (prompt, summary, self._tool_names(tools), self.max_tokens, summarizer, summarizer.language)
+            texts = self._system_cache.setdefault(self.counter, {})
+            cached = texts.get(key)
+            if cached is None:
+                if len(texts) >= PROMPTS_COUNTED:
+                    texts.clear()
+                cached = texts[key] = self._with_summary(prompt, summary, tools, summarizer)
+            content = cached
         return [{"role": "system", "content": content}] if content else []
+
+    def _with_summary(self, prompt: str, summary: str, tools: list[dict[str, Any]],
+                      summarizer: Summarizer) -> str:
+        block = summarizer.block(summary)
+        room = self._summary_room(prompt, tools)
+        if self.counter.count_text(block) > room:
+            label = self.counter.count_text(summarizer.block("")) + RESERVE_MARGIN
+            block = (summarizer.block(self.counter.truncate(summary, room - label))
+                     if room - label >= MIN_SUMMARY_TOKENS else "")
+        return "\n\n".join(part for part in (prompt, block) if part)
 
     def _layout(self, system: list[Message], current: list[Message],
                 tools: list[dict[str, Any]]) -> tuple[list[Message], int]:
