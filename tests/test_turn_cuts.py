@@ -3,7 +3,11 @@ turns gives each turn the same values as building them afresh did."""
 
 from __future__ import annotations
 
+import asyncio
+import gc
 import json
+import sqlite3
+import threading
 from pathlib import Path
 from typing import Any, cast
 
@@ -15,6 +19,7 @@ from nonebot_plugin_marsho.agent.tokens import TokenCounter
 from nonebot_plugin_marsho.exceptions import StoreError
 from nonebot_plugin_marsho.store.recent import RecentTurns
 from nonebot_plugin_marsho.store.sql import SqlStore
+from nonebot_plugin_marsho.store.sqlite_direct import SqliteDirect
 from nonebot_plugin_marsho.tools import Tool, Toolkit, ToolRunner, Toolset
 
 KEY = "test:group:1"
@@ -149,3 +154,63 @@ def _fresh(engine: Engine) -> Engine:
     assert fresh.summarizer is not None and engine.summarizer is not None
     fresh.summarizer.language = engine.summarizer.language
     return fresh
+
+
+# SqliteDirect's own thread --------------------------------------------------------------------------
+
+
+def _sqlite_threads() -> int:
+    return sum(thread.name.startswith("marsho-sqlite") for thread in threading.enumerate())
+
+
+async def _ended(before: int) -> bool:
+    for _ in range(200):  # the thread ends once it has read the end of its queue
+        if _sqlite_threads() <= before:
+            return True
+        await asyncio.sleep(0.01)
+    return False
+
+
+async def test_a_closed_connection_ends_its_thread_and_a_later_call_opens_both_again(tmp_path: Path) -> None:
+    before = _sqlite_threads()
+    direct = SqliteDirect(str(tmp_path / "marsho.db"))
+    assert await direct.call(lambda db: db.execute("SELECT 1").fetchone()) == (1,)
+    await direct.close()
+    assert await _ended(before)
+    assert await direct.call(lambda db: db.execute("SELECT 2").fetchone()) == (2,)
+    await direct.close()
+    await direct.close()  # closing twice is harmless
+    assert await _ended(before)
+
+
+async def test_a_connection_dropped_unclosed_ends_its_thread(tmp_path: Path) -> None:
+    before = _sqlite_threads()
+    direct = SqliteDirect(str(tmp_path / "marsho.db"))
+    await direct.call(lambda db: None)
+    del direct
+    gc.collect()
+    assert await _ended(before)
+
+
+async def test_a_call_whose_caller_gave_up_still_runs_and_the_next_gets_its_own_answer(tmp_path: Path) -> None:
+    direct = SqliteDirect(str(tmp_path / "marsho.db"))
+    started, release = threading.Event(), threading.Event()
+
+    def slow(db: sqlite3.Connection) -> str:
+        started.set()
+        release.wait(5)
+        db.execute("CREATE TABLE done (a INTEGER)")
+        return "slow"
+
+    try:
+        waiting = asyncio.ensure_future(direct.call(slow))
+        await asyncio.get_running_loop().run_in_executor(None, started.wait, 5)
+        waiting.cancel()
+        release.set()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        assert await direct.call(lambda db: db.execute("SELECT name FROM sqlite_master").fetchall()) == [("done",)]
+        with pytest.raises(sqlite3.OperationalError):
+            await direct.call(lambda db: db.execute("SELECT * FROM missing"))
+    finally:
+        await direct.close()
