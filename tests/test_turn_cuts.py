@@ -4,6 +4,7 @@ turns gives each turn the same values as building them afresh did."""
 from __future__ import annotations
 
 import asyncio
+import copy
 import gc
 import json
 import sqlite3
@@ -14,6 +15,7 @@ from typing import Any, cast
 import pytest
 
 from nonebot_plugin_marsho.agent.engine import Engine
+from nonebot_plugin_marsho.agent.model.base import Completion
 from nonebot_plugin_marsho.agent.summary import Summarizer
 from nonebot_plugin_marsho.agent.tokens import TokenCounter
 from nonebot_plugin_marsho.exceptions import StoreError
@@ -214,3 +216,49 @@ async def test_a_call_whose_caller_gave_up_still_runs_and_the_next_gets_its_own_
             await direct.call(lambda db: db.execute("SELECT * FROM missing"))
     finally:
         await direct.close()
+
+
+# the first request laid out once ------------------------------------------------------------------------
+
+
+class _Recording:
+    """A model that answers at once and keeps every request's messages."""
+
+    model = "recording"
+    timeout = 30.0
+
+    def __init__(self) -> None:
+        self.requests: list[list[dict[str, Any]]] = []
+
+    async def complete(self, messages: list[dict[str, Any]], tools: Any = None, **_: Any) -> Completion:
+        self.requests.append(copy.deepcopy(messages))
+        if tools is None and "[Summary" not in json.dumps(messages[:1]):
+            return Completion(f"folded {len(self.requests)}: " + "they talked about cats. " * 8)
+        return Completion(f"answer {len(self.requests)} " + "fine " * 25)
+
+
+def _summarising(llm: _Recording) -> Engine:
+    engine = _engine(max_tokens=1500, max_history=12)
+    engine.llm = cast(Any, llm)
+    assert engine.summarizer is not None
+    engine.summarizer.llm = cast(Any, llm)
+    return engine
+
+
+async def test_the_first_request_laid_out_beside_the_summary_is_the_one_laid_out_afresh() -> None:
+    planned, afresh = _Recording(), _Recording()
+    engines = _summarising(planned), _summarising(afresh)
+    unplanned = engines[1]._summary_for_turn
+
+    async def without_plan(*args: Any) -> Any:
+        summary, _ = await unplanned(*args)
+        return summary, None
+
+    engines[1]._summary_for_turn = without_plan  # type: ignore[method-assign]
+    for number in range(40):
+        for engine in engines:
+            await engine.chat(KEY, f"question {number}: " + "tell me about cats " * (3 + number % 5),
+                              note="(12:00)")
+    assert planned.requests == afresh.requests
+    assert sum("[Summary" in json.dumps(r[:1]) for r in planned.requests) > 5  # carried a summary
+    assert len(planned.requests) > 45  # and folded several times
