@@ -16,6 +16,7 @@ import pytest
 
 from nonebot_plugin_marsho.agent.engine import Engine
 from nonebot_plugin_marsho.agent.model.base import Completion
+from nonebot_plugin_marsho.agent.persona import tagged_speaker
 from nonebot_plugin_marsho.agent.summary import Summarizer
 from nonebot_plugin_marsho.agent.tokens import TokenCounter
 from nonebot_plugin_marsho.exceptions import StoreError
@@ -262,3 +263,20 @@ async def test_the_first_request_laid_out_beside_the_summary_is_the_one_laid_out
     assert planned.requests == afresh.requests
     assert sum("[Summary" in json.dumps(r[:1]) for r in planned.requests) > 5  # carried a summary
     assert len(planned.requests) > 45  # and folded several times
+
+
+# a speaker's label, made once per speaker -----------------------------------------------------------------
+
+
+def test_a_speakers_label_follows_each_of_its_arguments() -> None:
+    reserved = ["Marsho", "bot"]
+    base = tagged_speaker("Alice", "OneBot V11", "10001", reserved)
+    assert tagged_speaker("Alice", "OneBot V11", "10001", iter(reserved)) == base  # any iterable
+    assert tagged_speaker("Alice", "OneBot V11", "10001", reserved) is base  # made once
+    assert tagged_speaker("Marsho", "OneBot V11", "10001", reserved) != tagged_speaker(
+        "Marsho", "OneBot V11", "10001", [])  # the reserved names count
+    assert tagged_speaker("Alice", "OneBot V11", "10002", reserved) != base
+    assert tagged_speaker("Alice", "Telegram", "10001", reserved) != base
+    assert tagged_speaker("Bob", "OneBot V11", "10001", reserved) != base
+    assert tagged_speaker("Alice" * 20, "OneBot V11", "10001", reserved, limit=12) != tagged_speaker(
+        "Alice" * 20, "OneBot V11", "10001", reserved)
