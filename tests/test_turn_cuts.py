@@ -17,6 +17,7 @@ import pytest
 from nonebot_plugin_marsho.agent.engine import Engine
 from nonebot_plugin_marsho.agent.model.base import Completion
 from nonebot_plugin_marsho.agent.persona import tagged_speaker
+from nonebot_plugin_marsho.agent.quirks import PROFILES, Quirks, _shaped_one, shaped
 from nonebot_plugin_marsho.agent.summary import Summarizer
 from nonebot_plugin_marsho.agent.tokens import TokenCounter
 from nonebot_plugin_marsho.exceptions import StoreError
@@ -280,3 +281,31 @@ def test_a_speakers_label_follows_each_of_its_arguments() -> None:
     assert tagged_speaker("Bob", "OneBot V11", "10001", reserved) != base
     assert tagged_speaker("Alice" * 20, "OneBot V11", "10001", reserved, limit=12) != tagged_speaker(
         "Alice" * 20, "OneBot V11", "10001", reserved)
+
+
+# a request shaped for its family ------------------------------------------------------------------------
+
+
+_CALL = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+_SHAPES: list[dict[str, Any]] = [
+    {"role": "system", "content": "be brief"},
+    {"role": "user", "content": "hi"},
+    {"role": "assistant", "content": None, "tool_calls": [_CALL], "reasoning_content": "think"},
+    {"role": "assistant", "content": "", "tool_calls": [_CALL]},
+    {"role": "assistant", "content": "looking", "tool_calls": [_CALL], "reasoning_content": "more"},
+    {"role": "tool", "tool_call_id": "c1", "content": "done"},
+    {"role": "assistant", "content": "ok", "reasoning_content": "thought"},
+    {"role": "user", "content": [{"type": "text", "text": "and this"}]},
+]
+
+
+@pytest.mark.parametrize("fields", [{}, *(fields for _, fields in PROFILES),
+                                    {"tool_call_content": "empty", "reasoning_back": False}])
+def test_a_request_is_shaped_as_each_message_alone_would_be(fields: dict[str, Any]) -> None:
+    quirks = Quirks(**{k: v for k, v in fields.items() if k != "effort_field"})
+    if quirks.merge_same_role or quirks.system_as_user:
+        pytest.skip("shaped by the general way")
+    messages = copy.deepcopy(_SHAPES)
+    got = shaped(messages, quirks)
+    assert got == [_shaped_one(message, quirks, ()) for message in copy.deepcopy(_SHAPES)]
+    assert messages == _SHAPES  # nothing sent was changed in place

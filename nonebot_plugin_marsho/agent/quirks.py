@@ -180,6 +180,11 @@ def shaped(messages: list[Message], quirks: Quirks, foreign: Collection[str] = (
     `foreign`: reasoning that another endpoint gave (a turn that moved mid-way): never sent to
     this one, whose model did not think it; a model that refuses tool calls without
     `reasoning_content` (`reasoning_required`) gets it empty there."""
+    if not foreign and not quirks.merge_same_role and not quirks.system_as_user:
+        # most families, most requests: only an assistant message's tool calls can change
+        return [_tool_call_shaped(message, quirks)
+                if message.get("tool_calls") and message.get("role") == "assistant" else message
+                for message in messages]
     out: list[Message] = []
     for message in messages:
         message = _shaped_one(message, quirks, foreign)
