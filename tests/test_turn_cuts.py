@@ -16,6 +16,7 @@ import pytest
 
 from nonebot_plugin_marsho.agent.engine import Engine
 from nonebot_plugin_marsho.agent.model.base import Completion
+from nonebot_plugin_marsho.agent.model.endpoint import _within
 from nonebot_plugin_marsho.agent.persona import tagged_speaker
 from nonebot_plugin_marsho.agent.quirks import PROFILES, Quirks, _shaped_one, shaped
 from nonebot_plugin_marsho.agent.summary import Summarizer
@@ -352,3 +353,37 @@ async def test_many_turns_at_once_on_a_sqlite_file_are_all_stored(tmp_path: Path
             assert turn.messages == [{"role": "user", "content": f"q{n}"}]
     finally:
         await store.close()
+
+
+# the endpoint's exchange within its timeout -----------------------------------------------------------
+
+
+async def test_an_exchange_past_its_timeout_is_cancelled_and_a_timeout_error() -> None:
+    cancelled = asyncio.Event()
+
+    async def slow() -> str:
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return "late"
+
+    async def quick() -> str:
+        return "ok"
+
+    async def failing() -> str:
+        raise ValueError("refused")
+
+    with pytest.raises(asyncio.TimeoutError):
+        await _within(slow(), 0.05)
+    assert cancelled.is_set()
+    assert await _within(quick(), 0.05) == "ok"
+    with pytest.raises(ValueError, match="refused"):
+        await _within(failing(), 5)
+    # the caller's own cancellation stays a cancellation, not a timeout
+    waiting = asyncio.ensure_future(_within(slow(), 5))
+    await asyncio.sleep(0.01)
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
