@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import gc
 import json
 import sqlite3
@@ -15,7 +16,7 @@ from typing import Any, cast
 import pytest
 
 from nonebot_plugin_marsho.agent.engine import Engine
-from nonebot_plugin_marsho.agent.model.base import Completion
+from nonebot_plugin_marsho.agent.model.base import Completion, ModelRequest
 from nonebot_plugin_marsho.agent.model.endpoint import _within
 from nonebot_plugin_marsho.agent.persona import tagged_speaker
 from nonebot_plugin_marsho.agent.quirks import PROFILES, Quirks, _shaped_one, shaped
@@ -387,3 +388,18 @@ async def test_an_exchange_past_its_timeout_is_cancelled_and_a_timeout_error() -
     waiting.cancel()
     with pytest.raises(asyncio.CancelledError):
         await waiting
+
+
+# a request changed on its way down the parts -----------------------------------------------------------
+
+
+def test_a_request_changed_on_its_way_is_the_one_dataclasses_replace_makes() -> None:
+    request = ModelRequest([{"role": "user", "content": "hi"}], tools=[{"type": "function"}], model="m")
+    changes: dict[str, Any] = {"model": "other", "more": True, "keep": 2.5, "foreign": frozenset({"x"}),
+                               "settings": {"model_setting": "MARSHO_MODEL"}, "stream": True}
+    changed = request.but(**changes)
+    assert changed == dataclasses.replace(request, **changes)
+    assert request.model == "m" and not request.stream  # the original is left as it was
+    assert request.but() == request and request.but() is not request
+    with pytest.raises(TypeError, match="no field"):
+        request.but(modle="typo")
