@@ -15,7 +15,7 @@ from typing import Any, cast
 
 import pytest
 
-from nonebot_plugin_marsho.agent.engine import Engine
+from nonebot_plugin_marsho.agent.engine import Engine, hidden_result, visible_to
 from nonebot_plugin_marsho.agent.model.base import Completion, ModelRequest
 from nonebot_plugin_marsho.agent.model.endpoint import _within
 from nonebot_plugin_marsho.agent.persona import tagged_speaker
@@ -25,9 +25,11 @@ from nonebot_plugin_marsho.agent.tokens import TokenCounter
 from nonebot_plugin_marsho.exceptions import StoreError
 from nonebot_plugin_marsho.store.batch import GroupCommit
 from nonebot_plugin_marsho.store.recent import RecentTurns
+from nonebot_plugin_marsho.store.session import Turn
 from nonebot_plugin_marsho.store.sql import SqlStore
 from nonebot_plugin_marsho.store.sqlite_direct import SqliteDirect
 from nonebot_plugin_marsho.tools import Tool, Toolkit, ToolRunner, Toolset
+from nonebot_plugin_marsho.tools.model import ToolContext
 from tests.test_group_commit import Database
 
 KEY = "test:group:1"
@@ -403,3 +405,29 @@ def test_a_request_changed_on_its_way_is_the_one_dataclasses_replace_makes() -> 
     assert request.but() == request and request.but() is not request
     with pytest.raises(TypeError, match="no field"):
         request.but(modle="typo")
+
+
+# the history as an asker may see it ----------------------------------------------------------------------
+
+
+def test_only_the_turns_with_tool_calls_are_looked_into_for_what_the_asker_may_not_see() -> None:
+    def secret() -> str:
+        return ""
+
+    toolset = Toolset()
+    toolset.add(Toolkit("kit", tools=[Tool("kit__secret", "owner only", {"type": "object"}, secret,
+                                           permission="superuser")]))
+    call = {"id": "c1", "type": "function", "function": {"name": "kit__secret", "arguments": "{}"}}
+    plain = Turn([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}], [1, 1], "t1")
+    empty_calls = Turn([{"role": "user", "content": "q"}, {"role": "assistant", "content": "a", "tool_calls": []}],
+                       [1, 1], "t2")
+    called = Turn([{"role": "user", "content": "q"}, {"role": "assistant", "content": None, "tool_calls": [call]},
+                   {"role": "tool", "tool_call_id": "c1", "content": "the owner's data"},
+                   {"role": "assistant", "content": "done"}], [1, 1, 1, 1], "t3")
+    member = ToolContext(session_key=KEY, user_id="2", role="member")
+    seen = visible_to([plain, empty_calls, called], toolset, member)
+    assert seen[0] is plain and seen[1] is empty_calls  # nothing to hide: as they are
+    assert seen[2].messages[2]["content"] == hidden_result("kit__secret")
+    assert called.messages[2]["content"] == "the owner's data"  # the history itself unchanged
+    owner = ToolContext(session_key=KEY, user_id="1", role="superuser")
+    assert visible_to([called], toolset, owner)[0] is called

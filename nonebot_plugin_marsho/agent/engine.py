@@ -323,6 +323,12 @@ def visible_to(turns: list[Turn], toolset: Toolset, context: ToolContext | None)
         return turns
     seen: list[Turn] = []
     for turn in turns:
+        for message in turn.messages:
+            if message.get("tool_calls"):
+                break
+        else:  # no tool was called (most turns): nothing to hide
+            seen.append(turn)
+            continue
         names = {call.get("id"): (call.get("function") or {}).get("name", "")
                  for message in turn.messages if message.get("role") == "assistant"
                  for call in message.get("tool_calls") or [] if isinstance(call, dict)}
