@@ -25,7 +25,7 @@ from nonebot_plugin_marsho.agent.tokens import TokenCounter
 from nonebot_plugin_marsho.exceptions import StoreError
 from nonebot_plugin_marsho.store.batch import GroupCommit
 from nonebot_plugin_marsho.store.recent import RecentTurns
-from nonebot_plugin_marsho.store.session import Turn
+from nonebot_plugin_marsho.store.session import SessionLocks, Turn
 from nonebot_plugin_marsho.store.sql import SqlStore
 from nonebot_plugin_marsho.store.sqlite_direct import SqliteDirect
 from nonebot_plugin_marsho.tools import Tool, Toolkit, ToolRunner, Toolset
@@ -431,3 +431,74 @@ def test_only_the_turns_with_tool_calls_are_looked_into_for_what_the_asker_may_n
     assert called.messages[2]["content"] == "the owner's data"  # the history itself unchanged
     owner = ToolContext(session_key=KEY, user_id="1", role="superuser")
     assert visible_to([called], toolset, owner)[0] is called
+
+
+# one turn at a time per session -------------------------------------------------------------------------
+
+
+async def test_a_sessions_turns_take_turns_and_an_idle_session_keeps_no_lock() -> None:
+    locks = SessionLocks()
+    order: list[str] = []
+
+    async def turn(name: str, key: str, gate: asyncio.Event) -> None:
+        async with locks.hold(key):
+            order.append(f"{name} in")
+            await gate.wait()
+            order.append(f"{name} out")
+
+    gate, other_gate = asyncio.Event(), asyncio.Event()
+    first = asyncio.ensure_future(turn("first", KEY, gate))
+    second = asyncio.ensure_future(turn("second", KEY, gate))
+    elsewhere = asyncio.ensure_future(turn("elsewhere", "other", other_gate))
+    await asyncio.sleep(0.01)
+    assert order == ["first in", "elsewhere in"]  # another session does not wait
+    gate.set()
+    other_gate.set()
+    await asyncio.gather(first, second, elsewhere)
+    assert order.index("first out") < order.index("second in")
+    assert locks._locks == {} and locks._users == {}
+
+
+async def test_a_turn_cancelled_while_it_waits_leaves_the_session_free() -> None:
+    locks = SessionLocks()
+    release = asyncio.Event()
+
+    async def holder() -> None:
+        async with locks.hold(KEY):
+            await release.wait()
+
+    held = asyncio.ensure_future(holder())
+    await asyncio.sleep(0)
+    waiting = asyncio.ensure_future(holder())
+    await asyncio.sleep(0.01)
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    release.set()
+    await held
+    assert locks._locks == {} and locks._users == {}
+    with pytest.raises(ValueError):  # a failure inside releases it too
+        async with locks.hold(KEY):
+            raise ValueError("boom")
+    assert locks._locks == {}
+    async with locks.hold(KEY):
+        pass
+
+
+async def test_a_sqlite_stores_turn_lock_is_the_session_lock() -> None:
+    store = SqlStore("sqlite://")
+    try:
+        inside = asyncio.Event()
+        async with store.lock(KEY):
+            blocked = asyncio.ensure_future(_enter(store, KEY, inside))
+            await asyncio.sleep(0.01)
+            assert not inside.is_set()  # the session's second turn waits
+        await blocked
+        assert inside.is_set()
+    finally:
+        await store.close()
+
+
+async def _enter(store: SqlStore, key: str, inside: asyncio.Event) -> None:
+    async with store.lock(key):
+        inside.set()

@@ -557,17 +557,21 @@ class SqlStore:
             await self._direct.close()
         await self.engine.dispose()
 
-    @asynccontextmanager
-    async def lock(self, key: str) -> AsyncIterator[None]:
-        """Run alone in the session: in this process, and on PostgreSQL in every process.
+    def lock(self, key: str) -> Any:
+        """Run alone in the session: in this process, and on PostgreSQL in every process (an
+        async context manager, History.lock's; on SQLite the local lock's own, without a
+        generator's context around it: every turn takes one).
 
         The advisory lock lives on a connection of its own, so it is released even if this
         process dies mid-turn.
         """
+        if not self.shared:
+            return self._local_locks.hold(key)
+        return self._shared_lock(key)
+
+    @asynccontextmanager
+    async def _shared_lock(self, key: str) -> AsyncIterator[None]:
         async with self._local_locks.hold(key):
-            if not self.shared:
-                yield
-                return
             conn = None
             try:
                 conn = await self.engine.connect()
