@@ -38,18 +38,20 @@ class _Stored:
     id: str
     data: list[str]
     tokens: list[int]
-    _decoded: list[tuple[Message, bool]] | None = field(default=None, compare=False, repr=False)
-    """The messages decoded at the first read, each with whether all its values are plain (a
-    shallow copy is then a whole one)."""
+    _decoded: list[Message] | None = field(default=None, compare=False, repr=False)
+    """The messages decoded at the first read."""
+    _nested: list[int] = field(default_factory=list, compare=False, repr=False)
+    """Which of them hold lists or objects (tool calls, content parts), not only plain values."""
 
     def turn(self) -> Turn:
         """The turn, its messages fresh copies: a message of plain values (text) is copied as a
         dict, one holding lists or objects (tool calls, content parts) decoded again."""
         decoded = self._decoded
         if decoded is None:
-            decoded = self._decoded = [(message, _flat(message)) for message in map(json.loads, self.data)]
-        messages = [dict(message) if flat else json.loads(data)
-                    for (message, flat), data in zip(decoded, self.data, strict=True)]
+            decoded = self._decoded = [json.loads(data) for data in self.data]
+            self._nested = [index for index, message in enumerate(decoded) if not _flat(message)]
+        messages = [dict(message) for message in decoded] if not self._nested else [
+            json.loads(self.data[index]) for index in range(len(decoded))]
         return Turn(messages, list(self.tokens), self.id)
 
 
