@@ -643,12 +643,11 @@ class SqlStore:
         chosen: list[Turn] = []
         used_messages = used_tokens = 0
         for turn in turns:  # newest first
-            if chosen and (used_messages + len(turn.messages) > max_messages
-                           or used_tokens + turn.total_tokens > max_tokens):
+            used_messages += len(turn.messages)
+            used_tokens += sum(turn.tokens)
+            if chosen and (used_messages > max_messages or used_tokens > max_tokens):
                 break
             chosen.append(turn)
-            used_messages += len(turn.messages)
-            used_tokens += turn.total_tokens
         return chosen[::-1]
 
     async def _read_recent(self, key: str, max_messages: int, recent: RecentTurns | None) -> list[Turn]:
