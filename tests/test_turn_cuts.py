@@ -10,15 +10,18 @@ import gc
 import json
 import sqlite3
 import threading
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, cast
+from zoneinfo import ZoneInfo
 
 import pytest
 
+from nonebot_plugin_marsho.agent import persona as persona_module
 from nonebot_plugin_marsho.agent.engine import Engine, hidden_result, visible_to
 from nonebot_plugin_marsho.agent.model.base import Completion, ModelRequest
 from nonebot_plugin_marsho.agent.model.endpoint import _within
-from nonebot_plugin_marsho.agent.persona import tagged_speaker
+from nonebot_plugin_marsho.agent.persona import tagged_speaker, time_line
 from nonebot_plugin_marsho.agent.quirks import PROFILES, Quirks, _shaped_one, shaped
 from nonebot_plugin_marsho.agent.summary import Summarizer
 from nonebot_plugin_marsho.agent.tokens import TokenCounter
@@ -502,3 +505,18 @@ async def test_a_sqlite_stores_turn_lock_is_the_session_lock() -> None:
 async def _enter(store: SqlStore, key: str, inside: asyncio.Event) -> None:
     async with store.lock(key):
         inside.set()
+
+
+# the turn's time line, made once a minute ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("language", ["zh-CN", "en"])
+def test_the_time_line_is_the_one_made_afresh_for_each_minute_zone_and_language(language: Any) -> None:
+    shanghai, new_york = ZoneInfo("Asia/Shanghai"), ZoneInfo("America/New_York")
+    instant = datetime(2026, 2, 17, 9, 5, 42, tzinfo=shanghai)
+    moments = [instant, instant.replace(second=3), instant + timedelta(minutes=1), instant + timedelta(days=1),
+               instant.astimezone(new_york), instant.astimezone(timezone.utc), instant.replace(tzinfo=None),
+               datetime(2026, 11, 1, 1, 30, tzinfo=new_york), datetime(2026, 11, 1, 1, 30, fold=1, tzinfo=new_york)]
+    for now in moments * 2:  # the second time from what was kept
+        assert time_line(now, language) == persona_module._time_line(now, language)
+    assert len({time_line(now, language) for now in moments}) == len(moments) - 1  # seconds do not count

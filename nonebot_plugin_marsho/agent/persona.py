@@ -53,8 +53,23 @@ def base_prompt(
     return "\n\n".join(part for part in parts if part)
 
 
+_TIME_LINES: dict[tuple[Any, ...], str] = {}
+"""time_line's texts by what they are made of (the minute, the zone, the language)."""
+
+
 def time_line(now: datetime, language: Language = "zh-CN") -> str:
     """The date and time (to the minute), weekday and zone; the lunar date in Chinese."""
+    # made once a minute (6.5 us: strftime, the zone's name, the catalogue's lines), not per turn
+    key = (now.year, now.month, now.day, now.hour, now.minute, now.utcoffset(), now.tzname(), language)
+    line = _TIME_LINES.get(key)
+    if line is None:
+        if len(_TIME_LINES) >= 64:
+            _TIME_LINES.clear()
+        line = _TIME_LINES[key] = _time_line(now, language)
+    return line
+
+
+def _time_line(now: datetime, language: Language) -> str:
     t = Texts(language)
     line = t("prompt.time", now=now.strftime("%Y-%m-%d %H:%M"), weekday=t.weekday(now.weekday()),
              zone=zone_name(now))
