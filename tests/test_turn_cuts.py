@@ -8,8 +8,10 @@ import copy
 import dataclasses
 import gc
 import json
+import os
 import sqlite3
 import threading
+import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, cast
@@ -21,7 +23,8 @@ from nonebot_plugin_marsho.agent import persona as persona_module
 from nonebot_plugin_marsho.agent.engine import Engine, hidden_result, visible_to
 from nonebot_plugin_marsho.agent.model.base import Completion, ModelRequest
 from nonebot_plugin_marsho.agent.model.endpoint import _within
-from nonebot_plugin_marsho.agent.persona import tagged_speaker, time_line
+from nonebot_plugin_marsho.agent.persona import Prompt, base_prompt, tagged_speaker, time_line, turn_prompt
+from nonebot_plugin_marsho.agent.praises import PraisesFile
 from nonebot_plugin_marsho.agent.quirks import PROFILES, Quirks, _shaped_one, shaped
 from nonebot_plugin_marsho.agent.summary import Summarizer
 from nonebot_plugin_marsho.agent.tokens import TokenCounter
@@ -520,3 +523,38 @@ def test_the_time_line_is_the_one_made_afresh_for_each_minute_zone_and_language(
     for now in moments * 2:  # the second time from what was kept
         assert time_line(now, language) == persona_module._time_line(now, language)
     assert len({time_line(now, language) for now in moments}) == len(moments) - 1  # seconds do not count
+
+
+# the system prompt, made once per what it is made of --------------------------------------------------
+
+
+def test_the_system_prompt_follows_praises_json_and_every_setting(tmp_path: Path) -> None:
+    path = tmp_path / "praises.json"
+    path.write_text(json.dumps({"like": [{"name": "Alice", "advantages": "kind"}]}), encoding="utf-8")
+    old = time.time() - 100
+    os.utime(path, (old, old))
+    prompt = Prompt(persona="You are Marsho.", praises=PraisesFile(path, lambda _: None), language="en")
+
+    def afresh(shared: bool = False, group_persona: str | None = None) -> str:
+        likes = prompt.praises.people() if prompt.praises else []
+        return turn_prompt(base_prompt(prompt.persona, prompt.additional, likes, language=prompt.language,
+                                       group_persona=group_persona), shared=shared, language=prompt.language)
+
+    def check() -> str:
+        for shared in (False, True):
+            for group_persona in (None, "be nice"):
+                got = prompt.system(shared=shared, group_persona=group_persona)
+                assert got == afresh(shared, group_persona) == prompt.system(shared=shared,
+                                                                            group_persona=group_persona)
+        return prompt.system()
+
+    first = check()
+    path.write_text(json.dumps({"like": [{"name": "Bob"}]}), encoding="utf-8")
+    os.utime(path, (old + 10, old + 10))
+    assert "Bob" in check() and "Alice" not in prompt.system()  # an edit of praises.json shows
+    prompt.additional = "Answer in rhymes."
+    assert "rhymes" in check()
+    prompt.persona = "You are Mochi."
+    assert "Mochi" in check()
+    prompt.language = "zh-CN"
+    assert check() != first

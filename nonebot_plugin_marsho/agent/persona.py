@@ -144,6 +144,10 @@ def with_turn_note(content: str | list[dict[str, Any]], note: str) -> str | list
     return [*content, {"type": "text", "text": note}]
 
 
+_SYSTEM_PROMPTS: dict[tuple[Any, ...], str] = {}
+"""Prompt.system's prompts by what they are made of."""
+
+
 @dataclass
 class Prompt:
     """The one place the prompt is built, for questions and pokes alike: the system prompt (the
@@ -168,7 +172,17 @@ class Prompt:
     def system(self, *, shared: bool = False, group_persona: str | None = None) -> str:
         """The conversation's system prompt, byte for byte the same every turn; `group_persona`:
         the asker's group's own (`marsho.persona`)."""
-        return turn_prompt(self.base(group_persona), shared=shared, language=self.language)
+        likes = tuple(self.praises.people()) if self.praises else ()  # praises.json looked at each turn
+        # made once per what it is made of, not per turn (the same str: its hash is kept too)
+        key = (self.persona, self.additional, likes, self.language, group_persona, shared)
+        prompt = _SYSTEM_PROMPTS.get(key)
+        if prompt is None:
+            if len(_SYSTEM_PROMPTS) >= 256:
+                _SYSTEM_PROMPTS.clear()
+            base = base_prompt(self.persona, self.additional, list(likes), language=self.language,
+                               group_persona=group_persona)
+            prompt = _SYSTEM_PROMPTS[key] = turn_prompt(base, shared=shared, language=self.language)
+        return prompt
 
     def note(self, *, nickname: str | None = None) -> str:
         """This turn's note (see `turn_note`): the time now, and the asker's nickname."""
