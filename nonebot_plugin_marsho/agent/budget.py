@@ -35,16 +35,16 @@ def fit_history(turns: list[Turn], *, max_messages: int, max_tokens: int) -> lis
     chosen: list[Turn] = []
     used_messages = used_tokens = 0
     for turn in reversed(turns):
-        if (used_messages + len(turn.messages) > max_messages
-                or used_tokens + turn.total_tokens > max_tokens):
+        messages, tokens = len(turn.messages), sum(turn.tokens)
+        if used_messages + messages > max_messages or used_tokens + tokens > max_tokens:
             if not chosen:
                 small = _shrink_turn(turn)
                 if len(small.messages) <= max_messages and small.total_tokens <= max_tokens:
                     chosen.append(small)
             break
         chosen.append(turn)
-        used_messages += len(turn.messages)
-        used_tokens += turn.total_tokens
+        used_messages += messages
+        used_tokens += tokens
     return [without_reasoning(m) for turn in reversed(chosen) for m in turn.messages]
 
 
@@ -62,8 +62,9 @@ def _oldest_fitting(turns: list[Turn], max_messages: int, max_tokens: int) -> in
     (len(turns) when not even the newest fits)."""
     used_messages = used_tokens = 0
     for index in range(len(turns) - 1, -1, -1):
-        used_messages += len(turns[index].messages)
-        used_tokens += turns[index].total_tokens
+        turn = turns[index]
+        used_messages += len(turn.messages)
+        used_tokens += sum(turn.tokens)
         if used_messages > max_messages or used_tokens > max_tokens:
             return index + 1
     return 0

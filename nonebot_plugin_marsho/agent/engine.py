@@ -323,6 +323,12 @@ def visible_to(turns: list[Turn], toolset: Toolset, context: ToolContext | None)
         return turns
     seen: list[Turn] = []
     for turn in turns:
+        for message in turn.messages:
+            if message.get("tool_calls"):
+                break
+        else:  # no tool was called (most turns): nothing to hide
+            seen.append(turn)
+            continue
         names = {call.get("id"): (call.get("function") or {}).get("name", "")
                  for message in turn.messages if message.get("role") == "assistant"
                  for call in message.get("tool_calls") or [] if isinstance(call, dict)}
@@ -337,6 +343,17 @@ def visible_to(turns: list[Turn], toolset: Toolset, context: ToolContext | None)
         ]
         seen.append(Turn(messages, turn.tokens, turn.id))
     return seen
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """A request's layout (Engine.request_messages): its system message, the running turn cut to
+    fit, the tokens left for history, and where the history sent starts."""
+
+    system: list[Message]
+    current: list[Message]
+    room: int
+    start: int
 
 
 class Engine:
@@ -374,6 +391,9 @@ class Engine:
         self._tools_token_cache: WeakKeyDictionary[TokenCounter, dict[tuple[str, ...], int]] = (
             WeakKeyDictionary())
         """Per counter (the model's: `marsho.model` changes it), the tokens of each set of tools."""
+        self._system_cache: WeakKeyDictionary[TokenCounter, dict[tuple[Any, ...], str]] = WeakKeyDictionary()
+        """Per counter, the system message's text of a prompt with a session's summary (`_system`),
+        by what it is built from: made once per summary, not twice per turn."""
         self._prompt_token_cache: WeakKeyDictionary[TokenCounter, dict[str, int]] = WeakKeyDictionary()
         """Per counter, the tokens of each system message's text (a persona's prompt, with a
         session's summary after it or not): counted once per change, not once per request."""
@@ -389,7 +409,7 @@ class Engine:
     def _tools_tokens(self, tools: list[dict[str, Any]]) -> int:
         """Tokens of the tool schemas, counted once per set of tools (they rarely change) and
         counter."""
-        names = tuple(tool["function"]["name"] for tool in tools)
+        names = self._tool_names(tools)
         counts = self._tools_token_cache.setdefault(self.counter, {})
         count = counts.get(names)
         if count is None:
@@ -397,6 +417,10 @@ class Engine:
                 counts.clear()
             count = counts[names] = self.counter.count_tools(tools)
         return count
+
+    @staticmethod
+    def _tool_names(tools: list[dict[str, Any]]) -> tuple[str, ...]:
+        return tuple(tool["function"]["name"] for tool in tools)
 
     def _summary_room(self, prompt: str, tools: list[dict[str, Any]]) -> int:
         """Tokens the summary's block may take beside the system prompt and the tool schemas:
@@ -426,16 +450,30 @@ class Engine:
     def _system(self, prompt: str, summary: str, tools: list[dict[str, Any]]) -> list[Message]:
         """The request's one system message (some providers refuse a second): the system prompt,
         then the session's summary, cut to the room it has (left out when that is too little)."""
-        block = ""
-        if summary and self.summarizer is not None:
-            block = self.summarizer.block(summary)
-            room = self._summary_room(prompt, tools)
-            if self.counter.count_text(block) > room:
-                label = self.counter.count_text(self.summarizer.block("")) + RESERVE_MARGIN
-                block = (self.summarizer.block(self.counter.truncate(summary, room - label))
-                         if room - label >= MIN_SUMMARY_TOKENS else "")
-        content = "\n\n".join(part for part in (prompt, block) if part)
+        content = prompt
+        summarizer = self.summarizer
+        if summary and summarizer is not None:
+            # what the text is made of: the room comes from the budget, the prompt's and the tools'
+            # tokens (the counter's), the block's frame from the summarizer and its language
+            key = (prompt, summary, self._tool_names(tools), self.max_tokens, summarizer, summarizer.language)
+            texts = self._system_cache.setdefault(self.counter, {})
+            cached = texts.get(key)
+            if cached is None:
+                if len(texts) >= PROMPTS_COUNTED:
+                    texts.clear()
+                cached = texts[key] = self._with_summary(prompt, summary, tools, summarizer)
+            content = cached
         return [{"role": "system", "content": content}] if content else []
+
+    def _with_summary(self, prompt: str, summary: str, tools: list[dict[str, Any]],
+                      summarizer: Summarizer) -> str:
+        block = summarizer.block(summary)
+        room = self._summary_room(prompt, tools)
+        if self.counter.count_text(block) > room:
+            label = self.counter.count_text(summarizer.block("")) + RESERVE_MARGIN
+            block = (summarizer.block(self.counter.truncate(summary, room - label))
+                     if room - label >= MIN_SUMMARY_TOKENS else "")
+        return "\n\n".join(part for part in (prompt, block) if part)
 
     def _layout(self, system: list[Message], current: list[Message],
                 tools: list[dict[str, Any]]) -> tuple[list[Message], int]:
@@ -491,31 +529,38 @@ class Engine:
         prompt = self.system_prompt if system_prompt is None else system_prompt
         system = self._system(prompt, summary.text if summary is not None else "", tools)
         current, room = self._layout(system, current, tools)
-        start = 0
-        if key is not None:
-            start = self._start(history, key, room, summary)
-            if remember:
-                self._remember(key, history, start)
-        earlier = fit_history(history[start:], max_messages=self.max_history, max_tokens=room)
-        return [*system, *earlier, *current]
+        start = self._start(history, key, room, summary) if key is not None else 0
+        return self._assembled(history, key, _Plan(system, current, room, start), remember=remember)
+
+    def _assembled(self, history: list[Turn], key: str | None, plan: _Plan, *,
+                   remember: bool) -> list[Message]:
+        """The request of `plan` (request_messages' layout of it), its start remembered."""
+        if key is not None and remember:
+            self._remember(key, history, plan.start)
+        earlier = fit_history(history[plan.start:], max_messages=self.max_history, max_tokens=plan.room)
+        return [*plan.system, *earlier, *plan.current]
 
     async def _summary_for_turn(self, key: str, history: list[Turn], asked: Message,
-                                tools: list[dict[str, Any]], system_prompt: str | None) -> Summary | None:
+                                tools: list[dict[str, Any]], system_prompt: str | None
+                                ) -> tuple[Summary | None, _Plan | None]:
         """The session's summary for this turn's requests. When the turn's first request would
         trim the history, the turns it leaves out (with any left out before that the summary has
         not folded) are folded into it first, so the trimming request already carries it: the
         request's start changes once per trim. A failed summary leaves them out, as without
-        summaries, and is not retried; it never fails the question."""
+        summaries, and is not retried; it never fails the question. With it, when nothing was
+        folded, the layout of the turn's first request (request_messages' for `[asked]`), made
+        on the way; None: none made."""
         get_summary = getattr(self.history, "get_summary", None)
         if self.summarizer is None or get_summary is None or not history or not history[-1].id:
-            return None
+            return None, None
         summary = await self._summary_of(key, get_summary)
         prompt = self.system_prompt if system_prompt is None else system_prompt
         system = self._system(prompt, summary.text if summary is not None else "", tools)
-        _, room = self._layout(system, [asked], tools)
+        current, room = self._layout(system, [asked], tools)
         first, gap = self._unfolded(key, history, summary)
-        if gap is None and self._start(history, key, room, summary) <= first:
-            return summary  # no trim: the common case costs the summary's read alone
+        if gap is None and (start := self._start(history, key, room, summary)) <= first:
+            # no trim: the common case costs the summary's read alone
+            return summary, _Plan(system, current, room, start)
         # the new summary may be longer than the one sent so far: trim as if it were as long as
         # it may be, so the turn's requests carry it without trimming again
         block = self._system_tokens(system) - self._prompt_tokens(prompt)
@@ -526,7 +571,7 @@ class Engine:
         if gap is not None:
             turns = [*await self._gap(key, gap, history[0].id, with_first=summary is None), *turns]
         if not turns:
-            return summary
+            return summary, None
         previous = summary.text if summary is not None else ""
         covered = summary.turns if summary is not None else 0
         try:
@@ -546,7 +591,7 @@ class Engine:
         except StoreError as error:  # this turn still carries it; the next one folds them again
             self._summaries.pop(key, None)
             logger.warning(f"marsho: session {key}: the summary could not be saved: {error}")
-        return new
+        return new, None
 
     async def _summary_of(self, key: str, get_summary: Callable[[str], Awaitable[Summary | None]]
                           ) -> Summary | None:
@@ -633,14 +678,17 @@ class Engine:
             question: Message = {"role": "user", "content": content}
             asked: Message = {"role": "user", "content": with_turn_note(content, note)}
             tools = self.toolset.schemas(context)
-            summary = await self._summary_for_turn(key, history, asked, tools, system_prompt)
+            summary, planned = await self._summary_for_turn(key, history, asked, tools, system_prompt)
             share = current_share()
 
             def prepare(added: list[Message]) -> list[Message]:
                 # only the first request places the history's start: a trim a tool round needs is
                 # for that request, and the next turn summarises what it must leave out
-                messages = self.request_messages(history, [asked, *added], tools, system_prompt, key,
-                                                 summary, remember=not added)
+                if not added and planned is not None:  # laid out already, nothing changed since
+                    messages = self._assembled(history, key, planned, remember=True)
+                else:
+                    messages = self.request_messages(history, [asked, *added], tools, system_prompt, key,
+                                                     summary, remember=not added)
                 if share is not None:  # what of it the group pays (metering.Share)
                     share.history = _earlier_tokens(messages, history, len(added) + 1, summary)
                 return messages

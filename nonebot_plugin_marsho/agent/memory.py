@@ -265,7 +265,7 @@ class MemoryBook:
         as a labelled block for the turn's note; "" for none. One query; found memories are
         marked used in the background. Never raises: a failure is logged and gives ""."""
         sight = self.sight(context)
-        if sight is None or self.recall <= 0 or not query_terms(question):
+        if sight is None or self.recall <= 0 or self._surely_none(sight) or not query_terms(question):
             return ""
         try:
             if not await self._may_have(sight):
@@ -282,6 +282,15 @@ class MemoryBook:
                    about=t("memory.note_group") if memory.about == "group" else t("memory.note_asker"),
                    text=framed(memory.text)) for memory in found]
         return t("memory.note", memories="\n".join(lines))
+
+    def _surely_none(self, sight: Sight) -> bool:
+        """Whether the owners read lately (within OWNERS_TTL) say neither the asker nor the group
+        has memories: `_may_have` would say so too, without the question's words looked at."""
+        owners = self._owners
+        if owners is None or time.monotonic() - self._owners_read > OWNERS_TTL:
+            return False
+        group = sight.group is not None and ("group", sight.group) in owners
+        return ("user", sight.person) not in owners and not group
 
     async def _may_have(self, sight: Sight) -> bool:
         """Whether the asker, or the group asked in, may have memories (False: surely none)."""

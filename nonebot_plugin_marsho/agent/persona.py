@@ -53,8 +53,23 @@ def base_prompt(
     return "\n\n".join(part for part in parts if part)
 
 
+_TIME_LINES: dict[tuple[Any, ...], str] = {}
+"""time_line's texts by what they are made of (the minute, the zone, the language)."""
+
+
 def time_line(now: datetime, language: Language = "zh-CN") -> str:
     """The date and time (to the minute), weekday and zone; the lunar date in Chinese."""
+    # made once a minute (6.5 us: strftime, the zone's name, the catalogue's lines), not per turn
+    key = (now.year, now.month, now.day, now.hour, now.minute, now.utcoffset(), now.tzname(), language)
+    line = _TIME_LINES.get(key)
+    if line is None:
+        if len(_TIME_LINES) >= 64:
+            _TIME_LINES.clear()
+        line = _TIME_LINES[key] = _time_line(now, language)
+    return line
+
+
+def _time_line(now: datetime, language: Language) -> str:
     t = Texts(language)
     line = t("prompt.time", now=now.strftime("%Y-%m-%d %H:%M"), weekday=t.weekday(now.weekday()),
              zone=zone_name(now))
@@ -129,6 +144,10 @@ def with_turn_note(content: str | list[dict[str, Any]], note: str) -> str | list
     return [*content, {"type": "text", "text": note}]
 
 
+_SYSTEM_PROMPTS: dict[tuple[Any, ...], str] = {}
+"""Prompt.system's prompts by what they are made of."""
+
+
 @dataclass
 class Prompt:
     """The one place the prompt is built, for questions and pokes alike: the system prompt (the
@@ -153,7 +172,17 @@ class Prompt:
     def system(self, *, shared: bool = False, group_persona: str | None = None) -> str:
         """The conversation's system prompt, byte for byte the same every turn; `group_persona`:
         the asker's group's own (`marsho.persona`)."""
-        return turn_prompt(self.base(group_persona), shared=shared, language=self.language)
+        likes = tuple(self.praises.people()) if self.praises else ()  # praises.json looked at each turn
+        # made once per what it is made of, not per turn (the same str: its hash is kept too)
+        key = (self.persona, self.additional, likes, self.language, group_persona, shared)
+        prompt = _SYSTEM_PROMPTS.get(key)
+        if prompt is None:
+            if len(_SYSTEM_PROMPTS) >= 256:
+                _SYSTEM_PROMPTS.clear()
+            base = base_prompt(self.persona, self.additional, list(likes), language=self.language,
+                               group_persona=group_persona)
+            prompt = _SYSTEM_PROMPTS[key] = turn_prompt(base, shared=shared, language=self.language)
+        return prompt
 
     def note(self, *, nickname: str | None = None) -> str:
         """This turn's note (see `turn_note`): the time now, and the asker's nickname."""
@@ -219,6 +248,14 @@ def tagged_speaker(name: str, platform: str, user_id: str, reserved: Iterable[st
     """Who speaks, as every line of a shared conversation and of the recent chat names them:
     their `speaker_label` and their short id (`Alice#3f2a`, see framing.short_id), at most
     `limit` characters (the name is cut, never the id). Two members with the same card differ."""
+    return _tagged_speaker(name, platform, user_id, tuple(reserved), limit)
+
+
+@functools.lru_cache(maxsize=4096)
+def _tagged_speaker(name: str, platform: str, user_id: str, reserved: tuple[str, ...],
+                    limit: int | None) -> str:
+    # a function of its arguments alone, made once per speaker (NFKC, a character walk, a
+    # digest: 8 us) rather than once per question and per message observed
     tag = "#" + short_id(platform, user_id)
     label = speaker_label(name, user_id, reserved)
     if limit is not None:

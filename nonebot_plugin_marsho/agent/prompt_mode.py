@@ -290,8 +290,7 @@ class PromptTools(Wrapper):
         if tools:
             plain = _with_system_text(plain, system_addendum(tools))
         # no text hook: calls written in the text must not be shown as they arrive
-        completion = await self.inner.request(dataclasses.replace(request, messages=plain, tools=None,
-                                                                  on_text=None))
+        completion = await self.inner.request(request.but(messages=plain, tools=None, on_text=None))
         calls, text = parse_tool_calls(completion.content)
         if not calls:
             return completion

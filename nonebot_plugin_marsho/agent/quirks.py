@@ -5,7 +5,6 @@ only what goes on the wire is shaped, so a turn can move to another model mid-wa
 
 from __future__ import annotations
 
-import dataclasses
 import fnmatch
 import re
 from collections.abc import Collection, Mapping
@@ -180,6 +179,11 @@ def shaped(messages: list[Message], quirks: Quirks, foreign: Collection[str] = (
     `foreign`: reasoning that another endpoint gave (a turn that moved mid-way): never sent to
     this one, whose model did not think it; a model that refuses tool calls without
     `reasoning_content` (`reasoning_required`) gets it empty there."""
+    if not foreign and not quirks.merge_same_role and not quirks.system_as_user:
+        # most families, most requests: only an assistant message's tool calls can change
+        return [_tool_call_shaped(message, quirks)
+                if message.get("tool_calls") and message.get("role") == "assistant" else message
+                for message in messages]
     out: list[Message] = []
     for message in messages:
         message = _shaped_one(message, quirks, foreign)
@@ -266,7 +270,7 @@ class Quirked(Wrapper):
             effort = self.learned.effort_for(request.model, effort)
         thinking = effort_options(effort_field_of(request.model, quirks), effort) if effort else {}
         messages = shaped(request.messages, quirks, request.foreign)
-        shaped_request = dataclasses.replace(request, messages=messages, options={**options, **thinking})
+        shaped_request = request.but(messages=messages, options={**options, **thinking})
         if not thinking:
             return await self.inner.request(shaped_request)
         try:
@@ -276,4 +280,4 @@ class Quirked(Wrapper):
                 raise
             if self.learned is not None:
                 self.learned.learn_effort_refused(request.model, effort, self.base_url, error)
-        return await self.inner.request(dataclasses.replace(shaped_request, options=options))
+        return await self.inner.request(shaped_request.but(options=options))

@@ -4,19 +4,21 @@ history back from the database (store/sql.py's `SqlStore.recent_turns`).
 Only a store that no other process writes uses it (SQLite, whose file the bot process claims:
 `SqlStore.claim`); on PostgreSQL every turn reads the database, where another bot process may
 have written the session. Each entry holds a session's newest whole turns as they are stored (the
-messages' JSON text, decoded again for every read, so a caller that changes what it got changes
-nothing here), and how far they answer: every read whose `max_messages` is at most `covers`, or
-every read at all (`complete`: the session has no older turn). A stored turn is added at the
-front, a cleared session forgotten, and a read that raced a write of its session is not kept.
+messages' JSON text, decoded at the first read; every read gets copies, so a caller that changes
+what it got changes nothing here), and how far they answer: every read whose `max_messages` is
+at most `covers`, or every read at all (`complete`: the session has no older turn). A stored
+turn is added at the front, a cleared session forgotten, and a read that raced a write of its
+session is not kept.
 """
 
 from __future__ import annotations
 
 import json
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
-from .session import Turn
+from .session import Message, Turn
 
 StoredTurn = tuple[str, list[str], list[int]]
 """A turn as its rows hold it: its id, each message's JSON text and token count, oldest first."""
@@ -26,6 +28,9 @@ MAX_SESSIONS = 1_000
 from the database again when they speak)."""
 
 
+_FLAT = (str, int, float, bool, type(None))
+
+
 @dataclass
 class _Stored:
     """One turn as its rows hold it."""
@@ -33,9 +38,25 @@ class _Stored:
     id: str
     data: list[str]
     tokens: list[int]
+    _decoded: list[Message] | None = field(default=None, compare=False, repr=False)
+    """The messages decoded at the first read."""
+    _nested: list[int] = field(default_factory=list, compare=False, repr=False)
+    """Which of them hold lists or objects (tool calls, content parts), not only plain values."""
 
     def turn(self) -> Turn:
-        return Turn([json.loads(data) for data in self.data], list(self.tokens), self.id)
+        """The turn, its messages fresh copies: a message of plain values (text) is copied as a
+        dict, one holding lists or objects (tool calls, content parts) decoded again."""
+        decoded = self._decoded
+        if decoded is None:
+            decoded = self._decoded = [json.loads(data) for data in self.data]
+            self._nested = [index for index, message in enumerate(decoded) if not _flat(message)]
+        messages = [dict(message) for message in decoded] if not self._nested else [
+            json.loads(self.data[index]) for index in range(len(decoded))]
+        return Turn(messages, list(self.tokens), self.id)
+
+
+def _flat(message: Any) -> bool:
+    return isinstance(message, dict) and all(isinstance(value, _FLAT) for value in message.values())
 
 
 @dataclass

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -126,16 +125,42 @@ class SessionLocks:
         self._locks: dict[str, asyncio.Lock] = {}
         self._users: dict[str, int] = {}
 
-    @asynccontextmanager
-    async def hold(self, key: str) -> AsyncIterator[None]:
+    def hold(self, key: str) -> AbstractAsyncContextManager[None]:
         """Wait for the session's earlier turns, then run alone in it."""
-        lock = self._locks.setdefault(key, asyncio.Lock())
-        self._users[key] = self._users.get(key, 0) + 1
+        return _Hold(self, key)
+
+    def _left(self, key: str) -> None:
+        self._users[key] -= 1
+        if not self._users[key]:  # nobody waits: drop it so idle sessions cost nothing
+            del self._users[key]
+            del self._locks[key]
+
+
+class _Hold:
+    """SessionLocks.hold's context (a class: an async generator's context costs twice as much,
+    and every turn takes one)."""
+
+    __slots__ = ("locks", "key", "lock")
+
+    def __init__(self, locks: SessionLocks, key: str) -> None:
+        self.locks = locks
+        self.key = key
+        self.lock: asyncio.Lock | None = None
+
+    async def __aenter__(self) -> None:
+        locks, key = self.locks, self.key
+        lock = locks._locks.get(key)
+        if lock is None:
+            lock = locks._locks[key] = asyncio.Lock()
+        locks._users[key] = locks._users.get(key, 0) + 1
         try:
-            async with lock:
-                yield
-        finally:
-            self._users[key] -= 1
-            if not self._users[key]:  # nobody waits: drop it so idle sessions cost nothing
-                del self._users[key]
-                del self._locks[key]
+            await lock.acquire()
+        except BaseException:  # cancelled while waiting: no longer one of its users
+            locks._left(key)
+            raise
+        self.lock = lock
+
+    async def __aexit__(self, *_: object) -> None:
+        assert self.lock is not None
+        self.lock.release()
+        self.locks._left(self.key)

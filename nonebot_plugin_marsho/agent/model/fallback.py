@@ -125,9 +125,9 @@ class FallbackChain:
             more = position < len(order) - 1
             foreign = frozenset() if route is None else route.foreign_reasoning(request.messages, ep.index)
             messages = request.messages if route is None else route.with_extras(request.messages, ep.index)
-            sent = dataclasses.replace(request, messages=messages, model=self.model_of(ep), deadline=deadline,
-                                       more=more, keep=reserve if more else 0.0, foreign=foreign,
-                                       settings=self.settings_of(ep))
+            sent = request.but(messages=messages, model=self.model_of(ep), deadline=deadline,
+                              more=more, keep=reserve if more else 0.0, foreign=foreign,
+                              settings=self.settings_of(ep))
             tried = ep.breaker.now()
             try:
                 completion = await self._ask(ep, sent)

@@ -13,7 +13,6 @@ calls' preamble, not an answer)."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 from collections.abc import AsyncIterator
@@ -70,14 +69,14 @@ class Streaming(Wrapper):
     async def request(self, request: ModelRequest) -> Completion:
         stream = self.wanted(request)
         if stream != request.stream:
-            request = dataclasses.replace(request, stream=stream)
+            request = request.but(stream=stream)
         try:
             return await self.inner.request(request)
         except EndpointError as error:
             if stream or self.mode == "false" or not only_streams(error):
                 raise
             self.learned.learn_stream_only(request.model, self.base_url, error)
-        return await self.inner.request(dataclasses.replace(request, stream=True))
+        return await self.inner.request(request.but(stream=True))
 
 
 async def server_events(chunks: AsyncIterator[bytes]) -> AsyncIterator[str]:
