@@ -13,7 +13,7 @@ import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from contextvars import ContextVar
 from typing import IO, Any, NamedTuple
 from urllib.parse import urlsplit
@@ -557,7 +557,7 @@ class SqlStore:
             await self._direct.close()
         await self.engine.dispose()
 
-    def lock(self, key: str) -> Any:
+    def lock(self, key: str) -> AbstractAsyncContextManager[None]:
         """Run alone in the session: in this process, and on PostgreSQL in every process (an
         async context manager, History.lock's; on SQLite the local lock's own, without a
         generator's context around it: every turn takes one).
