@@ -29,14 +29,12 @@ from nonebot_plugin_marsho.agent.quirks import PROFILES, Quirks, _shaped_one, sh
 from nonebot_plugin_marsho.agent.summary import Summarizer
 from nonebot_plugin_marsho.agent.tokens import TokenCounter
 from nonebot_plugin_marsho.exceptions import StoreError
-from nonebot_plugin_marsho.store.batch import GroupCommit
 from nonebot_plugin_marsho.store.recent import RecentTurns
 from nonebot_plugin_marsho.store.session import SessionLocks, Turn
 from nonebot_plugin_marsho.store.sql import SqlStore
 from nonebot_plugin_marsho.store.sqlite_direct import SqliteDirect
 from nonebot_plugin_marsho.tools import Tool, Toolkit, ToolRunner, Toolset
 from nonebot_plugin_marsho.tools.model import ToolContext
-from tests.test_group_commit import Database
 
 KEY = "test:group:1"
 
@@ -326,38 +324,13 @@ def test_a_request_is_shaped_as_each_message_alone_would_be(fields: dict[str, An
     assert messages == _SHAPES  # nothing sent was changed in place
 
 
-# a turn written by its own task when the database is idle ---------------------------------------------
-
-
-async def test_a_turn_alone_on_an_idle_database_is_written_without_a_task_of_its_own() -> None:
-    database = Database()
-    writes = GroupCommit(database.write, asyncio.Lock(), finishes_alone=True)
-    first = asyncio.ensure_future(writes.write([{"turn": 0}]))
-    await database.started.wait()
-    assert not writes._tasks  # its caller writes it
-    others = [asyncio.ensure_future(writes.write([{"turn": n}])) for n in (1, 2)]
-    await asyncio.sleep(0)
-    assert len(writes._tasks) == 1  # the turns that came meanwhile: one batch, one task
-    database.release.set()
-    await asyncio.gather(first, *others)
-    assert database.transactions == [[{"turn": 0}], [{"turn": 1}, {"turn": 2}]]
-
-
-async def test_a_turn_alone_the_database_refuses_fails_alone_on_an_idle_database() -> None:
-    database = Database()
-    database.release.set()
-    writes = GroupCommit(database.write, asyncio.Lock(), finishes_alone=True)
-    with pytest.raises(ValueError, match="refuses"):
-        await writes.write([{"turn": 0, "bad": True}])
-    await writes.write([{"turn": 1}])
-    assert database.stored == [{"turn": 1}]
+# many turns at once on a SQLite file ---------------------------------------------------------------
 
 
 async def test_many_turns_at_once_on_a_sqlite_file_are_all_stored(tmp_path: Path) -> None:
     store = SqlStore(f"sqlite:///{tmp_path / 'marsho.db'}")
     try:
         await store.start()
-        assert store._turn_writes is not None and store._turn_writes.finishes_alone
         await asyncio.gather(*(store.append_turn(f"s{n}", [{"role": "user", "content": f"q{n}"}], [1])
                                for n in range(30)))
         for n in range(30):

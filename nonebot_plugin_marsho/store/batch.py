@@ -39,13 +39,9 @@ class _Batch:
 class GroupCommit:
     """Writes each turn's rows with `write`, the turns that wait for `lock` together."""
 
-    def __init__(self, write: Write, lock: asyncio.Lock, *, finishes_alone: bool = False) -> None:
+    def __init__(self, write: Write, lock: asyncio.Lock) -> None:
         self._write = write
         self._lock = lock
-        self.finishes_alone = finishes_alone
-        """`write`, once begun, runs to its end even when its caller is cancelled (SqliteDirect's
-        calls do, on their thread): a turn that comes while the database is idle and no batch is
-        open is then written by its caller itself, holding the lock, without a batch and a task."""
         self._open: _Batch | None = None
         """The batch turns join: its write waits for the lock, or has not started yet."""
         self._tasks: set[asyncio.Task[None]] = set()
@@ -53,10 +49,6 @@ class GroupCommit:
     async def write(self, rows: list[Row]) -> None:
         """Insert `rows` (one turn's), in a transaction with the turns that wait beside it;
         raises what the database raised for this turn."""
-        if self.finishes_alone and self._open is None and not self._lock.locked():
-            async with self._lock:  # free: taken at once; the turns that come meanwhile batch
-                await self._write(rows)
-            return
         loop = asyncio.get_running_loop()
         pending = _Pending(rows, loop.create_future())
         pending.done.add_done_callback(_retrieved)

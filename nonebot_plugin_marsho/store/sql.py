@@ -444,13 +444,12 @@ class SqlStore:
             event.listen(self.engine.sync_engine, "connect", _sqlite_pragmas)
         self._local_locks = SessionLocks()
         self._write_lock = asyncio.Lock() if self.dialect == "sqlite" else None
+        self._turn_writes = GroupCommit(self._insert_messages, self._write_lock) if self._write_lock else None
+        """SQLite: the turns that end while one is written are written next, together (store/batch.py)."""
         path = _sqlite_file(self.url) if self.dialect == "sqlite" and "uri" not in parsed.query else None
         self._direct = SqliteDirect(path) if path is not None else None
         """A SQLite file: the turns' inserts, and the reads of sessions not kept in memory, in one hop
         to a thread of their own (store/sqlite_direct.py)."""
-        self._turn_writes = GroupCommit(self._insert_messages, self._write_lock,
-                                        finishes_alone=self._direct is not None) if self._write_lock else None
-        """SQLite: the turns that end while one is written are written next, together (store/batch.py)."""
         self._started: asyncio.Task[None] | None = None
         self._claim: IO[str] | None = None
         self._claimed = threading.Event()
