@@ -110,3 +110,30 @@ def test_a_thread_asking_the_sdk_while_another_completes_it_waits_for_it(tmp_pat
     """, tmp_path)
     assert plain == {"azure": "AzureOpenAI", "version": True}
     assert deferred == plain
+
+
+def test_an_sdk_error_class_names_the_package_before_anyone_asks_for_it_by_name(tmp_path: Path) -> None:
+    """A plain import makes every exported class's `__module__` "openai" at once; the deferred
+    SDK only those asked of it by name, so a base class met through another (RateLimitError's
+    APIError, as a traceback or `repr(cls)` shows it) reads `openai._exceptions.APIError`."""
+    deferred, plain = both("""
+        import openai
+        print(json.dumps([repr(c) for c in openai.RateLimitError.__mro__[:4]]))
+    """, tmp_path)
+    assert plain == ["<class 'openai.RateLimitError'>", "<class 'openai.APIStatusError'>",
+                     "<class 'openai.APIError'>", "<class 'openai.OpenAIError'>"]
+    assert deferred == plain
+
+
+def test_openai_resources_is_the_sdks_lazy_proxy_as_after_a_plain_import(tmp_path: Path) -> None:
+    """The `__init__` binds `openai.resources` to a proxy that loads the resources when used;
+    the placeholder takes the name for its submodule and imports all of it there and then (and
+    the name changes to the proxy once the SDK completes)."""
+    deferred, plain = both("""
+        import openai
+        first = type(openai.resources).__name__
+        openai.AzureOpenAI
+        print(json.dumps([first, type(openai.resources).__name__]))
+    """, tmp_path)
+    assert plain == ["ResourcesProxy", "ResourcesProxy"]
+    assert deferred == plain
