@@ -47,3 +47,44 @@ async def test_a_clear_after_a_cancelled_turn_write_clears_that_turn_too(tmp_pat
     finally:
         release.set()
         await store.close()
+
+
+async def test_a_clear_after_a_cancelled_summary_save_leaves_no_summary(tmp_path: Any) -> None:
+    """The same through `save_summary`'s SqliteDirect path (store/sql.py): its own hold of the
+    write lock ends at the cancellation, its statements still queued on the thread; they then
+    run after the clear and the cleared session has its summary back. On main a cancelled save
+    is rolled back, and a finished one is cleared."""
+    store = SqlStore(f"sqlite:///{tmp_path / 'marsho.db'}")
+    key = "onebot:group:20001"
+    release = threading.Event()
+    try:
+        await store.append_turn(key, [{"role": "user", "content": "first"}], [1])
+        loop = asyncio.get_running_loop()
+        busy = asyncio.Event()
+
+        def occupied(_db: Any) -> None:
+            loop.call_soon_threadsafe(busy.set)
+            release.wait(60)
+
+        direct = store._direct
+        assert direct is not None and store._write_lock is not None
+        blocker = asyncio.ensure_future(direct.call(occupied))
+        await busy.wait()
+        saving = asyncio.ensure_future(store.save_summary(key, "they talked about cats", through_turn="t",
+                                                          turns=1, tokens=5))
+        while not store._write_lock.locked() and not saving.done():
+            await asyncio.sleep(0)
+        saving.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await saving
+        clearing = asyncio.ensure_future(store.clear(key))
+        while not clearing.done() and not store._write_lock._waiters:
+            await asyncio.sleep(0.01)
+        release.set()
+        await blocker
+        await clearing
+        await direct.call(lambda _db: None)
+        assert await store.get_summary(key) is None
+    finally:
+        release.set()
+        await store.close()
