@@ -819,8 +819,8 @@ class SqlStore:
             row = {"session_key": key, "text": text, "through_turn": through_turn, "turns": turns,
                    "tokens": tokens, "updated_at": time.time()}
             try:
-                async with self._write_lock:
-                    await self._direct.insert(DELETE_SUMMARY, [{"session_key": key}], (INSERT_SUMMARY, [row]))
+                await self._direct.insert_holding(self._write_lock, DELETE_SUMMARY, [{"session_key": key}],
+                                                  (INSERT_SUMMARY, [row]))
             except (sqlite3.Error, TypeError, ValueError) as error:
                 raise StoreError(code="store.save", url=self.safe_url, detail=_describe(error)) from None
             return

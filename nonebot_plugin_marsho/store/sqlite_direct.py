@@ -20,6 +20,7 @@ the file's; `synchronous=NORMAL` and the 30 s busy timeout are the connection's)
 from __future__ import annotations
 
 import asyncio
+import functools
 import queue
 import sqlite3
 import threading
@@ -53,6 +54,9 @@ class SqliteDirect:
     async def call(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """`work(connection)` on the thread (autocommit: it says BEGIN and COMMIT itself); raises
         what it raises (sqlite3.Error, the ValueError of a text SQLite cannot take)."""
+        return await _queued(self._queue(), work)
+
+    def _queue(self) -> queue.SimpleQueue[_Job | None]:
         jobs = self._jobs
         if jobs is None:
             jobs = self._jobs = queue.SimpleQueue()
@@ -60,7 +64,10 @@ class SqliteDirect:
             threading.Thread(target=_serve, args=(weakref.ref(self), jobs), name="marsho-sqlite",
                              daemon=True).start()
             weakref.finalize(self, jobs.put, None)
-        return await _queued(jobs, work)
+        return jobs
+
+    def _put(self, job: _Job) -> None:
+        self._queue().put(job)
 
     def _run(self, work: Callable[[sqlite3.Connection], T]) -> T:
         connection = self._connection
@@ -74,6 +81,22 @@ class SqliteDirect:
         """Run `sql` for each of `rows` (named parameters), then each further (sql, rows) of `more`,
         in one transaction: all or none."""
         await self.call(lambda connection: _insert(connection, [(sql, rows), *more]))
+
+    async def insert_holding(self, lock: asyncio.Lock, sql: str, rows: Rows, *more: tuple[str, Rows]) -> None:
+        """`insert` with `lock` (the store's write lock) held until the transaction has ended on
+        the thread. A caller cancelled meanwhile is cancelled at once, but the lock stays held
+        until then: the call runs to its end whatever the caller does, and a later write (a
+        `marsho.reset` after a cancelled summary save) must not go first and be undone by it."""
+        await lock.acquire()
+        try:
+            loop = asyncio.get_running_loop()
+            done: asyncio.Future[None] = loop.create_future()
+            self._put((loop, done, lambda connection: _insert(connection, [(sql, rows), *more])))
+        except BaseException:
+            lock.release()
+            raise
+        done.add_done_callback(functools.partial(_release, lock))
+        await asyncio.shield(done)
 
     async def close(self) -> None:
         """Close the connection and end the thread (a later call opens them again)."""
@@ -121,6 +144,12 @@ def _serve(direct: weakref.ref[SqliteDirect], jobs: queue.SimpleQueue[_Job | Non
 
 def _closing(_connection: sqlite3.Connection) -> None:
     """The call that closes the connection (run as `_close`, never opening it first)."""
+
+
+def _release(lock: asyncio.Lock, done: asyncio.Future[Any]) -> None:
+    lock.release()
+    if not done.cancelled():
+        done.exception()  # read here too: a cancelled caller's failed write is not "never retrieved"
 
 
 def _settle(done: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
