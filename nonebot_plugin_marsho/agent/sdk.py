@@ -62,7 +62,8 @@ def _adopt(name: str, value: Any) -> None:
 def defer() -> None:
     """`openai` and the two packages its client needs without their `__init__` (unless the SDK
     is imported already: then it stays as it is)."""
-    if defer_init("openai", light=LIGHT, adopt=_adopt) is None:
+    # `resources`: the `__init__` binds it to a proxy that imports the resources when used
+    if defer_init("openai", light=LIGHT, adopt=_adopt, rebinds=("resources",)) is None:
         return
     defer_init("openai.lib")
     defer_init("openai.types")
@@ -73,5 +74,8 @@ def load() -> None:
     defer()
     import openai
 
-    for name in NEEDED:
+    # every light name, not just NEEDED: each made the package's as the `__init__` makes it
+    # (RateLimitError's base APIError reads `openai.APIError` in a traceback): a few classes more
+    # of the modules NEEDED imports anyway
+    for name in LIGHT:
         getattr(openai, name)
