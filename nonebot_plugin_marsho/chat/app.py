@@ -177,9 +177,9 @@ class Marsho:
     """Messages of one person in one chat that join one question (MARSHO_DEBOUNCE_SECONDS)."""
     _standby: ActiveReplies = field(init=False, repr=False)
     _stack: AsyncExitStack | None = field(init=False, default=None, repr=False)
+    """What tears the services down; only the app that built them has it (not `with_config`'s)."""
     _delivery: tuple[tuple[Any, ...], Delivery] | None = field(init=False, default=None, repr=False)
     """The last `delivery()` and the settings it was made of."""
-    """What tears the services down; only the app that built them has it (not `with_config`'s)."""
 
     engine = Built[Engine | None](optional=True)
     """The engine; None until the bot is ready (handlers use `require_engine`)."""
