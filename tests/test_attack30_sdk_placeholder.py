@@ -5,14 +5,10 @@ the SDK deferred as the plugin's warm-up leaves it, one with a plain import, and
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from tests.fresh_python import run_json
 
 PRELUDE = """
 import json, sys
@@ -24,14 +20,8 @@ if sys.argv[1] == "deferred":
 
 def both(code: str, tmp_path: Path) -> tuple[object, object]:
     """What `code` prints last (JSON), after the plugin's warm-up and after a plain import."""
-    results = []
-    for mode in ("deferred", "plain"):
-        env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(REPO_ROOT)}
-        done = subprocess.run([sys.executable, "-c", PRELUDE + textwrap.dedent(code), mode], cwd=tmp_path,
-                              env=env, capture_output=True, text=True, timeout=120, check=False)
-        assert done.returncode == 0, done.stderr[-4000:]
-        results.append(json.loads(done.stdout.strip().splitlines()[-1]))
-    return results[0], results[1]
+    deferred, plain = (run_json(PRELUDE + textwrap.dedent(code), tmp_path, mode) for mode in ("deferred", "plain"))
+    return deferred, plain
 
 
 def test_module_client_settings_set_before_the_sdk_completes_are_kept(tmp_path: Path) -> None:

@@ -5,14 +5,10 @@ interpreter (sys.modules as a bot's)."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from tests.fresh_python import REPO_ROOT, run_json
 
 SNAPSHOT = """
 import json, sys
@@ -26,11 +22,7 @@ print(json.dumps({"dir": sorted(dir(openai)), "types": sorted(dir(openai.types))
 
 
 def run_child(code: str, tmp_path: Path) -> dict[str, object]:
-    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(REPO_ROOT)}
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=120, check=False)
-    assert done.returncode == 0, done.stderr[-4000:]
-    result: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
+    result: dict[str, object] = run_json(textwrap.dedent(code), tmp_path)
     return result
 
 

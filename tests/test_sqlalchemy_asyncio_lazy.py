@@ -4,22 +4,14 @@ the package stays whole for whoever asks it for more. Each check runs in a fresh
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from tests.fresh_python import run_json
 
 
 def run_child(code: str, tmp_path: Path) -> dict[str, object]:
-    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(REPO_ROOT)}
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=120, check=False)
-    assert done.returncode == 0, done.stderr[-4000:]
-    result: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
+    result: dict[str, object] = run_json(textwrap.dedent(code), tmp_path)
     return result
 
 

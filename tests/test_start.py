@@ -4,13 +4,9 @@ are imported where they are used (see bench/start.py for the time it saves)."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from tests.fresh_python import bot_env, run_json
 
 CHILD = """
 import asyncio, json, sys
@@ -51,16 +47,8 @@ LOADED_WHEN_USED = {
 
 def start_the_bot(workdir: Path) -> dict:
     """The plugin imported and started as bot.py does, in a process of its own."""
-    env = {
-        "PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(REPO_ROOT),
-        "LOCALSTORE_DATA_DIR": str(workdir / "data"), "LOCALSTORE_CACHE_DIR": str(workdir / "cache"),
-        "LOCALSTORE_CONFIG_DIR": str(workdir / "config"),
-        "MARSHO_BASE_URL": "http://127.0.0.1:9/v1", "MARSHO_API_KEY": "k", "MARSHO_MODEL": "fake-model",
-    }
-    done = subprocess.run([sys.executable, "-c", CHILD], cwd=workdir, env=env, capture_output=True,
-                          text=True, timeout=120, check=False)
-    assert done.returncode == 0, done.stderr[-4000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    result: dict = run_json(CHILD, workdir, env=bot_env(workdir))
+    return result
 
 
 def test_a_start_loads_no_library_that_only_later_work_needs(tmp_path: Path) -> None:

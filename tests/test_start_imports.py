@@ -6,13 +6,9 @@ sight."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from tests.fresh_python import bot_env, run_json, run_python
 
 CHILD = """
 import asyncio, json, sys
@@ -56,18 +52,9 @@ NOT_AT_START = {
 
 
 def test_a_start_on_sqlite_imports_neither_postgresql_nor_the_tokenizer(tmp_path: Path) -> None:
-    env = {
-        "PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(REPO_ROOT),
-        "LOCALSTORE_DATA_DIR": str(tmp_path / "data"), "LOCALSTORE_CACHE_DIR": str(tmp_path / "cache"),
-        "LOCALSTORE_CONFIG_DIR": str(tmp_path / "config"),
-        "MARSHO_BASE_URL": "http://127.0.0.1:9/v1", "MARSHO_API_KEY": "k", "MARSHO_MODEL": "gpt-4o-mini",
-        "TIKTOKEN_CACHE_DIR": str(tmp_path / "tiktoken"),
-    }
+    env = {**bot_env(tmp_path, model="gpt-4o-mini"), "TIKTOKEN_CACHE_DIR": str(tmp_path / "tiktoken")}
     for _ in range(2):  # the first creates the database (Alembic loads every dialect it knows)
-        done = subprocess.run([sys.executable, "-c", CHILD], cwd=tmp_path, env=env, capture_output=True,
-                              text=True, timeout=120, check=False)
-        assert done.returncode == 0, done.stderr[-4000:]
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+        result = run_json(CHILD, tmp_path, env=env)
     assert result["problem"] == ""
     loaded = set(result["loaded"])
     assert "nonebot_plugin_marsho.store.sql" in loaded
@@ -92,16 +79,7 @@ def test_the_plugins_import_keeps_what_was_loaded_before_it_out_of_the_collector
         tmp_path: Path) -> None:
     """NoneBot's objects, and then the plugin's, are frozen as the import goes (not only once the
     bot has started): the collections the import triggers do not walk them again and again."""
-    env = {
-        "PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(REPO_ROOT),
-        "LOCALSTORE_DATA_DIR": str(tmp_path / "data"), "LOCALSTORE_CACHE_DIR": str(tmp_path / "cache"),
-        "LOCALSTORE_CONFIG_DIR": str(tmp_path / "config"),
-        "MARSHO_BASE_URL": "http://127.0.0.1:9/v1", "MARSHO_API_KEY": "k", "MARSHO_MODEL": "gpt-4o-mini",
-    }
-    done = subprocess.run([sys.executable, "-c", FROZEN_CHILD], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=120, check=False)
-    assert done.returncode == 0, done.stderr[-4000:]
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result = run_json(FROZEN_CHILD, tmp_path, env=bot_env(tmp_path, model="gpt-4o-mini"))
     assert result["frozen"] >= result["before"] > 0, result
 
 
@@ -109,8 +87,4 @@ def test_the_package_imported_without_nonebot_freezes_nothing(tmp_path: Path) ->
     """Used as a library (a toolkit's tests, the CLI before it initialises NoneBot), the package
     leaves the collector as it was: only the bot's own import freezes."""
     child = "import gc, nonebot_plugin_marsho; print(gc.get_freeze_count())"
-    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(REPO_ROOT)}
-    done = subprocess.run([sys.executable, "-c", child], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=120, check=False)
-    assert done.returncode == 0, done.stderr[-4000:]
-    assert done.stdout.strip().splitlines()[-1] == "0"
+    assert run_python(child, tmp_path) == "0"
