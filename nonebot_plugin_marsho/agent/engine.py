@@ -6,7 +6,7 @@ import asyncio
 import dataclasses
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 from weakref import WeakKeyDictionary
 
 from ..exceptions import BudgetError, StoreError
@@ -356,6 +356,20 @@ class _Plan:
     start: int
 
 
+_K = TypeVar("_K")
+_V = TypeVar("_V")
+
+
+def _kept(cache: dict[_K, _V], key: _K, make: Callable[[], _V]) -> _V:
+    """`cache[key]`, made by `make` the first time; a cache of PROMPTS_COUNTED entries starts over."""
+    value = cache.get(key)
+    if value is None:
+        if len(cache) >= PROMPTS_COUNTED:
+            cache.clear()
+        value = cache[key] = make()
+    return value
+
+
 class Engine:
     """Runs chat turns: one at a time per session, every loop and the request's size bounded,
     history kept valid."""
@@ -409,14 +423,8 @@ class Engine:
     def _tools_tokens(self, tools: list[dict[str, Any]]) -> int:
         """Tokens of the tool schemas, counted once per set of tools (they rarely change) and
         counter."""
-        names = self._tool_names(tools)
-        counts = self._tools_token_cache.setdefault(self.counter, {})
-        count = counts.get(names)
-        if count is None:
-            if len(counts) >= PROMPTS_COUNTED:
-                counts.clear()
-            count = counts[names] = self.counter.count_tools(tools)
-        return count
+        return _kept(self._tools_token_cache.setdefault(self.counter, {}), self._tool_names(tools),
+                     lambda: self.counter.count_tools(tools))
 
     @staticmethod
     def _tool_names(tools: list[dict[str, Any]]) -> tuple[str, ...]:
@@ -432,14 +440,9 @@ class Engine:
     def _prompt_tokens(self, prompt: str) -> int:
         """Tokens of a system message of `prompt`, counted once per prompt (they rarely change)
         and counter."""
-        counts = self._prompt_token_cache.setdefault(self.counter, {})
-        count = counts.get(prompt)
-        if count is None:
-            if len(counts) >= PROMPTS_COUNTED:
-                counts.clear()
-            count = counts[prompt] = (self.counter.count_message({"role": "system", "content": prompt})
-                                      if prompt else 0)
-        return count
+        return _kept(self._prompt_token_cache.setdefault(self.counter, {}), prompt,
+                     lambda: self.counter.count_message({"role": "system", "content": prompt})
+                     if prompt else 0)
 
     def _system_tokens(self, system: list[Message]) -> int:
         """Tokens of the request's system message (`_system`'s), counted once per text."""
@@ -456,13 +459,8 @@ class Engine:
             # what the text is made of: the room comes from the budget, the prompt's and the tools'
             # tokens (the counter's), the block's frame from the summarizer and its language
             key = (prompt, summary, self._tool_names(tools), self.max_tokens, summarizer, summarizer.language)
-            texts = self._system_cache.setdefault(self.counter, {})
-            cached = texts.get(key)
-            if cached is None:
-                if len(texts) >= PROMPTS_COUNTED:
-                    texts.clear()
-                cached = texts[key] = self._with_summary(prompt, summary, tools, summarizer)
-            content = cached
+            content = _kept(self._system_cache.setdefault(self.counter, {}), key,
+                            lambda: self._with_summary(prompt, summary, tools, summarizer))
         return [{"role": "system", "content": content}] if content else []
 
     def _with_summary(self, prompt: str, summary: str, tools: list[dict[str, Any]],
